@@ -1,0 +1,42 @@
+"""The echo environment: each step echoes the message back, with reward 0.1 × its length."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from openenv import Environment
+
+try:
+    from ..models import EchoAction, EchoObservation, EchoState
+except ImportError:  # `uvicorn server.app:app` from the env's folder
+    from models import EchoAction, EchoObservation, EchoState  # type: ignore[no-redef]
+
+READY = "Echo environment ready!"
+
+
+class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
+    """Echoes each message back; reward is 0.1 per character."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self) -> None:
+        self._episode_id = str(uuid.uuid4())
+        self._steps = 0
+        self._total_length = 0
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> EchoObservation:
+        self._episode_id = episode_id or str(uuid.uuid4())
+        self._steps = 0
+        self._total_length = 0
+        return EchoObservation(echoed_message=READY, message_length=0, reward=0.0)
+
+    def step(self, action: EchoAction, timeout_s: float | None = None, **kwargs: Any) -> EchoObservation:
+        length = len(action.message)
+        self._steps += 1
+        self._total_length += length
+        return EchoObservation(echoed_message=action.message, message_length=length, reward=0.1 * length)
+
+    @property
+    def state(self) -> EchoState:
+        return EchoState(episode_id=self._episode_id, step_count=self._steps, total_length=self._total_length)

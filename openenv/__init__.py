@@ -1,0 +1,118 @@
+"""OpenEnv: isolated environments for agentic RL, driven with `reset` / `step` / `state`.
+
+Environment authors subclass `Environment` and serve it with `create_app`; trainers and
+notebooks drive any OpenEnv server with `EnvClient` (async), `.sync()`, or `GenericEnvClient`.
+Server-side names load lazily, so a client-only install never imports the web stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "CapacityReachedError",
+    "ConfigurationError",
+    "EnvClient",
+    "EnvClientError",
+    "EnvConnectionError",
+    "EnvDisconnectedError",
+    "EnvExecutionError",
+    "EnvFactoryError",
+    "EnvServerError",
+    "EnvTimeoutError",
+    "Environment",
+    "EnvironmentMetadata",
+    "GenericEnvClient",
+    "InvalidActionError",
+    "Observation",
+    "OpenEnvError",
+    "ProtocolError",
+    "ServerSettings",
+    "State",
+    "StepResult",
+    "SyncEnvClient",
+    "create_app",
+]
+
+_LAZY = {
+    "Action": "openenv.types",
+    "Observation": "openenv.types",
+    "State": "openenv.types",
+    "StepResult": "openenv.types",
+    "EnvironmentMetadata": "openenv.types",
+    "Environment": "openenv.env",
+    "EnvClient": "openenv.client",
+    "SyncEnvClient": "openenv.client",
+    "GenericEnvClient": "openenv.client",
+    "create_app": "openenv.server.app",
+    "ServerSettings": "openenv.server.settings",
+    **{
+        name: "openenv.errors"
+        for name in (
+            "CapacityReachedError",
+            "ConfigurationError",
+            "EnvClientError",
+            "EnvConnectionError",
+            "EnvDisconnectedError",
+            "EnvExecutionError",
+            "EnvFactoryError",
+            "EnvServerError",
+            "EnvTimeoutError",
+            "InvalidActionError",
+            "OpenEnvError",
+            "ProtocolError",
+        )
+    },
+}
+
+_EXTRAS = {"openenv.server.app": "server"}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'openenv' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get(module_name)
+        if extra and exc.name and not exc.name.startswith("openenv"):
+            raise ModuleNotFoundError(
+                f"openenv.{name} needs the '{extra}' extra ({exc.name} is missing): "
+                f"pip install 'openenv-hub[{extra}]'",
+                name=exc.name,
+            ) from exc
+        raise
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from openenv.client import EnvClient, GenericEnvClient, SyncEnvClient
+    from openenv.env import Environment
+    from openenv.errors import (
+        CapacityReachedError,
+        ConfigurationError,
+        EnvClientError,
+        EnvConnectionError,
+        EnvDisconnectedError,
+        EnvExecutionError,
+        EnvFactoryError,
+        EnvServerError,
+        EnvTimeoutError,
+        InvalidActionError,
+        OpenEnvError,
+        ProtocolError,
+    )
+    from openenv.server.app import create_app
+    from openenv.server.settings import ServerSettings
+    from openenv.types import Action, EnvironmentMetadata, Observation, State, StepResult

@@ -1,0 +1,141 @@
+"""`SyncEnvClient`: blocking calls over an async `EnvClient`.
+
+Every sync client in the process shares one event loop that runs in a daemon thread. Calls are
+handed to it and waited for, so they work the same in a script, in a thread, and inside Jupyter
+(whose own loop is already running in the calling thread), and the loop keeps answering the
+server's pings while the user thinks between steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import threading
+import weakref
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from openenv.types import StepResult
+
+if TYPE_CHECKING:
+    from openenv.client.base import EnvClient
+
+__all__ = ["SyncEnvClient", "run_sync"]
+
+ActT = TypeVar("ActT")
+ObsT = TypeVar("ObsT")
+StateT = TypeVar("StateT")
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:
+        return asyncio.new_event_loop()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = _new_loop()
+            ready = threading.Event()
+
+            def _run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=_run, name="openenv-sync-loop", daemon=True).start()
+            ready.wait()
+            _loop = loop
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on the shared background loop and block until it finishes."""
+    loop = _background_loop()
+    if threading.current_thread().name == "openenv-sync-loop":
+        coro.close()
+        raise RuntimeError("a sync client call was made from inside the sync loop; use the async client there")
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+class SyncEnvClient(Generic[ActT, ObsT, StateT]):
+    """Blocking twin of an `EnvClient`; made by `client.sync()`.
+
+        with EchoEnv("http://127.0.0.1:8000").sync() as env:
+            env.reset()
+            env.step(EchoAction(message="hi"))
+    """
+
+    def __init__(self, async_client: EnvClient[ActT, ObsT, StateT]) -> None:
+        self._client = async_client
+        _track(self)
+
+    @property
+    def async_client(self) -> EnvClient[ActT, ObsT, StateT]:
+        """The async client underneath (its methods run on the shared loop)."""
+        return self._client
+
+    def connect(self) -> SyncEnvClient[ActT, ObsT, StateT]:
+        run_sync(self._client.connect())
+        return self
+
+    def reset(self, **kwargs: Any) -> StepResult[ObsT]:
+        """Start a new episode; see `EnvClient.reset`."""
+        return run_sync(self._client.reset(**kwargs))
+
+    def step(self, action: ActT, *, timeout_s: float | None = None) -> StepResult[ObsT]:
+        """Apply one action; see `EnvClient.step`."""
+        return run_sync(self._client.step(action, timeout_s=timeout_s))
+
+    def state(self) -> StateT:
+        """The environment's current state; see `EnvClient.state`."""
+        return run_sync(self._client.state())
+
+    def close(self) -> None:
+        """End the session and stop any provider the client started."""
+        if _loop is not None and not _loop.is_closed():
+            run_sync(self._client.close())
+
+    def __enter__(self) -> SyncEnvClient[ActT, ObsT, StateT]:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Other async methods of the client (e.g. env-specific helpers) become blocking here.
+        attr = getattr(self._client, name)
+        if asyncio.iscoroutinefunction(attr):
+            return lambda *a, **kw: run_sync(attr(*a, **kw))
+        return attr
+
+    def __repr__(self) -> str:
+        return f"<SyncEnvClient of {self._client!r}>"
+
+
+_clients: weakref.WeakSet[SyncEnvClient[Any, Any, Any]] = weakref.WeakSet()
+
+
+def _track(client: SyncEnvClient[Any, Any, Any]) -> None:
+    _clients.add(client)
+
+
+@atexit.register
+def _close_all() -> None:
+    # Close sessions (and stop providers) the user left open, while the loop still runs.
+    for client in list(_clients):
+        try:
+            if client._client._conn is not None or client._client.provider is not None:
+                client.close()
+        except Exception:  # interpreter shutdown: best effort, never a traceback on exit
+            pass
+    _clients.clear()

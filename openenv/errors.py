@@ -1,0 +1,163 @@
+"""The error tree of the `openenv` package.
+
+```
+OpenEnvError
+├── ConfigurationError               a setting or argument is wrong; the message says which
+├── EnvClientError                   raised by clients
+│   ├── EnvConnectionError           (also ConnectionError) the server cannot be reached
+│   ├── EnvTimeoutError              (also TimeoutError) connect or reply took too long
+│   ├── EnvDisconnectedError         (also ConnectionError) the session's connection ended
+│   └── EnvServerError               (also RuntimeError) the server answered with an error frame
+│       ├── InvalidActionError           VALIDATION_ERROR
+│       ├── EnvExecutionError            EXECUTION_ERROR: the environment raised
+│       ├── CapacityReachedError         CAPACITY_REACHED
+│       ├── EnvFactoryError              FACTORY_ERROR: the environment could not be built
+│       └── ProtocolError                INVALID_JSON, UNKNOWN_TYPE, MESSAGE_TOO_LARGE, SESSION_ERROR...
+└── (server side) EnvStepTimeout     an environment call ran past its timeout
+```
+Every client error names the URL it was talking to. `EnvServerError.code` is the server's
+error code; `EnvServerError.data` is the whole error frame payload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CapacityReachedError",
+    "ConfigurationError",
+    "EnvClientError",
+    "EnvConnectionError",
+    "EnvDisconnectedError",
+    "EnvExecutionError",
+    "EnvFactoryError",
+    "EnvServerError",
+    "EnvStepTimeout",
+    "EnvTimeoutError",
+    "InvalidActionError",
+    "OpenEnvError",
+    "ProtocolError",
+    "server_error_from_frame",
+]
+
+
+class OpenEnvError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class ConfigurationError(OpenEnvError, ValueError):
+    """A setting or argument is wrong; the message says which and what to do."""
+
+
+class EnvStepTimeout(OpenEnvError, TimeoutError):
+    """An environment call ran past its time limit (raised inside servers)."""
+
+
+class EnvClientError(OpenEnvError):
+    """Base of the errors a client raises. `url` is the endpoint it was talking to."""
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class EnvConnectionError(EnvClientError, ConnectionError):
+    """The server could not be reached or refused the connection."""
+
+
+class EnvTimeoutError(EnvClientError, TimeoutError):
+    """Connecting, or waiting for a reply, took longer than the configured timeout."""
+
+
+class EnvDisconnectedError(EnvClientError, ConnectionError):
+    """The connection ended: the server closed it, crashed, or the session expired."""
+
+    def __init__(self, message: str, *, url: str | None = None, close_code: int | None = None) -> None:
+        super().__init__(message, url=url)
+        self.close_code = close_code
+
+
+class EnvServerError(EnvClientError, RuntimeError):
+    """The server answered with an error frame.
+
+    Attributes:
+        code: the protocol error code, e.g. ``"VALIDATION_ERROR"``.
+        data: the error frame's whole payload (``message``, ``code`` and any details).
+    """
+
+    def __init__(self, message: str, *, code: str, data: dict[str, Any] | None = None, url: str | None = None) -> None:
+        super().__init__(message, url=url)
+        self.code = code
+        self.data = data or {}
+
+
+class InvalidActionError(EnvServerError):
+    """The action (or message) did not validate; `errors` holds pydantic's list."""
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return list(self.data.get("errors") or [])
+
+
+class EnvExecutionError(EnvServerError):
+    """The environment raised while handling the request; the session stays usable."""
+
+
+class CapacityReachedError(EnvServerError):
+    """The server is at its session capacity; try later or another replica."""
+
+    @property
+    def active_sessions(self) -> int | None:
+        return self.data.get("active_sessions")
+
+    @property
+    def max_sessions(self) -> int | None:
+        return self.data.get("max_sessions")
+
+
+class EnvFactoryError(EnvServerError):
+    """The server could not build an environment instance for this session."""
+
+
+class ProtocolError(EnvServerError):
+    """The server did not understand a frame (bad JSON, unknown type, too large...)."""
+
+
+_BY_CODE: dict[str, type[EnvServerError]] = {
+    "VALIDATION_ERROR": InvalidActionError,
+    "EXECUTION_ERROR": EnvExecutionError,
+    "CAPACITY_REACHED": CapacityReachedError,
+    "FACTORY_ERROR": EnvFactoryError,
+}
+
+_HINTS: dict[str, str] = {
+    "VALIDATION_ERROR": "check the action against GET /schema",
+    "CAPACITY_REACHED": "close other sessions, retry later, or raise the server's max_sessions",
+    "FACTORY_ERROR": "the server cannot build the environment; see the server log",
+    "MESSAGE_TOO_LARGE": "send smaller frames or raise the server's max_message_bytes",
+}
+
+
+def server_error_from_frame(data: Any, url: str | None = None) -> EnvServerError:
+    """Build the typed exception for the `data` of an error frame."""
+    if not isinstance(data, dict):
+        data = {"message": str(data), "code": "UNKNOWN"}
+    code = str(data.get("code") or "UNKNOWN")
+    message = str(data.get("message") or "unknown error")
+    text = f"{code}: {message}"
+    if code == "VALIDATION_ERROR" and data.get("errors"):
+        details = "; ".join(_describe_pydantic_error(e) for e in data["errors"][:5])
+        text = f"{text} ({details})"
+    hint = _HINTS.get(code)
+    if hint:
+        text = f"{text} — {hint}"
+    if url:
+        text = f"{text} [{url}]"
+    return _BY_CODE.get(code, ProtocolError)(text, code=code, data=data, url=url)
+
+
+def _describe_pydantic_error(err: Any) -> str:
+    if not isinstance(err, dict):
+        return str(err)
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+    return f"{loc or '<root>'}: {err.get('msg', '')}"

@@ -1,0 +1,133 @@
+"""The wire protocol: message types, error codes and JSON encoding, in one place.
+
+Server and client both import from here, so the two ends cannot drift apart. The protocol is
+upstream OpenEnv's (see docs/protocol.md); what we add is marked as an extension and is only used
+when both ends are ours.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import math
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
+
+__all__ = [
+    "ErrorCode",
+    "MsgType",
+    "PROTOCOL_VERSION",
+    "PROTOCOL_HEADER",
+    "EXTENSIONS",
+    "dumps",
+    "loads",
+    "observation_json",
+    "observation_payload",
+    "error_frame",
+    "JSONDecodeError",
+]
+
+PROTOCOL_VERSION = 1
+# Our servers announce themselves in the WebSocket handshake reply with this header
+# ("1; ext=a,b"); upstream clients ignore unknown headers, ours read it for free at connect.
+PROTOCOL_HEADER = "x-openenv-protocol"
+# Extensions this implementation supports (advertised in /metadata and the header above).
+EXTENSIONS: tuple[str, ...] = ("step-timeout",)
+
+
+class MsgType(str, enum.Enum):
+    """`type` of a WebSocket frame."""
+
+    RESET = "reset"
+    STEP = "step"
+    STATE = "state"
+    CLOSE = "close"
+    MCP = "mcp"
+    OBSERVATION = "observation"
+    ERROR = "error"
+
+
+class ErrorCode(str, enum.Enum):
+    """`code` of an error frame. The first seven are upstream's; the rest are ours."""
+
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    FACTORY_ERROR = "FACTORY_ERROR"
+    SESSION_ERROR = "SESSION_ERROR"
+    MESSAGE_TOO_LARGE = "MESSAGE_TOO_LARGE"
+    TIMEOUT = "TIMEOUT"
+
+
+JSONDecodeError = orjson.JSONDecodeError
+loads = orjson.loads
+
+_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def _default(obj: Any) -> Any:
+    # Values orjson does not know natively: models nested in dicts, sets, bytes, numpy scalars.
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(obj)).decode("ascii")
+    if hasattr(obj, "tolist"):  # numpy arrays of object dtype, numpy/torch scalars, tensors
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"cannot encode a {type(obj).__name__} as JSON")
+
+
+def dumps(obj: Any) -> bytes:
+    """Encode to compact JSON bytes (numpy arrays, models, sets and bytes included)."""
+    return orjson.dumps(obj, default=_default, option=_OPTS)
+
+
+def observation_payload(dumped: dict[str, Any]) -> dict[str, Any]:
+    """Turn a dumped Observation into the wire's `{"observation", "reward", "done"}`.
+
+    `reward` and `done` are lifted beside the observation. Upstream drops `metadata`; we keep
+    it inside the observation when it is not empty (upstream clients accept the field).
+    """
+    reward = dumped.pop("reward", None)
+    done = dumped.pop("done", False)
+    if not dumped.get("metadata", True):
+        del dumped["metadata"]
+    if isinstance(reward, float) and not math.isfinite(reward):
+        reward = None
+    return {"observation": dumped, "reward": reward, "done": bool(done)}
+
+
+_EXCLUDE_LIFTED = frozenset({"reward", "done"})
+_EXCLUDE_LIFTED_AND_METADATA = frozenset({"reward", "done", "metadata"})
+
+
+def observation_json(obs: BaseModel) -> bytes:
+    """`observation_payload` of an Observation, straight to JSON bytes.
+
+    pydantic's serializer writes the fields; only the two lifted values are encoded here. Falls
+    back to the dict route for values pydantic cannot serialize (numpy arrays and the like).
+    """
+    metadata = getattr(obs, "metadata", None)
+    exclude = _EXCLUDE_LIFTED if metadata else _EXCLUDE_LIFTED_AND_METADATA
+    try:
+        body = obs.__pydantic_serializer__.to_json(obs, exclude=exclude)
+    except (PydanticSerializationError, TypeError, ValueError):
+        return dumps(observation_payload(obs.model_dump()))
+    reward = getattr(obs, "reward", None)
+    if type(reward) is float and not math.isfinite(reward):
+        reward = None
+    done = b"true" if getattr(obs, "done", False) else b"false"
+    return b'{"observation":%b,"reward":%b,"done":%b}' % (body, orjson.dumps(reward), done)
+
+
+def error_frame(code: ErrorCode, message: str, **details: Any) -> bytes:
+    """Encode an error frame: `{"type": "error", "data": {"message", "code", ...}}`."""
+    return dumps({"type": "error", "data": {"message": message, "code": code.value, **details}})

@@ -1,0 +1,283 @@
+"""`create_app`: serve an `Environment` over HTTP and WebSocket, upstream-compatible."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import typing
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import Body, FastAPI
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from starlette.routing import WebSocketRoute
+
+from openenv.env import Environment
+from openenv.errors import ConfigurationError
+from openenv.protocol import EXTENSIONS, PROTOCOL_VERSION, ErrorCode
+from openenv.server.runtime import EnvRuntime, RequestError
+from openenv.server.sessions import FactoryError
+from openenv.server.settings import ServerSettings, get_settings
+from openenv.server.ws import WebSocketEndpoint
+from openenv.types import Action, EnvironmentMetadata, Observation, State
+
+__all__ = ["create_app"]
+
+API_VERSION = "1.0.0"
+_HEALTH_WAIT_S = 30.0
+
+_STATUS_BY_CODE = {
+    ErrorCode.VALIDATION_ERROR: 422,
+    ErrorCode.EXECUTION_ERROR: 500,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.FACTORY_ERROR: 503,
+}
+
+
+class ResetRequest(BaseModel):
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{"seed": 42}, {}]})
+
+    seed: int | None = Field(default=None, ge=0, description="Seed for a reproducible episode.")
+    episode_id: str | None = Field(default=None, max_length=255, description="Identifier for the new episode.")
+
+
+class ObservationReply(BaseModel):
+    observation: dict[str, Any] = Field(description="The observation's fields, except reward and done.")
+    reward: float | None = None
+    done: bool = False
+
+
+class HealthReply(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: str = Field(description='"healthy", "starting" or "unhealthy".')
+    active_sessions: int
+    max_sessions: int
+
+
+class EnvApp(FastAPI):
+    """The FastAPI app of an env server.
+
+    WebSocket frames to `/ws` are the hot path, so while no user middleware is installed their
+    connections go straight to the endpoint instead of through Starlette's middleware stack
+    (which wraps `send` once per frame). Everything else is plain FastAPI.
+    """
+
+    openenv_ws: Any = None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and self.openenv_ws is not None and not self.user_middleware:
+            path, root = scope["path"], scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):]
+            if path == "/ws":
+                await self.openenv_ws(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(
+    env_factory: Callable[[], Environment] | type[Environment],
+    action_cls: type[Action],
+    observation_cls: type[Observation],
+    state_cls: type[State] | None = None,
+    *,
+    env_name: str | None = None,
+    max_concurrent_envs: int | None = None,
+    settings: ServerSettings | None = None,
+) -> FastAPI:
+    """Build the FastAPI app that serves an environment.
+
+    Args:
+        env_factory: the Environment subclass, or a zero-argument callable returning an instance;
+            called once per session.
+        action_cls: the action model; frames are validated against it.
+        observation_cls: the observation model (shown in /schema).
+        state_cls: the state model shown in /schema; inferred from `Environment[A, O, S]` when
+            omitted.
+        env_name: the name shown in /metadata and the OpenAPI title (default: the class name).
+        max_concurrent_envs: session capacity; overrides `settings.max_sessions`.
+        settings: server settings; `ServerSettings.from_env()` when omitted.
+
+    Returns:
+        A FastAPI app with /health, /metadata, /schema, /reset, /step, /state, /mcp and /ws.
+
+    Raises:
+        ConfigurationError: the classes are not models of the right kind, or a capacity above 1
+            is asked of an environment that does not support concurrent sessions.
+    """
+    settings = settings or get_settings()
+    _check_models(action_cls, observation_cls)
+    env_cls = _env_class(env_factory)
+    if env_cls is not None and not (env_cls._has_async("step") or env_cls.step is not Environment.step):
+        raise ConfigurationError(f"{env_cls.__name__} implements neither step() nor step_async()")
+    state_cls = state_cls or _infer_state_cls(env_cls) or State
+    max_sessions = max_concurrent_envs or settings.capacity
+    if env_cls is not None and not env_cls.SUPPORTS_CONCURRENT_SESSIONS:
+        if max_concurrent_envs is not None and max_concurrent_envs > 1:
+            raise ConfigurationError(
+                f"{env_cls.__name__} sets SUPPORTS_CONCURRENT_SESSIONS = False, so it cannot serve "
+                f"{max_concurrent_envs} sessions; make its instances independent and set the flag to True"
+            )
+        max_sessions = 1
+    name = env_name or (env_cls.__name__ if env_cls else getattr(env_factory, "__name__", "environment"))
+
+    runtime = EnvRuntime(env_factory, action_cls, observation_cls, state_cls, settings, max_sessions)
+    cache: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        warm = asyncio.get_running_loop().create_task(runtime.sessions.warm_up())
+        runtime.sessions.start_reaper()
+        try:
+            yield
+        finally:
+            warm.cancel()
+            await runtime.sessions.shutdown()
+
+    app = EnvApp(
+        title=name,
+        version=API_VERSION,
+        description=f"OpenEnv environment server for {name}.",
+        lifespan=lifespan,
+    )
+    app.state.openenv_runtime = runtime
+
+    @app.exception_handler(RequestError)
+    async def _request_error(_: Any, exc: RequestError) -> JSONResponse:
+        status = _STATUS_BY_CODE.get(exc.code, 400)
+        if exc.code is ErrorCode.VALIDATION_ERROR and "errors" in exc.details:
+            return JSONResponse({"detail": exc.details["errors"]}, status_code=status)
+        return JSONResponse({"detail": exc.message, "code": exc.code.value}, status_code=status)
+
+    @app.get("/health", response_model=HealthReply, tags=["Health"], summary="Readiness and capacity")
+    async def health() -> JSONResponse:
+        sessions = runtime.sessions
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(sessions.factory_checked.wait(), _HEALTH_WAIT_S)
+        body: dict[str, Any] = {"active_sessions": sessions.active, "max_sessions": sessions.max_sessions}
+        if not sessions.factory_checked.is_set():
+            return JSONResponse({"status": "starting", **body}, status_code=503)
+        if sessions.factory_error:
+            return JSONResponse({"status": "unhealthy", "error": sessions.factory_error, **body}, status_code=503)
+        return JSONResponse({"status": "healthy", **body})
+
+    @app.get("/metadata", tags=["Environment Info"], summary="Name, description, README and protocol")
+    async def metadata() -> dict[str, Any]:
+        if "metadata" not in cache:
+            cache["metadata"] = await _describe(runtime, name)
+        return {**cache["metadata"], "protocol": {"version": PROTOCOL_VERSION, "extensions": list(EXTENSIONS)}}
+
+    @app.get("/schema", tags=["Schema"], summary="JSON Schemas of action, observation and state")
+    async def schema() -> dict[str, Any]:
+        if "schema" not in cache:
+            cache["schema"] = {
+                "action": action_cls.model_json_schema(),
+                "observation": observation_cls.model_json_schema(),
+                "state": state_cls.model_json_schema(),
+            }
+        return cache["schema"]
+
+    step_request = create_model(
+        "StepRequest",
+        __config__=ConfigDict(extra="allow"),
+        action=(action_cls, Field(description="The action, as in /schema.")),
+        timeout_s=(float | None, Field(default=None, gt=0, description="Stop waiting after this many seconds.")),
+        request_id=(str | None, Field(default=None, max_length=255)),
+    )
+
+    @app.post("/reset", response_model=ObservationReply, tags=["Environment Control"], summary="Reset a fresh environment (stateless)")
+    async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:
+        async with _fresh_env(runtime) as env:
+            return _json(await runtime.reset(env, request.model_dump(exclude_unset=True)))
+
+    async def step(request: Any) -> Response:
+        async with _fresh_env(runtime) as env:
+            return _json(await runtime.step(env, request.action, request.timeout_s))
+
+    # The body model is built at run time, so the annotation is set by hand (this module's
+    # annotations are strings that FastAPI could not resolve).
+    step.__annotations__["request"] = step_request
+    app.post("/step", response_model=ObservationReply, tags=["Environment Control"], summary="Step a fresh environment (stateless)")(step)
+
+    @app.get("/state", tags=["State Management"], summary="State of a fresh environment (stateless)")
+    async def state() -> Response:
+        async with _fresh_env(runtime) as env:
+            return _json(await runtime.state(env))
+
+    @app.post("/mcp", tags=["MCP"], summary="JSON-RPC 2.0 tool calls")
+    async def mcp(body: Any = Body(default=None)) -> dict[str, Any]:
+        request_id = body.get("id") if isinstance(body, dict) else None
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "this environment exposes no MCP tools"}}
+
+    ws_endpoint = WebSocketEndpoint(runtime)
+    app.router.routes.append(WebSocketRoute("/ws", ws_endpoint))
+    app.openenv_ws = ws_endpoint
+    return app
+
+
+def _json(payload: bytes) -> Response:
+    return Response(payload, media_type="application/json")
+
+
+@contextlib.asynccontextmanager
+async def _fresh_env(runtime: EnvRuntime) -> AsyncIterator[Environment]:
+    try:
+        env = await runtime.sessions.build_env()
+    except FactoryError as exc:
+        raise RequestError(ErrorCode.FACTORY_ERROR, str(exc)) from exc
+    try:
+        yield env
+    finally:
+        await runtime.sessions.close_env(env)
+
+
+async def _describe(runtime: EnvRuntime, name: str) -> dict[str, Any]:
+    try:
+        async with _fresh_env(runtime) as env:
+            meta = env.get_metadata()
+            if type(env).get_metadata is Environment.get_metadata:
+                meta = meta.model_copy(update={"name": name})
+    except RequestError:
+        meta = EnvironmentMetadata(name=name)
+    if isinstance(meta, BaseModel):
+        return meta.model_dump()
+    return dict(meta)
+
+
+def _check_models(action_cls: Any, observation_cls: Any) -> None:
+    if not (isinstance(action_cls, type) and issubclass(action_cls, BaseModel)):
+        raise ConfigurationError(f"action_cls must be a pydantic model class (subclass openenv.Action), got {action_cls!r}")
+    if not (isinstance(observation_cls, type) and issubclass(observation_cls, Observation)):
+        raise ConfigurationError(f"observation_cls must subclass openenv.Observation, got {observation_cls!r}")
+
+
+def _env_class(factory: Any) -> type[Environment] | None:
+    if isinstance(factory, type):
+        if not issubclass(factory, Environment):
+            raise ConfigurationError(f"{factory.__name__} is not a subclass of openenv.Environment")
+        return factory
+    try:
+        ret = typing.get_type_hints(factory).get("return")
+    except Exception:  # lambdas, partials, unresolvable annotations: nothing to learn
+        return None
+    return ret if isinstance(ret, type) and issubclass(ret, Environment) else None
+
+
+def _infer_state_cls(env_cls: type[Environment] | None) -> type[State] | None:
+    if env_cls is None:
+        return None
+    for klass in env_cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            if typing.get_origin(base) is Environment:
+                args = typing.get_args(base)
+                if len(args) == 3 and isinstance(args[2], type) and issubclass(args[2], State):
+                    return args[2]
+    prop = inspect.getattr_static(env_cls, "state", None)
+    try:
+        hint = typing.get_type_hints(prop.fget).get("return") if isinstance(prop, property) else None
+    except Exception:
+        return None
+    return hint if isinstance(hint, type) and issubclass(hint, State) else None

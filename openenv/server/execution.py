@@ -1,0 +1,147 @@
+"""Running an environment's methods: on the event loop, or in one shared worker pool.
+
+See `openenv.env` for the `EXECUTION` modes. The "auto" policy is kept per (class, method),
+because a fast `step` says nothing about `reset` or the factory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from openenv.errors import EnvStepTimeout
+
+__all__ = ["Executor"]
+
+log = logging.getLogger("openenv.server")
+
+T = TypeVar("T")
+
+_FAST_S = 0.001  # a call under this is cheap enough to run on the loop
+_SLOW_S = 0.010  # an inline call over this goes back to the pool
+_PROMOTE_AFTER = 64  # consecutive fast calls before a method runs inline
+_GRACE_S = 0.5  # how long past a client's timeout_s we keep waiting
+
+
+class _Policy:
+    """Where calls of one method go. `inline` flips as the "auto" mode learns."""
+
+    __slots__ = ("inline", "name", "streak", "warned")
+
+    def __init__(self, inline: bool) -> None:
+        self.inline = inline
+        self.streak = 0
+        self.warned = False
+        self.name = ""
+
+    def after_inline(self, elapsed: float) -> None:
+        """Record an inline call's duration; a slow one sends the method back to the pool."""
+        if elapsed > _SLOW_S and self.streak >= 0:
+            self.inline = False
+            self.streak = 0
+            if not self.warned:
+                self.warned = True
+                log.info("%s took %.1f ms; running it in the worker pool from now on", self.name, elapsed * 1e3)
+
+
+class Executor:
+    """Runs sync callables inline or in a bounded pool, per the class's EXECUTION mode."""
+
+    def __init__(self, max_threads: int) -> None:
+        self._max_threads = max_threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._policies: dict[tuple[type, str], _Policy] = {}
+
+    def policy(self, owner: type, name: str) -> _Policy:
+        """The (mutable) execution policy of `owner.name`; hot paths may cache it."""
+        key = (owner, name)
+        policy = self._policies.get(key)
+        if policy is None:
+            mode = getattr(owner, "EXECUTION", "auto")
+            if mode not in ("auto", "thread", "inline"):
+                raise ValueError(f"{owner.__name__}.EXECUTION must be 'auto', 'thread' or 'inline', not {mode!r}")
+            policy = self._policies[key] = _Policy(inline=mode == "inline")
+            policy.streak = -1 if mode == "thread" else 0  # -1: never promote
+            policy.name = f"{owner.__name__}.{name}"
+        return policy
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._max_threads, thread_name_prefix="openenv-env")
+        return self._pool
+
+    async def run(
+        self,
+        owner: type,
+        name: str,
+        fn: Callable[..., T],
+        *args: Any,
+        timeout_s: float | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Call `fn(*args, **kwargs)` where the policy for `owner.name` says.
+
+        Raises:
+            EnvStepTimeout: the call did not finish within `timeout_s` (+ a short grace).
+        """
+        return await self.call(self.policy(owner, name), fn, args, kwargs, timeout_s)
+
+    async def call(self, policy: _Policy, fn: Callable[..., T], args: tuple, kwargs: dict, timeout_s: float | None) -> T:
+        """Call `fn` inline or in the pool, as `policy` says (the form for cached policies)."""
+        if policy.inline and timeout_s is None:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                policy.after_inline(time.perf_counter() - start)
+        return await self.in_pool(policy, fn, args, kwargs, timeout_s)
+
+    async def in_pool(
+        self, policy: _Policy, fn: Callable[..., T], args: tuple, kwargs: dict, timeout_s: float | None
+    ) -> T:
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        timed = functools.partial(_timed, ctx.run, fn, args, kwargs)
+        fut = loop.run_in_executor(self.pool, timed)
+        if timeout_s is None:
+            result, elapsed = await fut
+        else:
+            try:
+                result, elapsed = await asyncio.wait_for(fut, timeout_s + _GRACE_S)
+            except TimeoutError:
+                raise EnvStepTimeout(f"the call did not finish within timeout_s={timeout_s:g}") from None
+        if policy.streak >= 0:
+            if elapsed < _FAST_S:
+                policy.streak += 1
+                if policy.streak >= _PROMOTE_AFTER:
+                    policy.inline = True
+            else:
+                policy.streak = 0
+        return result
+
+    async def run_async(self, coro: Any, timeout_s: float | None) -> Any:
+        """Await an env coroutine, with the same timeout rule as sync calls."""
+        if timeout_s is None:
+            return await coro
+        try:
+            return await asyncio.wait_for(coro, timeout_s + _GRACE_S)
+        except TimeoutError:
+            raise EnvStepTimeout(f"the call did not finish within timeout_s={timeout_s:g}") from None
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _timed(run: Callable[..., Any], fn: Callable[..., T], args: tuple, kwargs: dict) -> tuple[T, float]:
+    start = time.perf_counter()
+    result = run(fn, *args, **kwargs)
+    return result, time.perf_counter() - start

@@ -1,0 +1,105 @@
+"""Settings of an environment server, read from `OPENENV_*` variables.
+
+A plain dataclass rather than pydantic-settings: env servers start often (one per container, per
+pool member) and that import alone would add a sixth of a second to every cold start.
+
+| variable | default | meaning |
+|---|---|---|
+| OPENENV_MAX_SESSIONS | sized for the machine | concurrent WebSocket sessions |
+| OPENENV_SESSION_IDLE_TIMEOUT_S | 600 | close a session idle this long (0 = never) |
+| OPENENV_MAX_MESSAGE_BYTES | 8388608 | largest frame accepted; larger ones get MESSAGE_TOO_LARGE |
+| OPENENV_WORKER_THREADS | 4 × cores, at most 32 | the pool that runs blocking env calls |
+| OPENENV_ENABLE_WEB_INTERFACE | false | serve the play UI at /web |
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from openenv.errors import ConfigurationError
+
+__all__ = ["ServerSettings", "default_max_sessions", "get_settings"]
+
+_PREFIX = "OPENENV_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def default_max_sessions() -> int:
+    """A capacity sized for this machine: one session per 8 MiB of RAM, within 16..4096."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 4 << 30
+    return max(16, min(4096, total // (8 << 20)))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Knobs of `create_app`. Build with `ServerSettings.from_env()` or directly in tests."""
+
+    max_sessions: int | None = None
+    session_idle_timeout_s: float = 600.0
+    max_message_bytes: int = 8 << 20
+    worker_threads: int = min(32, 4 * (os.cpu_count() or 1))
+    enable_web_interface: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_sessions is not None and self.max_sessions < 1:
+            raise ConfigurationError(f"max_sessions must be >= 1, got {self.max_sessions}")
+        if self.session_idle_timeout_s < 0:
+            raise ConfigurationError("session_idle_timeout_s must be >= 0 (0 turns reaping off)")
+        if self.max_message_bytes < 1024:
+            raise ConfigurationError("max_message_bytes must be at least 1024")
+        if self.worker_threads < 1:
+            raise ConfigurationError("worker_threads must be >= 1")
+
+    @property
+    def capacity(self) -> int:
+        """The session capacity in force (the configured one or the machine's default)."""
+        return self.max_sessions if self.max_sessions is not None else default_max_sessions()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerSettings:
+        """Read `OPENENV_<FIELD>` variables; keyword overrides win over the environment."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(_PREFIX + f.name.upper())
+            if raw is None:
+                continue
+            values[f.name] = _parse(f.name, str(f.type), raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> ServerSettings:
+        return replace(self, **changes)
+
+
+def _parse(name: str, type_name: str, raw: str) -> Any:
+    var = _PREFIX + name.upper()
+    raw = raw.strip()
+    try:
+        if "bool" in type_name:
+            if raw.lower() in _TRUE:
+                return True
+            if raw.lower() in _FALSE:
+                return False
+            raise ValueError(raw)
+        if "int" in type_name:
+            return None if raw == "" else int(raw)
+        if "float" in type_name:
+            return float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{var}={raw!r} is not a valid {type_name}; unset it or fix the value") from None
+    return raw
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> ServerSettings:
+    """The process's settings from the environment (cached)."""
+    return ServerSettings.from_env()

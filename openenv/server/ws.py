@@ -1,0 +1,165 @@
+"""The `/ws` endpoint: one connection, one session, one environment instance.
+
+Written against raw ASGI messages rather than Starlette's `WebSocket` wrapper: this loop runs
+once per step of every session, so it keeps to a dict lookup, one JSON decode, one validation,
+the environment call and one JSON encode.
+"""
+
+from __future__ import annotations
+
+import logging
+from time import monotonic
+from typing import Any
+
+from openenv.protocol import EXTENSIONS, PROTOCOL_HEADER, PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, error_frame, loads
+from openenv.server.runtime import EnvRuntime, RequestError
+from openenv.server.sessions import CapacityError, FactoryError, Session
+
+__all__ = ["WebSocketEndpoint"]
+
+log = logging.getLogger("openenv.server")
+
+_HANDSHAKE_HEADERS = [
+    (PROTOCOL_HEADER.encode(), f"{PROTOCOL_VERSION}; ext={','.join(EXTENSIONS)}".encode()),
+]
+_STEP_KEYS = frozenset({"type", "data", "timeout_s"})
+_CLOSE_NORMAL = 1000
+_CLOSE_GOING_AWAY = 1001
+_CLOSE_INTERNAL = 1011
+_CLOSE_TRY_AGAIN = 1013
+
+
+class _Closed(Exception):
+    """The peer is gone; stop quietly."""
+
+
+class WebSocketEndpoint:
+    """ASGI app for the `/ws` route."""
+
+    def __init__(self, runtime: EnvRuntime, mcp_handler: Any = None) -> None:
+        self.runtime = runtime
+        self.mcp_handler = mcp_handler
+        self.max_bytes = runtime.settings.max_message_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept", "headers": _HANDSHAKE_HEADERS})
+        runtime = self.runtime
+
+        async def expire(reason: str) -> None:
+            await send({"type": "websocket.close", "code": _CLOSE_GOING_AWAY, "reason": reason[:120]})
+
+        try:
+            session = await runtime.open_session(expire)
+        except CapacityError as exc:
+            await _send_quietly(send, error_frame(ErrorCode.CAPACITY_REACHED, str(exc), active_sessions=exc.active, max_sessions=exc.maximum))
+            await _close_quietly(send, _CLOSE_TRY_AGAIN, "server at capacity")
+            return
+        except FactoryError as exc:
+            await _send_quietly(send, error_frame(ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory_name))
+            await _close_quietly(send, _CLOSE_INTERNAL, "environment could not be built")
+            return
+
+        try:
+            await self._serve(session, receive, send)
+        except _Closed:
+            pass
+        except Exception as exc:  # a bug of ours: tell the client, keep the server up
+            log.exception("websocket session %s failed", session.id)
+            await _send_quietly(send, error_frame(ErrorCode.SESSION_ERROR, f"{type(exc).__name__}: {exc}"))
+            await _close_quietly(send, _CLOSE_INTERNAL, "internal error")
+        finally:
+            await runtime.sessions.close(session)
+
+    async def _serve(self, session: Session, receive: Any, send: Any) -> None:
+        handle = self._handle
+        while True:
+            message = await receive()
+            kind = message["type"]
+            if kind == "websocket.receive":
+                raw = message.get("text")
+                if raw is None:
+                    raw = message.get("bytes") or b""
+                if session.closed:  # expired while the frame was in flight
+                    return
+                session.busy = True
+                try:
+                    reply = await handle(session, raw)
+                finally:
+                    session.busy = False
+                    session.last_active = monotonic()
+                if reply is None:
+                    await _close_quietly(send, _CLOSE_NORMAL, "")
+                    return
+                try:
+                    await send({"type": "websocket.send", "text": reply.decode()})
+                except OSError:
+                    raise _Closed from None
+            elif kind == "websocket.disconnect":
+                return
+
+    async def _handle(self, session: Session, raw: str | bytes) -> bytes | None:
+        if len(raw) > self.max_bytes:
+            return error_frame(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"frame of {len(raw)} bytes is over the limit of {self.max_bytes}; send less per message",
+                limit=self.max_bytes,
+            )
+        try:
+            msg = loads(raw)
+        except JSONDecodeError as exc:
+            return error_frame(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}")
+        if type(msg) is not dict:
+            return error_frame(
+                ErrorCode.VALIDATION_ERROR,
+                f'a frame must be a JSON object like {{"type": "step", "data": {{...}}}}, got {type(msg).__name__}',
+                errors=[{"type": "dict_type", "loc": [], "msg": "Input should be a valid dictionary"}],
+            )
+        kind = msg.get("type")
+        runtime = self.runtime
+        env = session.env
+        try:
+            if kind == "step":
+                if len(msg) > 2 and msg.keys() - _STEP_KEYS:
+                    raise RequestError(ErrorCode.VALIDATION_ERROR, f"unknown keys in step frame: {sorted(msg.keys() - _STEP_KEYS)}")
+                timeout_s = msg.get("timeout_s")
+                if timeout_s is not None and (not isinstance(timeout_s, (int, float)) or timeout_s <= 0):
+                    raise RequestError(ErrorCode.VALIDATION_ERROR, "timeout_s must be a positive number of seconds")
+                action = runtime.parse_action(msg.get("data"))
+                session.steps += 1
+                return b'{"type":"observation","data":%b}' % await runtime.step(env, action, timeout_s)
+            if kind == "reset":
+                return b'{"type":"observation","data":%b}' % await runtime.reset(env, msg.get("data"))
+            if kind == "state":
+                return b'{"type":"state","data":%b}' % await runtime.state(env)
+            if kind == "close":
+                return None
+            if kind == "mcp":
+                if self.mcp_handler is None:
+                    reply = {"jsonrpc": "2.0", "id": _rpc_id(msg.get("data")), "error": {"code": -32601, "message": "this environment exposes no MCP tools"}}
+                else:
+                    reply = await self.mcp_handler(env, msg.get("data"))
+                return dumps({"type": "mcp", "data": reply})
+            return error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
+        except RequestError as exc:
+            return error_frame(exc.code, exc.message, **exc.details)
+
+
+def _rpc_id(data: Any) -> Any:
+    return data.get("id") if isinstance(data, dict) else None
+
+
+async def _send_quietly(send: Any, frame: bytes) -> None:
+    try:
+        await send({"type": "websocket.send", "text": frame.decode()})
+    except Exception:  # the peer left first; nothing to tell
+        log.debug("peer gone before an error frame could be sent", exc_info=True)
+
+
+async def _close_quietly(send: Any, code: int, reason: str) -> None:
+    try:
+        await send({"type": "websocket.close", "code": code, "reason": reason})
+    except Exception:
+        log.debug("peer gone before the close frame", exc_info=True)
