@@ -1,0 +1,50 @@
+"""Shared fixtures: real servers on 127.0.0.1 and the upstream openenv-core venv."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.servers import ROOT, ProcessServer, serve_app
+
+sys.path.insert(0, str(ROOT / "envs"))  # the reference envs import as packages: `echo_env`
+
+
+@pytest.fixture(scope="session")
+def upstream_python() -> str:
+    """Python of the separate venv with upstream openenv-core 0.3.0 (made by scripts/upstream-venv)."""
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "upstream-venv")], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        pytest.fail(f"could not make the upstream venv:\n{out.stderr}")
+    return out.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def echo_app():
+    from echo_env.server.app import app
+
+    return app
+
+
+@pytest.fixture(scope="session")
+def echo_url(echo_app) -> Iterator[str]:
+    """envs/echo_env served in-process on 127.0.0.1."""
+    with serve_app(echo_app) as url:
+        yield url
+
+
+@pytest.fixture()
+def echo_process() -> Iterator[ProcessServer]:
+    """envs/echo_env run the way a Space runs it: `python -m openenv.server server.app:app`."""
+    server = ProcessServer([sys.executable, "-m", "openenv.server", "server.app:app"], cwd=ROOT / "envs" / "echo_env",
+                           env={"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    try:
+        server.wait()
+        yield server
+    finally:
+        server.stop()
