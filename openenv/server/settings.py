@@ -29,13 +29,26 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def default_max_sessions() -> int:
-    """A capacity sized for this machine: one session per 8 MiB of RAM, within 16..4096."""
+def _memory_bytes() -> int:
+    """Memory this process may use: the container's cgroup limit when set, else physical RAM."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         total = 4 << 30
-    return max(16, min(4096, total // (8 << 20)))
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                raw = f.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit():
+            total = min(total, int(raw))
+    return total
+
+
+def default_max_sessions() -> int:
+    """A capacity sized for this machine: one session per 8 MiB of usable RAM, within 16..4096."""
+    return max(16, min(4096, _memory_bytes() // (8 << 20)))
 
 
 @dataclass(frozen=True, slots=True)
