@@ -65,6 +65,7 @@ class Provider(ABC):
         self.health_headers: dict[str, str] = {}
         self._launched = False
         self._stop_lock = threading.Lock()
+        lifecycle.install_hooks()
 
     # -- what subclasses implement (blocking; run in a worker thread by the async API) -----------
 

@@ -93,7 +93,8 @@ class KubernetesProvider(Provider):
         return {INSTANCE: self.name}
 
     def object_labels(self) -> dict[str, str]:
-        extra = {k: v for k, v in self.labels.items() if _valid_label_value(v)}
+        wanted = {**_settings.extra_labels(), **self.labels}
+        extra = {k: v for k, v in wanted.items() if _valid_label_value(v)}
         return {NAME: "openenv-env", MANAGED_BY: lifecycle.MANAGED_VALUE, **self.selector(), **extra}
 
     def annotations(self) -> dict[str, str]:

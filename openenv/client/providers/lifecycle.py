@@ -25,7 +25,6 @@ import signal
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +61,7 @@ _HOST = socket.gethostname()
 _lock = threading.Lock()
 _active: dict[int, Provider] = {}
 _hooks_installed = False
+_signal_installed = False
 
 
 # -- owners ------------------------------------------------------------------------------------------
@@ -76,7 +76,9 @@ def _start_ticks(pid: int) -> str | None:
         return None
     # the command name (field 2) may hold spaces and parentheses: split after its last ')'
     fields = stat[stat.rfind(b")") + 2 :].split()
-    return fields[19].decode() if len(fields) > 19 else None
+    if len(fields) <= 19 or fields[0] in (b"Z", b"X"):
+        return None  # a zombie has exited; only its parent has not collected it yet
+    return fields[19].decode()
 
 
 def process_identity(pid: int) -> str | None:
@@ -136,27 +138,41 @@ def active_providers() -> list[Provider]:
 
 
 def stop_all(timeout_s: float = 30.0) -> None:
-    """Stop every provider this process started, concurrently (used at exit)."""
+    """Stop every provider this process started, concurrently (used at exit).
+
+    Plain threads, not an executor: at interpreter exit `concurrent.futures` refuses new work.
+    """
     providers = active_providers()
-    if not providers:
-        return
-    with ThreadPoolExecutor(max_workers=min(32, len(providers)), thread_name_prefix="openenv-stop") as pool:
-        futures = [pool.submit(p.stop) for p in providers]
-        deadline = time.monotonic() + timeout_s
-        for provider, fut in zip(providers, futures, strict=True):
-            try:
-                fut.result(timeout=max(0.1, deadline - time.monotonic()))
-            except Exception as exc:  # at exit: report and go on with the others
-                log.warning("could not stop %r at exit: %s (remove it with `openenv gc`)", provider, exc)
+    threads = [threading.Thread(target=_stop_quietly, args=(p,), name="openenv-stop", daemon=True) for p in providers]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout_s
+    for t in threads:
+        t.join(max(0.1, deadline - time.monotonic()))
+
+
+def _stop_quietly(provider: Provider) -> None:
+    try:
+        provider.stop()
+    except Exception as exc:  # at exit: report and go on with the others
+        log.warning("could not stop %r at exit: %s (remove it with `openenv gc`)", provider, exc)
+
+
+def install_hooks() -> None:
+    """Stop providers at exit, and make SIGTERM a normal exit (when the program has not set its
+    own handler). Called when a provider is made, in the caller's thread: signal handlers can
+    only be set from the main thread."""
+    with _lock:
+        _install_hooks()
 
 
 def _install_hooks() -> None:
-    global _hooks_installed
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    atexit.register(stop_all)
-    if threading.current_thread() is threading.main_thread():
+    global _hooks_installed, _signal_installed
+    if not _hooks_installed:
+        _hooks_installed = True
+        atexit.register(stop_all)
+    if not _signal_installed and threading.current_thread() is threading.main_thread():
+        _signal_installed = True
         with contextlib.suppress(ValueError, OSError):  # not allowed here: atexit still covers normal exits
             if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
                 signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -64,20 +64,11 @@ def kill_process_tree(pid: int, *, expected_identity: str | None, timeout_s: flo
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if lifecycle.process_identity(pid) != expected_identity or _is_zombie(pid):
+        if lifecycle.process_identity(pid) != expected_identity:
             return
         time.sleep(0.02)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
 
 
 class ProcessProvider(Provider):
