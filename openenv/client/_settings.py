@@ -3,6 +3,7 @@
 | variable | default | meaning |
 |---|---|---|
 | HF_TOKEN / HF_TOKEN_PATH | the `hf auth login` file | token sent to Hugging Face hosts |
+| HF_ENDPOINT | `https://huggingface.co` | the Hugging Face Hub that `from_hub` asks |
 | OPENENV_CACHE_DIR | `$XDG_CACHE_HOME/openenv` | cached env venvs, downloaded Spaces, SDK wheels |
 | OPENENV_STATE_DIR | `<cache>/run` | records and logs of servers this machine's clients started |
 | OPENENV_NAME_PREFIX | `openenv` | prefix of container / service names |
@@ -24,6 +25,7 @@ __all__ = [
     "base_image",
     "cache_dir",
     "extra_labels",
+    "hf_endpoint",
     "hf_token",
     "hub_url",
     "is_hf_host",
@@ -126,3 +128,8 @@ def space_wake_timeout_s() -> float:
         return float(raw) if raw else 300.0
     except ValueError:
         raise ConfigurationError(f"OPENENV_SPACE_WAKE_TIMEOUT_S={raw!r} is not a number of seconds") from None
+
+
+def hf_endpoint() -> str:
+    """The Hugging Face Hub's URL (HF_ENDPOINT, read at call time: huggingface_hub reads it once at import)."""
+    return (os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co").rstrip("/")

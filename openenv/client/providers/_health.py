@@ -3,7 +3,7 @@
 A raw HTTP/1.1 request over asyncio streams rather than an HTTP library: the client's base
 install has none, and a readiness probe needs only the status line (and, for a 503 from one of
 our servers, the reason in the JSON body). Polls start 5 ms apart (a server that is ready soon
-is seen soon) and back off to 50 ms, then to 0.5 s after the first few seconds, so a slow build
+is seen soon) and back off to 20 ms, then to 0.5 s after the first few seconds, so a slow build
 or a waking Space is not hammered.
 """
 
@@ -20,11 +20,19 @@ from openenv.protocol import loads
 __all__ = ["probe", "wait_healthy"]
 
 _FIRST_DELAY_S = 0.005
-_FAST_CAP_S = 0.05
+_FAST_CAP_S = 0.02
 _SLOW_CAP_S = 0.5
 _FAST_PHASE_S = 5.0
 _ALIVE_EVERY_S = 0.25
 _MAX_REPLY = 1 << 16
+# Waits in progress in this process. A pool waits for dozens of servers at once, and every poll
+# costs CPU (the engine's port proxy, the liveness check) that the starting servers need, so
+# the intervals stretch with the number of waits: the polls per second stay about constant.
+_waiting = 0
+
+
+def _stretch() -> float:
+    return max(1.0, _waiting / 2)
 
 
 async def probe(url: str, path: str = "/health", *, timeout_s: float = 2.0, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
@@ -110,6 +118,21 @@ async def wait_healthy(
         ProviderStartError: the server exited, reported itself unhealthy, or did not answer
             200 within `timeout_s`.
     """
+    global _waiting
+    _waiting += 1
+    try:
+        return await _wait(url, timeout_s, exit_reason, headers, path)
+    finally:
+        _waiting -= 1
+
+
+async def _wait(
+    url: str,
+    timeout_s: float,
+    exit_reason: Callable[[], Awaitable[str | None]] | None,
+    headers: dict[str, str] | None,
+    path: str,
+) -> float:
     loop = asyncio.get_running_loop()
     start = loop.time()
     deadline = start + timeout_s
@@ -129,7 +152,7 @@ async def wait_healthy(
             last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         now = loop.time()
         if exit_reason is not None and now >= next_alive:
-            next_alive = now + _ALIVE_EVERY_S
+            next_alive = now + _ALIVE_EVERY_S * _stretch()
             gone = await exit_reason()
             if gone is not None:
                 raise ProviderStartError(f"the env server for {url} stopped before it was ready: {gone}", url=url)
@@ -140,4 +163,4 @@ async def wait_healthy(
                 url=url,
             )
         await asyncio.sleep(min(delay, max(0.0, deadline - now)))
-        delay = min(delay * 1.5, _FAST_CAP_S if now - start < _FAST_PHASE_S else _SLOW_CAP_S)
+        delay = min(delay * 1.5, (_FAST_CAP_S if now - start < _FAST_PHASE_S else _SLOW_CAP_S) * _stretch())

@@ -14,7 +14,9 @@ import asyncio
 import logging
 import threading
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, TypeVar
 
 from openenv.client.providers import lifecycle
 from openenv.client.providers._health import wait_healthy
@@ -25,6 +27,22 @@ __all__ = ["Provider"]
 log = logging.getLogger("openenv.providers")
 
 _LOG_LINES_IN_ERRORS = 30
+T = TypeVar("T")
+
+# Engine calls block (docker SDK, subprocess, kubernetes client). They get their own threads: the
+# loop's default executor has only cores + 4 workers, and a pool starting 32 containers would
+# queue its launches, and the liveness checks of the ones already launched, behind each other.
+_executor_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Run a blocking provider call in the providers' thread pool; returns its result."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="openenv-provider")
+    return await asyncio.get_running_loop().run_in_executor(_executor, fn, *args)
 
 
 class Provider(ABC):
@@ -115,10 +133,10 @@ class Provider(ABC):
         self._launched = True
         lifecycle.register(self)
         try:
-            urls = await asyncio.to_thread(self._locked_launch)
+            urls = await in_thread(self._locked_launch)
             await self.wait_ready(urls)
         except ProviderStartError as exc:
-            logs = await asyncio.to_thread(self._safe_logs)
+            logs = await in_thread(self._safe_logs)
             await self.astop()
             tail = "\n".join(logs.splitlines()[-_LOG_LINES_IN_ERRORS:])
             message = f"{exc}\n--- last lines of its output ---\n{tail}" if tail.strip() else str(exc)
@@ -141,7 +159,7 @@ class Provider(ABC):
         limit = timeout_s if timeout_s is not None else self.startup_timeout_s
 
         async def _gone() -> str | None:
-            return await asyncio.to_thread(self.exit_reason)
+            return await in_thread(self.exit_reason)
 
         await asyncio.gather(*(wait_healthy(u, timeout_s=limit, exit_reason=_gone, headers=self.health_headers) for u in targets))
 
@@ -168,7 +186,7 @@ class Provider(ABC):
 
     async def astop(self) -> None:
         """`stop` for asyncio (the engine calls run in a worker thread)."""
-        await asyncio.to_thread(self.stop)
+        await in_thread(self.stop)
 
     def _safe_logs(self) -> str:
         try:

@@ -42,6 +42,10 @@ class DockerProvider(Provider):
         env: environment variables for the container.
         host: the host interface the port is published on.
         pull: "missing" (pull when not present locally), "always", or "never".
+        network: "bridge" (default: the engine's network, port published on `host`) or "host":
+            the container shares the host's network and its server binds `host` on a free port
+            given as $HOST / $PORT. Starts faster (no port proxy, no NAT rules) but only works for
+            images whose server honours $HOST and $PORT, as ours (`python -m openenv.server`) do.
         run_options: extra keyword arguments for the engine's container config
             (`docker.APIClient.create_host_config`), e.g. `{"mem_limit": "1g", "cpu_quota": 50000}`.
         docker_client: a `docker.DockerClient` (default: from DOCKER_HOST / the local socket).
@@ -58,6 +62,7 @@ class DockerProvider(Provider):
         env: dict[str, str] | None = None,
         host: str = "127.0.0.1",
         pull: str = "missing",
+        network: str = "bridge",
         run_options: dict[str, Any] | None = None,
         docker_client: Any = None,
         **kwargs: Any,
@@ -66,7 +71,10 @@ class DockerProvider(Provider):
             raise ConfigurationError("image must be an image reference such as 'echo-env:latest'")
         if pull not in ("missing", "always", "never"):
             raise ConfigurationError(f"pull must be 'missing', 'always' or 'never', not {pull!r}")
+        if network not in ("bridge", "host"):
+            raise ConfigurationError(f"network must be 'bridge' or 'host', not {network!r}")
         super().__init__(**{"name": container_name(image), **kwargs})
+        self.network = network
         self.image = image
         self.port = port
         self.env = dict(env or {})
@@ -126,14 +134,25 @@ class DockerProvider(Provider):
         self._ensure_image()
         key = f"{self.port}/tcp"
         labels = lifecycle.owner_labels(self.image, self.labels)
-        host_config = api.create_host_config(port_bindings={key: (self.host, None)}, **self.run_options)
+        env = dict(self.env)
+        if self.network == "host":
+            from openenv.client.providers.process import free_port
+
+            host_port = free_port(self.host)
+            env.update(HOST=self.host, PORT=str(host_port))
+            host_config = api.create_host_config(network_mode="host", **self.run_options)
+            ports = None
+        else:
+            host_config = api.create_host_config(port_bindings={key: (self.host, None)}, **self.run_options)
+            ports = [self.port]
         try:
             created = api.create_container(
-                self.image, name=self.name, environment=self.env, labels=labels, ports=[self.port],
-                host_config=host_config, detach=True,
+                self.image, name=self.name, environment=env, labels=labels, ports=ports, host_config=host_config, detach=True,
             )
             self.container_id = created["Id"]
             api.start(self.container_id)
+            if self.network == "host":
+                return [f"http://{self.host}:{host_port}"]
             info = api.inspect_container(self.container_id)
         except docker_errors().APIError as exc:
             raise ProviderStartError(f"the engine could not run {self.image}: {exc.explanation or exc}") from None

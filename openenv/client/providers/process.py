@@ -30,13 +30,13 @@ from openenv.client.providers._venv import EnvFolder, ensure_venv, read_env_fold
 from openenv.client.providers.base import Provider
 from openenv.errors import ConfigurationError
 
-__all__ = ["ProcessProvider", "kill_process_tree"]
+__all__ = ["ProcessProvider", "free_port", "kill_process_tree"]
 
 _ports_lock = threading.Lock()
 _recent_ports: deque[int] = deque(maxlen=4096)
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str) -> int:
     """A port nobody listens on, never one handed out recently by this process.
 
     The kernel may hand the same free port to two quick `bind(0)` calls once the first socket
@@ -137,7 +137,7 @@ class ProcessProvider(Provider):
 
     def _launch(self) -> list[str]:
         python = self.interpreter()
-        port = self.port or _free_port(self.host)
+        port = self.port or free_port(self.host)
         self.log_path = lifecycle.records_dir() / f"{self.record_id}.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", **self.env}
         if self.venv is True:
