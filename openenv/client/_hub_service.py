@@ -1,6 +1,8 @@
-"""The client side of the OpenEnv Hub service's resolve record (docs/from_hub.md).
+"""The client side of the OpenEnv Hub service's resolve record (docs/hub-api.md, "Resolve").
 
     GET {OPENENV_HUB_URL}/api/v1/envs/{owner}/{name}/resolve?revision=REV
+    → {"repo_id", "revision": <sha>, "status", "stage", "url": <running Space or null>,
+       "image": <reference or null>, "source", "local": {...}, "yanked"}
 
 A blocking stdlib request (`urllib`), run in a worker thread: the client's base install has no
 HTTP library, and this is one small GET per `from_hub`.
@@ -24,20 +26,15 @@ class HubServiceError(Exception):
 
 @dataclass(frozen=True)
 class HubRecord:
-    """A resolve record: where the env runs now and how to run it."""
+    """A resolve record: where the env runs now (`url`) and how to run it (`image`)."""
 
     repo_id: str
-    revision: str | None
     sha: str | None
-    endpoints: list[dict[str, Any]] = field(default_factory=list)
-    image: str | None = None
-    port: int = 8000
+    url: str | None
+    image: str | None
+    stage: str | None = None
+    status: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def live_urls(self) -> list[str]:
-        """Endpoint URLs the service last saw running, in its order of preference."""
-        return [str(e["url"]) for e in self.endpoints if isinstance(e, dict) and e.get("url") and e.get("status", "running") == "running"]
 
 
 def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str | None, timeout_s: float = 10.0) -> HubRecord:
@@ -55,19 +52,30 @@ def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str
         with opener.open(request, timeout=timeout_s) as reply:
             body = json.loads(reply.read())
     except urllib.error.HTTPError as exc:
-        detail = exc.read()[:300].decode(errors="replace")
+        detail = _detail(exc.read())
         if exc.code == 404:
-            raise HubServiceError(f"{hub_url} does not know {repo_id} (404)") from None
+            raise HubServiceError(f"{hub_url} does not know {repo_id} (404{': ' + detail if detail else ''})") from None
         raise HubServiceError(f"{hub_url} answered {exc.code}: {detail}") from None
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise HubServiceError(f"{hub_url} is unreachable ({getattr(exc, 'reason', exc)})") from None
     except ValueError:
         raise HubServiceError(f"{hub_url} answered with something that is not JSON") from None
-    if not isinstance(body, dict) or not isinstance(body.get("endpoints", []), list):
-        raise HubServiceError(f"{hub_url} answered a record without an 'endpoints' list")
-    image = body.get("image")
-    if isinstance(image, dict):
-        image = image.get("reference")
-    return HubRecord(repo_id=str(body.get("repo_id") or repo_id), revision=body.get("revision"), sha=body.get("sha"),
-                     endpoints=list(body.get("endpoints") or []), image=image if isinstance(image, str) else None,
-                     port=int(body.get("port") or 8000), raw=body)
+    if not isinstance(body, dict) or not isinstance(body.get("repo_id"), str):
+        raise HubServiceError(f"{hub_url} answered something that is not a resolve record (no repo_id)")
+    url, image = body.get("url"), body.get("image")
+    return HubRecord(repo_id=body["repo_id"], sha=body.get("revision"), url=url if isinstance(url, str) and url else None,
+                     image=image if isinstance(image, str) and image else None, stage=body.get("stage"),
+                     status=body.get("status"), raw=body)
+
+
+def _detail(raw: bytes) -> str:
+    """The message of an error reply (`detail` or `message` of a JSON body, else its text)."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw[:300].decode(errors="replace").strip()
+    if isinstance(body, dict):
+        for key in ("detail", "message", "error"):
+            if isinstance(body.get(key), str):
+                return body[key]
+    return str(body)[:300]

@@ -137,13 +137,12 @@ class Resolver:
         except HubServiceError as exc:
             raise _Skip(str(exc)) from None
         self.image_hint = record.image
-        tried = []
-        for url in record.live_urls:
-            try:
-                return await self._connect_url(url, self.health_timeout_s)
-            except OpenEnvError as exc:
-                tried.append(f"{url}: {_first_line(exc)}")
-        raise _Skip(f"record found but no live endpoint answered ({'; '.join(tried) or 'it lists none'})")
+        if record.url is None:
+            raise _Skip(f"the service knows it ({record.status or 'no status'}, stage {record.stage or '?'}) but lists no running endpoint")
+        try:
+            return await self._connect_url(record.url, self.health_timeout_s)
+        except OpenEnvError as exc:
+            raise _Skip(f"its endpoint {record.url} did not answer: {_first_line(exc)}") from None
 
     # -- step 2: the Space ------------------------------------------------------------------------------------
 

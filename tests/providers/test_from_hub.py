@@ -91,11 +91,9 @@ def test_env_ids_round_trip() -> None:
 
 
 async def test_step1_hub_service_record_with_a_live_endpoint(hub: HubStandIn, resolve_service: dict, echo_url: str) -> None:
-    resolve_service["records"]["openenv/echo_env"] = {
-        "repo_id": "openenv/echo_env", "revision": "v1", "sha": "a" * 40,
-        "endpoints": [{"kind": "space", "url": "http://127.0.0.1:9", "status": "stopped"},
-                      {"kind": "space", "url": echo_url, "status": "running"}],
-        "image": {"reference": "providers-test/none:1"}, "port": 8000,
+    resolve_service["records"]["openenv/echo_env"] = {  # the shape of hub_service's ResolveRecord (docs/hub-api.md)
+        "repo_id": "openenv/echo_env", "revision": "a" * 40, "status": "passing", "stage": "RUNNING", "url": echo_url,
+        "image": "providers-test/none:1", "source": "hf", "local": {}, "yanked": False,
     }
     env = await EchoEnv.from_hub("openenv/echo_env@v1")
     async with env:
@@ -111,8 +109,20 @@ async def test_step1_unknown_to_the_service_then_step2_the_running_space(hub: Hu
     env = await GenericEnvClient.from_hub("Alice/My_Echo_Env")
     async with env:
         assert (await env.reset()).observation["echoed_message"] == READY
-    assert env.resolution[0] == ("hub", f"{resolve_service['url']} does not know Alice/My_Echo_Env (404)")
+    assert env.resolution[0] == ("hub", f"{resolve_service['url']} does not know Alice/My_Echo_Env (404: unknown env Alice/My_Echo_Env)")
     assert env.resolution[1] == ("space", f"connected to {echo_url}")
+
+
+async def test_step1_record_without_a_running_endpoint_moves_on(hub: HubStandIn, resolve_service: dict, echo_url: str) -> None:
+    resolve_service["records"]["alice/echo_env"] = {
+        "repo_id": "alice/echo_env", "revision": "b" * 40, "status": "passing", "stage": "SLEEPING", "url": None,
+        "image": None, "source": "hf", "local": {}, "yanked": False,
+    }
+    hub.create_space("alice/echo_env", files=_echo_files(), stage="RUNNING", domains=[_host(echo_url)])
+    env = await EchoEnv.from_hub("alice/echo_env")
+    await env.close()
+    assert env.resolution == [("hub", "the service knows it (passing, stage SLEEPING) but lists no running endpoint"),
+                              ("space", f"connected to {echo_url}")]
 
 
 # -- step 2: the Space ---------------------------------------------------------------------------------
