@@ -98,3 +98,17 @@ def test_from_env_dir_builds_with_the_local_sdk(base_image: str, docker_engine) 
             assert env.reset().observation.echoed_message == "Echo environment ready!"
     finally:
         provider.stop()
+
+
+async def test_host_network_binds_loopback_only(echo_image: str, docker_engine) -> None:
+    provider = DockerProvider(echo_image, network="host")
+    url = await provider.astart()
+    try:
+        info = docker_engine.api.inspect_container(provider.container_id)
+        assert info["HostConfig"]["NetworkMode"] == "host"
+        assert "HOST=127.0.0.1" in info["Config"]["Env"]
+        assert url.startswith("http://127.0.0.1:")
+        async with EchoEnv(url) as env:
+            assert (await env.reset()).observation.echoed_message == "Echo environment ready!"
+    finally:
+        await provider.astop()
