@@ -36,6 +36,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items[:] = [i for i in items if i not in last] + last
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
+
+
 def _docker_engine() -> str | None:
     """Why Docker tests cannot run here, or None when they can."""
     try:

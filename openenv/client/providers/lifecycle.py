@@ -202,8 +202,10 @@ def write_record(record: dict[str, Any]) -> Path:
 
 
 def remove_record(record_id: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        (records_dir() / f"{record_id}.json").unlink()
+    """Remove a process record and the server's log beside it."""
+    for suffix in (".json", ".log"):
+        with contextlib.suppress(FileNotFoundError):
+            (records_dir() / f"{record_id}{suffix}").unlink()
 
 
 def _read_records() -> list[dict[str, Any]]:

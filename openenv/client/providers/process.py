@@ -163,9 +163,7 @@ class ProcessProvider(Provider):
                 kill_process_tree(proc.pid, expected_identity=self._identity, timeout_s=self.stop_timeout_s)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(5)
-        lifecycle.remove_record(self.record_id)
-        if self.log_path is not None:
-            self.log_path.unlink(missing_ok=True)
+        lifecycle.remove_record(self.record_id)  # and its log
 
     def exit_reason(self) -> str | None:
         proc = self.proc
