@@ -20,7 +20,7 @@ _run = subprocess.run
 
 def _loopback_run(cmd, *args, **kwargs):
     if isinstance(cmd, list) and cmd[:2] == ["docker", "run"]:
-        cmd = [f"127.0.0.1:{arg}" if prev == "-p" else arg for prev, arg in zip([None, *cmd[:-1]], cmd)]
+        cmd = [f"127.0.0.1:{arg}" if prev == "-p" else arg for prev, arg in zip([None, *cmd[:-1]], cmd, strict=True)]
     return _run(cmd, *args, **kwargs)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from echo_env import EchoAction, EchoEnv
+
 from openenv.client.providers import DockerProvider, lifecycle
 from openenv.errors import EnvDisconnectedError, ProviderStartError
 from tests.providers.conftest import ECHO_DIR, RUN_LABEL
@@ -85,7 +85,7 @@ async def test_container_that_exits_fails_the_start_with_its_logs(echo_image: st
 
 
 async def test_missing_image_is_a_clear_error(docker_engine) -> None:
-    with pytest.raises(ProviderStartError, match="is not here .*pull='never'.*build it first"):
+    with pytest.raises(ProviderStartError, match=r"is not here .*pull='never'.*build it first"):
         await DockerProvider("providers-test/no-such-image:1", pull="never").astart()
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from echo_env import EchoAction, EchoEnv
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from echo_env import EchoAction, EchoEnv
 from openenv import GenericEnvClient
 from openenv.client.env_id import EnvId, format_env_id, parse_env_id
 from openenv.client.providers import lifecycle
@@ -81,7 +81,7 @@ def test_env_ids_round_trip() -> None:
     for text in ("openenv/echo_env", "a-b/c.d@0123abcd"):
         assert format_env_id(parse_env_id(text)) == text
     for bad in ("echo_env", "a/b/c", "a/b@", "/b", ""):
-        with pytest.raises(ConfigurationError, match="env id|revision"):
+        with pytest.raises(ConfigurationError, match=r"env id|revision"):
             parse_env_id(bad)
     with pytest.raises(ConfigurationError, match="pass one"):
         parse_env_id("a/b@x", "y")

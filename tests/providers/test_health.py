@@ -54,7 +54,7 @@ async def test_unhealthy_server_fails_fast_with_its_reason() -> None:
 async def test_nothing_listening_times_out_with_a_hint() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
-    with pytest.raises(ProviderStartError, match="did not answer /health with 200 within 0.5s.*startup_timeout_s"):
+    with pytest.raises(ProviderStartError, match=r"did not answer /health with 200 within 0.5s.*startup_timeout_s"):
         await wait_healthy(url, timeout_s=0.5)
     assert time.monotonic() - started < 1.5
 

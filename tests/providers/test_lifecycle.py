@@ -93,5 +93,5 @@ def test_bad_labels_setting_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, ra
     from openenv.errors import ConfigurationError
 
     monkeypatch.setenv("OPENENV_LABELS", raw)
-    with pytest.raises(ConfigurationError, match="OPENENV_LABELS item .* is not key=value"):
+    with pytest.raises(ConfigurationError, match=r"OPENENV_LABELS item .* is not key=value"):
         lifecycle.owner_labels()

@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from echo_env import EchoAction, EchoEnv
+
 from openenv.client.pool import EnvPool
 from openenv.client.providers import ProcessProvider, lifecycle
 from openenv.errors import EnvTimeoutError, ProviderStartError

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from echo_env import EchoAction, EchoEnv
+
 from openenv.client.providers import ProcessProvider, lifecycle
 from openenv.client.providers._venv import read_env_folder
 from openenv.errors import ConfigurationError, EnvDisconnectedError, ProviderStartError
@@ -80,7 +80,7 @@ async def test_server_that_cannot_start_gives_its_output(tmp_path: Path) -> None
 def test_not_an_env_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="is not a folder"):
         ProcessProvider(tmp_path / "missing")
-    with pytest.raises(ConfigurationError, match="has no server/app.py"):
+    with pytest.raises(ConfigurationError, match=r"has no server/app\.py"):
         ProcessProvider(tmp_path)
 
 
@@ -112,7 +112,7 @@ async def test_server_dying_mid_episode_is_a_clear_error_not_a_hang(crashy_env: 
         await env.reset()
         await env.step(EchoAction(message="fine"))
         started = time.monotonic()
-        with pytest.raises(EnvDisconnectedError, match="connection to the server was lost|closed the session"):
+        with pytest.raises(EnvDisconnectedError, match=r"connection to the server was lost|closed the session"):
             await env.step(EchoAction(message="die"))
         assert time.monotonic() - started < 5  # not the 60 s message timeout
         await asyncio.sleep(0.1)

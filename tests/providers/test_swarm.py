@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from echo_env import EchoAction, EchoEnv
+
 from openenv.client.pool import EnvPool
 from openenv.client.providers import SwarmProvider, lifecycle
 from openenv.client.providers.swarm import swarm_active

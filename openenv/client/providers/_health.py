@@ -3,8 +3,8 @@
 A raw HTTP/1.1 request over asyncio streams rather than an HTTP library: the client's base
 install has none, and a readiness probe needs only the status line (and, for a 503 from one of
 our servers, the reason in the JSON body). Polls start 5 ms apart (a server that is ready soon
-is seen soon) and back off to 20 ms, then to 0.5 s after the first few seconds, so a slow build
-or a waking Space is not hammered.
+is seen soon) and back off to 20 ms; after 10 s to 100 ms (upstream images take seconds to import
+their server), and after a minute to 0.5 s, so a slow build or a waking Space is not hammered.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from openenv.protocol import loads
 __all__ = ["probe", "wait_healthy"]
 
 _FIRST_DELAY_S = 0.005
-_FAST_CAP_S = 0.02
-_SLOW_CAP_S = 0.5
-_FAST_PHASE_S = 5.0
+# (seconds since the wait began, longest interval from then on)
+_CAPS = ((10.0, 0.02), (60.0, 0.1), (float("inf"), 0.5))
 _ALIVE_EVERY_S = 0.25
 _MAX_REPLY = 1 << 16
 # Waits in progress in this process. A pool waits for dozens of servers at once, and every poll
@@ -73,6 +72,10 @@ async def probe(url: str, path: str = "/health", *, timeout_s: float = 2.0, head
         return int(head.split(b" ", 2)[1]), body
 
     return await asyncio.wait_for(_exchange(), timeout_s)
+
+
+def _cap(elapsed: float) -> float:
+    return next(cap for until, cap in _CAPS if elapsed < until)
 
 
 def _short(raw: bytes) -> bool:
@@ -163,4 +166,4 @@ async def _wait(
                 url=url,
             )
         await asyncio.sleep(min(delay, max(0.0, deadline - now)))
-        delay = min(delay * 1.5, (_FAST_CAP_S if now - start < _FAST_PHASE_S else _SLOW_CAP_S) * _stretch())
+        delay = min(delay * 1.5, _cap(now - start) * _stretch())
