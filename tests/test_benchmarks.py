@@ -25,3 +25,21 @@ def test_step_throughput_benchmark_runs(upstream_python: str) -> None:
             assert report["throughput"][stack][n]["steps_per_s"] > 0
     assert report["idle_sessions"]["sessions"] == 50
     assert report["idle_sessions"]["threads_after"] < 50
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_cold_start_benchmark_runs(upstream_python: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cold_start.py"), "--rounds", "1", "--pool-sizes", "1,2",
+         "--upstream-python", upstream_python, "--json"],
+        capture_output=True, text=True, timeout=1200, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    assert set(report["medians_s"]) == {
+        "upstream client, upstream image", "ours, our image", "ours, upstream image",
+        "floor, our image", "floor, upstream image", "ours, process (venv cached)",
+    }
+    assert all(s > 0 for s in report["medians_s"].values())
+    assert [p["size"] for p in report["pools"]] == [1, 2]
