@@ -57,12 +57,13 @@ class EnvImages:
         return result.tag
 
     @contextlib.contextmanager
-    def run(self, name: str, environment: dict[str, str] | None = None) -> Iterator[str]:
+    def run(self, name: str, environment: dict[str, str] | None = None, user: str | None = None) -> Iterator[str]:
         """Run a container of the env with port 8000 published on 127.0.0.1; yields its URL."""
         tag = self.tag(name)
         container = self.client.containers.run(
             tag, detach=True, name=f"{CONTAINER_PREFIX}{name.replace('_', '-')}-{uuid.uuid4().hex[:8]}",
             ports={"8000/tcp": ("127.0.0.1", None)}, environment=environment or {}, labels={LABEL: "envs"},
+            user=user or "",
         )
         try:
             container.reload()

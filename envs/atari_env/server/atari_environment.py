@@ -150,7 +150,7 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         """
         ale = self._ale
         if ale is None or self._done:
-            raise RuntimeError("no episode is running; call reset() first")
+            raise RuntimeError("no episode is running (none started, or the game is over); call reset()")
         if action.action >= len(self._actions):
             raise ValueError(f"action {action.action} is out of range: this game has {len(self._actions)} actions (0-{len(self._actions) - 1})")
         button = self._actions[action.action]

@@ -359,6 +359,7 @@ class Sandbox:
         if self.uid is not None:
             # Until none is left, so the uid is free for the next sandbox (bounded: a few rounds).
             for _ in range(100):
+                procs.reap_orphans(_tracked)
                 if not procs.kill_uid(self.uid):
                     break
                 time.sleep(0.01)
