@@ -4,7 +4,8 @@ Standard library only (ctypes for the three syscalls Python lacks), because the 
 imports this module by path before it locks itself down. Every function acts on the calling
 process and is inherited by its children; none can be undone.
 
-Layers, in the order `sandbox_worker` applies them:
+Layers, in the order `sandbox_worker` applies them (after lowering its priority to nice 10, so
+that spinning sandboxes do not starve the server):
 1. rlimits: CPU seconds, address space, file size, process count, open files, no core dumps.
 2. privilege drop: when started as root, a uid/gid of its own (so DAC keeps it out of the
    server's files, /proc entries, other sessions' processes and root-only files).

@@ -79,6 +79,7 @@ def _cpu_for_next_cell(seconds: int) -> None:
 def _confine(cfg: dict) -> dict:
     """Apply every layer; returns what holds. Raises ConfinementError when a required one fails."""
     limits = cfg["limits"]
+    os.nice(10)  # below the server, which must keep answering while sandboxes spin
     confine.apply_rlimits(
         cpu_s=limits["cpu_s"], memory_bytes=limits["memory_bytes"], file_bytes=limits["file_bytes"],
         processes=limits["processes"], open_files=limits["open_files"],

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from coding_env import CodeAction, CodingEnv
+from tests.envs.soak import health
 
 SECRET = "container-secret-value"
 CONTAINER_ENV = {"HUB_SECRET": SECRET, "CODING_ENV_TIMEOUT_S": "2"}
@@ -45,8 +46,9 @@ async def check_contained(url: str, *, own_uid: bool) -> None:
         bomb = asyncio.create_task(run(env, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"))
         await asyncio.sleep(0.5)
         start = time.monotonic()
-        assert (await run(other, "print('served')")).stdout == "served\n"
-        assert time.monotonic() - start < 2
+        assert (await asyncio.to_thread(health, url))["status"] == "healthy"
+        assert time.monotonic() - start < 1  # the server answers at once: the bomb runs below its priority
+        assert (await run(other, "print('served')")).stdout == "served\n"  # (sharing the 2 cores with it)
         assert (await bomb).timed_out
         loop = await run(env, "while True:\n    pass")
         assert loop.timed_out and loop.reward == -1.0
