@@ -16,12 +16,14 @@ import random
 import struct
 import uuid
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from ale_py import ALEInterface, LoggerMode, roms
 
 from openenv import Environment
+
+if TYPE_CHECKING:
+    import numpy as np
 
 try:
     from ..models import AtariAction, AtariObservation, AtariState
@@ -41,6 +43,8 @@ def available_games() -> tuple[str, ...]:
 
 def encode_png(pixels: np.ndarray) -> bytes:
     """An 8-bit PNG of an (h, w, 3) RGB or (h, w) grayscale uint8 array, rows unfiltered."""
+    import numpy as np  # imported at the first frame, not at start-up: the server comes up faster
+
     height, width = pixels.shape[:2]
     channels = 1 if pixels.ndim == 2 else pixels.shape[2]
     rows = np.zeros((height, width * channels + 1), dtype=np.uint8)  # column 0: filter type 0
