@@ -97,7 +97,7 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             game: a ROM id shipped with ale-py, e.g. "pong", "breakout", "space_invaders".
             frameskip: frames each action is repeated for (1-16).
             repeat_action_probability: chance that the console repeats the previous action (0-1).
-            obs_type: "rgb" (210×160×3) or "grayscale" (210×160).
+            obs_type: "rgb" (210x160x3) or "grayscale" (210x160).
             full_action_space: all 18 actions instead of the game's minimal set.
             mode, difficulty: a game mode / difficulty the ROM supports.
             max_episode_frames: frames after which the episode is cut off (truncated).

@@ -13,7 +13,7 @@ from typing import Any
 
 from openenv import Environment
 
-from .sandbox import CellResult, Sandbox, isolation_report
+from .sandbox import CellResult, Sandbox, isolation_report, preflight
 from .settings import SandboxSettings, get_settings
 
 try:
@@ -29,6 +29,10 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
 
     def __init__(self, settings: SandboxSettings | None = None) -> None:
         self.settings = settings or get_settings()
+        # The server builds environments off its event loop: check here, once, that sandboxes can
+        # be made, so a machine that cannot isolate code is reported at start-up (/health), not
+        # at the first step.
+        preflight(self.settings)
         self._sandbox: Sandbox | None = None
         self._episode_id = str(uuid.uuid4())
         self._seed: int | None = None

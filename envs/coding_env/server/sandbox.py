@@ -31,7 +31,7 @@ from typing import Any
 from . import procs
 from .settings import SandboxSettings
 
-__all__ = ["CellResult", "Sandbox", "SandboxError", "isolation_report"]
+__all__ = ["CellResult", "Sandbox", "SandboxError", "isolation_report", "preflight"]
 
 log = logging.getLogger("coding_env")
 
@@ -102,6 +102,7 @@ def sandbox_python(configured: str, as_root: bool) -> tuple[str, tuple[str, ...]
     tried = []
     for exe in candidates:
         if not (exe and os.path.exists(exe)):
+            tried.append(f"{exe}: no such file")
             continue
         try:
             out = subprocess.run([exe, "-s", "-c", _PROBE], capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
@@ -138,6 +139,26 @@ def isolation_report(settings: SandboxSettings) -> dict[str, Any]:
     abi = confine.landlock_abi()
     need_landlock = settings.require_landlock == "true" or (settings.require_landlock == "auto" and not root)
     return {"own_uid": root, "landlock_abi": abi, "seccomp": confine.seccomp_supported(), "landlock_required": need_landlock}
+
+
+def preflight(settings: SandboxSettings) -> dict[str, Any]:
+    """Check that sandboxes can be made here; returns the isolation report. Blocking (it may start
+    the interpreter once, to learn its folders): call it off the event loop.
+
+    Raises:
+        SandboxError: a required layer is missing or no interpreter is usable (the message says
+            what to change).
+    """
+    report = isolation_report(settings)
+    if report["landlock_required"] and report["landlock_abi"] < 1:
+        raise SandboxError(
+            "this kernel has no Landlock and the server is not root, so the sandbox could not keep code "
+            "away from the server's files; run the server as root (in its container) or on Linux >= 5.13"
+        )
+    if not report["seccomp"]:
+        raise SandboxError(f"no seccomp filter for this architecture ({os.uname().machine}); run on x86_64 or aarch64")
+    sandbox_python(settings.python, report["own_uid"])
+    return report
 
 
 class _Worker:
@@ -197,14 +218,7 @@ class Sandbox:
         self.settings = settings
         self.hash_seed = hash_seed
         self.root = os.getuid() == 0
-        report = isolation_report(settings)
-        if report["landlock_required"] and report["landlock_abi"] < 1:
-            raise SandboxError(
-                "this kernel has no Landlock and the server is not root, so the sandbox could not keep code "
-                "away from the server's files; run the server as root (in its container) or on Linux >= 5.13"
-            )
-        if not report["seccomp"]:
-            raise SandboxError(f"no seccomp filter for this architecture ({os.uname().machine}); run on x86_64 or aarch64")
+        preflight(settings)  # cached after the first call: cheap here
         self.uid: int | None = _uids.take(settings.uid_base, settings.uid_count) if self.root else None
         Path(settings.root).mkdir(parents=True, exist_ok=True, mode=0o711)
         self.dir = Path(tempfile.mkdtemp(prefix="ep-", dir=settings.root))

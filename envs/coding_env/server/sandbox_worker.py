@@ -15,6 +15,7 @@ and a JSON object.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import json
 import os
@@ -25,7 +26,7 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import confine  # noqa: E402  (found through the line above: this file runs as a script)
+import confine
 
 sys.path.pop(0)
 
@@ -58,10 +59,8 @@ def _redirect(io_dir: str) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     for fd, name in ((1, "out"), (2, "err")):
         path = os.path.join(io_dir, name)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        except FileNotFoundError:
-            pass
         new = os.open(path, flags, 0o600)
         os.dup2(new, fd)  # dup2 makes fd 1/2 inheritable again, as child processes need
         os.close(new)
@@ -125,10 +124,8 @@ def _run_cell(code: str, namespace: dict, out: io.TextIOWrapper, err: io.TextIOW
         return 1
     finally:
         for stream in (sys.stdout, sys.stderr, out, err):
-            try:
+            with contextlib.suppress(Exception):  # a cell may have closed or replaced its streams
                 stream.flush()
-            except Exception:  # a cell may have closed or replaced its streams
-                pass
         sys.stdout, sys.stderr = out, err
 
 

@@ -9,7 +9,7 @@
 | CODING_ENV_OPEN_FILES | 64 | open file descriptors per process |
 | CODING_ENV_CPU_BUDGET_S | 600 | CPU seconds of one persistent interpreter over its whole life |
 | CODING_ENV_MAX_OUTPUT_BYTES | 65536 | stdout / stderr returned per step (the rest is cut) |
-| CODING_ENV_MAX_PARALLEL | 2 × cores | steps executing at once across all sessions (others wait) |
+| CODING_ENV_MAX_PARALLEL | 2 x cores | steps executing at once across all sessions (others wait) |
 | CODING_ENV_ROOT | <tmp>/openenv-coding | where each episode's private folder is made |
 | CODING_ENV_UID_BASE / _UID_COUNT | 200000 / 100000 | uids handed to sandboxes when the server runs as root |
 | CODING_ENV_REQUIRE_LANDLOCK | auto | refuse to run code without Landlock: auto (= when not root), true, false |

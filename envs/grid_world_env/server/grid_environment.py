@@ -3,7 +3,7 @@
 Each reset draws a layout from the seed: walls at the given density, pits, a start and a goal,
 redrawn until the goal can be reached without crossing a pit. On a slippery floor (`slip` > 0) a
 move goes sideways with that probability. Reward: -0.01 per step, +1 on the goal, -1 in a pit;
-the episode is cut off after `max_steps` (default 4 × size²).
+the episode is cut off after `max_steps` (default 4 x size²).
 """
 
 from __future__ import annotations
@@ -100,11 +100,11 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
         """Draw a new layout.
 
         Args:
-            size: the grid is size × size (3-20).
+            size: the grid is size x size (3-20).
             walls: fraction of cells that are walls (0-0.5).
             pits: number of pits (0 to size).
             slip: chance that a move goes sideways instead (0-0.5).
-            max_steps: steps before the episode is cut off (default 4 × size²).
+            max_steps: steps before the episode is cut off (default 4 x size²).
 
         Raises:
             ValueError: an option is out of range.

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from atari_env import AtariAction, AtariEnv, decode_png
 from atari_env.server.atari_environment import AtariEnvironment, available_games, encode_png
+
 from openenv import EnvExecutionError, InvalidActionError
 from tests.envs.conftest import serve_env
 from tests.envs.soak import describe, soak, wait_sessions_closed

@@ -6,9 +6,9 @@ import asyncio
 import random
 
 import pytest
-
 from blackjack_env import BlackjackAction, BlackjackEnv
 from blackjack_env.server.blackjack_environment import BlackjackEnvironment, hand_total
+
 from openenv import EnvExecutionError, InvalidActionError
 from tests.envs.conftest import serve_env
 from tests.envs.soak import describe, soak, wait_sessions_closed

@@ -7,10 +7,10 @@ import random
 
 import chess
 import pytest
-
 from chess_env import ChessAction, ChessEnv
 from chess_env.server.chess_environment import ChessEnvironment
 from chess_env.server.opponents import choose_move, material
+
 from openenv import EnvExecutionError
 from tests.envs.conftest import serve_env
 from tests.envs.soak import describe, soak, wait_sessions_closed

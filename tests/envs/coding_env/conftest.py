@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
 from coding_env.server import settings as sandbox_settings
+
 from tests.envs.conftest import serve_env
 
 TIMEOUT_S = 3

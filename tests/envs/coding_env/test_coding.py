@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 
+import httpx
 import pytest
-
 from coding_env import CodeAction, CodingEnv
+from coding_env.models import CodeObservation
+from coding_env.server.coding_environment import CodingEnvironment
 from coding_env.server.settings import SandboxSettings
-from openenv import InvalidActionError
+
+from openenv import InvalidActionError, create_app
 from tests.envs.coding_env.conftest import TIMEOUT_S
 from tests.envs.soak import describe, soak, wait_sessions_closed
+from tests.support.servers import serve_app
 
 
 async def run(env: CodingEnv, code: str, persist: bool = False, **kw):
@@ -132,3 +136,25 @@ async def test_soak_1000_random_steps_over_4_sessions(url: str, server_errors: l
     assert report.steps == 1000 and {0.0, 1.0} <= set(report.rewards)
     assert (await wait_sessions_closed(url))["status"] == "healthy"
     assert not server_errors, describe(server_errors)
+
+
+async def test_a_machine_that_cannot_sandbox_says_so_at_start_up() -> None:
+    def factory() -> CodingEnvironment:
+        return CodingEnvironment(SandboxSettings(python="/nonexistent/python3"))
+
+    app = create_app(factory, CodeAction, CodeObservation, env_name="coding_env")
+    with serve_app(app) as base:
+        async with httpx.AsyncClient() as http:
+            health = await http.get(base + "/health")
+    assert health.status_code == 503 and health.json()["status"] == "unhealthy"
+    assert "no Python interpreter the sandbox user can run" in health.json()["error"]
+    assert "/nonexistent/python3: no such file" in health.json()["error"]
+
+
+def test_settings_from_the_environment_name_the_bad_variable() -> None:
+    settings = SandboxSettings.from_env({"CODING_ENV_TIMEOUT_S": "2.5", "CODING_ENV_MEMORY_MB": "128"})
+    assert settings.timeout_s == 2.5 and settings.memory_mb == 128
+    with pytest.raises(ValueError, match="CODING_ENV_TIMEOUT_S='soon' is not a valid float"):
+        SandboxSettings.from_env({"CODING_ENV_TIMEOUT_S": "soon"})
+    with pytest.raises(ValueError, match="CODING_ENV_MEMORY_MB must be at least 64"):
+        SandboxSettings.from_env({"CODING_ENV_MEMORY_MB": "16"})

@@ -7,8 +7,8 @@ import asyncio
 import time
 
 import pytest
-
 from coding_env import CodeAction, CodingEnv
+
 from tests.envs.soak import health
 
 SECRET = "container-secret-value"

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from coding_env import CodeAction, CodingEnv
 from coding_env.server import procs
+
 from tests.envs.coding_env.conftest import TIMEOUT_S
 from tests.envs.soak import health
 from tests.support.servers import ROOT
@@ -143,7 +143,7 @@ async def test_the_server_cannot_be_signalled_or_traced(url: str) -> None:
         assert kill.exit_code == 1 and "PermissionError" in kill.stderr
         parent = await run(env, "import os, signal; os.kill(os.getppid(), signal.SIGTERM)")
         assert parent.exit_code == 1 and "PermissionError" in parent.stderr
-        trace = await run(env, "import ctypes; libc = ctypes.CDLL(None, use_errno=True); print(libc.ptrace(16, %d, 0, 0), ctypes.get_errno())" % os.getpid())
+        trace = await run(env, f"import ctypes; libc = ctypes.CDLL(None, use_errno=True); print(libc.ptrace(16, {os.getpid()}, 0, 0), ctypes.get_errno())")
         assert trace.stdout.split() == ["-1", "1"]  # PTRACE_ATTACH: EPERM
         escape = await run(env, "import os; os.setsid()")
         assert escape.exit_code == 1 and "PermissionError" in escape.stderr

@@ -7,9 +7,9 @@ import random
 from collections import deque
 
 import pytest
-
 from grid_world_env import GridAction, GridWorldEnv
 from grid_world_env.server.grid_environment import MOVES, GridWorldEnvironment
+
 from openenv import EnvExecutionError, InvalidActionError
 from tests.envs.conftest import serve_env
 from tests.envs.soak import describe, soak, wait_sessions_closed

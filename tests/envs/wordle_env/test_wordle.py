@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from wordle_env import WordleAction, WordleEnv
+from wordle_env.server.wordle_environment import WordleEnvironment, score, word_lists
 
 from openenv import EnvExecutionError, InvalidActionError
 from tests.envs.conftest import serve_env
 from tests.envs.soak import describe, soak, wait_sessions_closed
-from wordle_env import WordleAction, WordleEnv
-from wordle_env.server.wordle_environment import WordleEnvironment, score, word_lists
 
 
 @pytest.fixture(scope="module")
