@@ -22,7 +22,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import resource
 import struct
 from collections.abc import Iterable
@@ -247,7 +246,7 @@ _X32_BIT = 0x40000000
 
 def seccomp_supported() -> bool:
     """Whether this machine's architecture has a filter here."""
-    return platform.machine() in _AUDIT_ARCH
+    return os.uname().machine in _AUDIT_ARCH
 
 
 def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -296,7 +295,7 @@ def apply_seccomp(*, deny_signals: bool = False) -> None:
     Raises:
         ConfinementError: unknown architecture, or the kernel refused the filter.
     """
-    arch = platform.machine()
+    arch = os.uname().machine
     if arch not in _AUDIT_ARCH:
         raise ConfinementError(errno.ENOSYS, f"no seccomp filter for the {arch} architecture")
     code = _program(arch, deny_signals)

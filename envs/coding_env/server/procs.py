@@ -55,6 +55,17 @@ def tasks_of_uid(uid: int) -> int:
     return total
 
 
+def _group_gone(pgid: int) -> bool:
+    """Whether no process (zombies included) is left in the group."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # a member we may not signal: it exists
+        return False
+    return False
+
+
 def kill_group(pgid: int) -> int:
     """SIGKILL the group; returns how many members it still had (zombies too: until reaped,
     they count against the sandbox's process limit)."""
@@ -96,6 +107,8 @@ async def settle(pgid: int, uid: int | None, tracked: set[int], spare: int | Non
     until they are gone). Returns False if some survived `timeout_s`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    if uid is None and _group_gone(pgid):  # the common case: nothing left, no /proc scan needed
+        return True
     while True:
         left = kill_group(pgid)
         if uid is not None:

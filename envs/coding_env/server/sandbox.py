@@ -14,6 +14,7 @@ import contextlib
 import functools
 import json
 import logging
+import marshal
 import os
 import random
 import shutil
@@ -38,6 +39,7 @@ log = logging.getLogger("coding_env")
 WORKER = str(Path(__file__).with_name("sandbox_worker.py"))
 _HEADER = struct.Struct(">I")
 _START_TIMEOUT_S = 20.0
+_MAX_REPLY_BYTES = 1 << 16
 _SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
                       "/dev/urandom", "/dev/random", "/dev/zero")
 
@@ -174,17 +176,28 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.returncode is None
 
-    async def request(self, obj: dict[str, Any]) -> dict[str, Any]:
-        data = json.dumps(obj).encode()
+    async def request(self, code: str) -> dict[str, Any]:
+        """Send a cell's source; returns the worker's JSON reply."""
+        data = code.encode("utf-8", errors="surrogatepass")
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(_HEADER.pack(len(data)) + data)
         await self.proc.stdin.drain()
         return await self.read()
 
     async def read(self) -> dict[str, Any]:
+        """The next reply. Code in the sandbox can write to this pipe too, so a reply that is not
+        a JSON object counts as the worker breaking down (ConnectionError)."""
         assert self.proc.stdout is not None
         (size,) = _HEADER.unpack(await self.proc.stdout.readexactly(_HEADER.size))
-        return json.loads(await self.proc.stdout.readexactly(size))
+        if size > _MAX_REPLY_BYTES:
+            raise ConnectionError(f"the sandbox sent a reply of {size} bytes")
+        try:
+            reply = json.loads(await self.proc.stdout.readexactly(size))
+        except ValueError:
+            raise ConnectionError("the sandbox sent a reply that is not JSON") from None
+        if not isinstance(reply, dict):
+            raise ConnectionError("the sandbox sent a reply that is not an object")
+        return reply
 
     def kill(self) -> None:
         """SIGKILL the worker's whole process group (its children cannot leave it: setsid and
@@ -258,13 +271,16 @@ class Sandbox:
                 worker = await self._spawn()
             timed_out = False
             try:
-                reply = await asyncio.wait_for(worker.request({"code": code}), timeout_s)
-                exit_code = int(reply.get("exit_code", 1))
+                reply = await asyncio.wait_for(worker.request(code), timeout_s)
+                exit_code = reply.get("exit_code")
+                if type(exit_code) is not int:
+                    raise ConnectionError("the sandbox's reply has no exit code")
             except TimeoutError:
                 timed_out = True
                 worker.kill()
                 exit_code = -signal.SIGKILL
-            except (asyncio.IncompleteReadError, ConnectionError):  # the cell ended its interpreter
+            except (asyncio.IncompleteReadError, ConnectionError):  # the cell ended (or garbled) its interpreter
+                worker.kill()
                 exit_code = await worker.wait()
             if not (persist and worker.alive and not timed_out):
                 # A persistent interpreter's processes all go (by uid: whatever its cells left
@@ -326,7 +342,7 @@ class Sandbox:
         boot_log = os.open(boot_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             proc = await asyncio.create_subprocess_exec(
-                python, "-s", "-B", WORKER, json.dumps(cfg),
+                python, "-s", "-B", WORKER, marshal.dumps(cfg).hex(),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=boot_log,
                 cwd=str(self.work), env=self._environ(), start_new_session=True,
             )

@@ -1,4 +1,4 @@
-"""The sandboxed interpreter: `python -I sandbox_worker.py '<config json>'`.
+"""The sandboxed interpreter: `python -s -B sandbox_worker.py <config: marshal, hex>`.
 
 Started by `sandbox.Sandbox` in a new session (its own process group). It confines itself (see
 `confine`), reports which layers hold, then runs the cells the server sends, one at a time, in
@@ -9,7 +9,10 @@ Channels: the server's pipes arrive as stdin/stdout and are moved to private des
 fd 0 becomes /dev/null and fds 1/2 point, per cell, at fresh `out`/`err` files in the session's
 I/O folder, so output written by the cell, by C code or by child processes is all captured and
 the server reads it even after killing a runaway cell. Messages are a 4-byte big-endian length
-and a JSON object.
+and a body: the cell's source (UTF-8) from the server, a JSON object back.
+
+It starts once per fresh-interpreter step, so it imports little: no json, re, enum or traceback
+(the last only when a cell raises); replies are simple enough to write by hand.
 """
 
 from __future__ import annotations
@@ -17,13 +20,11 @@ from __future__ import annotations
 import builtins
 import contextlib
 import io
-import json
+import marshal
 import os
 import resource
-import signal
 import struct
 import sys
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import confine
@@ -33,8 +34,23 @@ sys.path.pop(0)
 _HEADER = struct.Struct(">I")
 
 
+_SIGKILL = 9
+
+
+def _json(value: object) -> str:
+    """JSON for the few shapes replies use: dicts, bools, ints, None and strings."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_json(str(k))}:{_json(v)}" for k, v in value.items()) + "}"
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int):
+        return str(value)
+    text = "".join(c if " " <= c and c not in '"\\' else " " for c in str(value))
+    return f'"{text}"'
+
+
 def _send(fd: int, obj: dict) -> None:
-    data = json.dumps(obj).encode()
+    data = _json(obj).encode()
     os.write(fd, _HEADER.pack(len(data)) + data)
 
 
@@ -49,9 +65,9 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _recv(fd: int) -> dict:
+def _recv(fd: int) -> str:
     (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
-    return json.loads(_read_exact(fd, size))
+    return _read_exact(fd, size).decode("utf-8", errors="replace")
 
 
 def _redirect(io_dir: str) -> None:
@@ -87,7 +103,7 @@ def _confine(cfg: dict) -> dict:
     if cfg.get("uid") is not None and os.getuid() == 0:
         confine.drop_privileges(cfg["uid"], cfg["gid"])
         layers["own_uid"] = True
-    confine.set_parent_death_signal(signal.SIGKILL)
+    confine.set_parent_death_signal(_SIGKILL)
     if os.getppid() != cfg["parent_pid"]:  # the server died before the line above took effect
         raise confine.ConfinementError(3, "the server exited during start-up")
     confine.set_no_new_privs()
@@ -119,6 +135,8 @@ def _run_cell(code: str, namespace: dict, out: io.TextIOWrapper, err: io.TextIOW
         print(exc.code, file=err)
         return 1
     except BaseException as exc:  # the cell's own error: report it as Python would, then go on
+        import traceback
+
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # drop this frame
         traceback.print_exception(type(exc), exc, tb, file=err)
         return 1
@@ -130,7 +148,7 @@ def _run_cell(code: str, namespace: dict, out: io.TextIOWrapper, err: io.TextIOW
 
 
 def main() -> None:
-    cfg = json.loads(sys.argv[1])
+    cfg = marshal.loads(bytes.fromhex(sys.argv[1]))  # written by the server (trusted), never by a cell
     ctrl_in, ctrl_out = os.dup(0), os.dup(1)  # private (close-on-exec) copies of the server's pipes
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -153,12 +171,12 @@ def main() -> None:
     _send(ctrl_out, {"ready": True, "layers": layers, "pid": me})
     while True:
         try:
-            request = _recv(ctrl_in)
+            source = _recv(ctrl_in)
         except EOFError:  # the server closed the session
             os._exit(0)
         _redirect(io_dir)
         _cpu_for_next_cell(cfg["limits"]["cell_cpu_s"])
-        code = _run_cell(request["code"], namespace, out, err)
+        code = _run_cell(source, namespace, out, err)
         if os.getpid() != me:  # a child the cell forked came back here: it must not answer
             os._exit(code)
         _send(ctrl_out, {"exit_code": code})

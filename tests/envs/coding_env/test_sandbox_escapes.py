@@ -214,3 +214,23 @@ async def test_many_sandboxes_use_distinct_uids(url: str) -> None:
 
     uids = await asyncio.gather(*(uid() for _ in range(4)))
     assert len(set(uids)) == 4 or os.getuid() != 0
+
+
+async def test_forged_replies_on_the_control_pipe_only_end_the_cell(url: str) -> None:
+    forge = (
+        "import os, struct\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, struct.pack('>I', 9) + b'not json!')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "import time; time.sleep(1)"
+    )
+    async with CodingEnv(url) as env:
+        await env.reset()
+        await run(env, "x = 1", persist=True)
+        obs = await run(env, forge, persist=True)
+        assert obs.exit_code == -signal.SIGKILL and not obs.timed_out and obs.duration_s < 1
+        after = await run(env, "print(globals().get('x'))", persist=True)
+        assert after.interpreter_restarted and after.stdout == "None\n"
+    await still_serving(url)
