@@ -30,8 +30,9 @@ from blackjack_env import BlackjackAction, BlackjackEnv  # noqa: E402
 from chess_env import ChessAction, ChessEnv  # noqa: E402
 from coding_env import CodeAction, CodingEnv  # noqa: E402
 from grid_world_env import GridAction, GridWorldEnv  # noqa: E402
-from tests.support.servers import ProcessServer  # noqa: E402
 from wordle_env import WordleAction, WordleEnv  # noqa: E402
+
+from tests.support.servers import ProcessServer  # noqa: E402
 
 WORDS = ["crane", "house", "pilot", "water", "xyzzy"]
 CASES: dict[str, tuple[str, Any, dict[str, Any], Any]] = {

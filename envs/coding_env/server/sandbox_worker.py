@@ -45,7 +45,7 @@ def _json(value: object) -> str:
         return {None: "null", True: "true", False: "false"}[value]
     if isinstance(value, int):
         return str(value)
-    text = "".join(c if " " <= c and c not in '"\\' else " " for c in str(value))
+    text = "".join(c if c >= " " and c not in '"\\' else " " for c in str(value))
     return f'"{text}"'
 
 
