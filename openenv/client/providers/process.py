@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -36,21 +37,38 @@ _ports_lock = threading.Lock()
 _recent_ports: deque[int] = deque(maxlen=4096)
 
 
-def free_port(host: str) -> int:
-    """A port nobody listens on, never one handed out recently by this process.
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
 
-    The kernel may hand the same free port to two quick `bind(0)` calls once the first socket
-    is closed; a pool starting 32 servers at once would then see two of them collide.
+
+def free_port(host: str) -> int:
+    """A port nobody listens on, below the kernel's ephemeral range, never handed out recently here.
+
+    Below the ephemeral range because that is where the Docker engine picks the host ports it
+    publishes: a server of ours on such a port makes the engine's next `docker run -p` on the
+    machine fail. And never a recent one: a pool starting 32 servers at once must not give two
+    of them the same port between the check here and the server's own bind.
     """
+    low, _ = _ephemeral_range()
+    top = low if low > 12000 else 65535
     with _ports_lock:
-        for _ in range(64):
+        for _ in range(200):
+            port = random.randrange(10000, top)
+            if port in _recent_ports:
+                continue
             with socket.socket() as s:
-                s.bind((host, 0))
-                port = s.getsockname()[1]
-            if port not in _recent_ports:
-                _recent_ports.append(port)
-                return port
-    raise OSError("no free port found")
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue  # taken
+            _recent_ports.append(port)
+            return port
+    raise OSError("no free port found between 10000 and the ephemeral range")
 
 
 def kill_process_tree(pid: int, *, expected_identity: str | None, timeout_s: float = 5.0) -> None:
