@@ -14,7 +14,9 @@ Contestants, interleaved round by round so machine noise hits them alike (median
   one reset over HTTP; the least any client can take on that image.
 - ours/process:            `EnvClient.from_process(envs/echo_env)` with the env's venv cached.
 
-Then pools: `EnvPool.docker(our image, N).start()` for each N, next to the machine's bound:
+Then pools: `EnvPool.docker(our image, N).start()` for each N, with the default bridge network
+(port published on 127.0.0.1) and with `network="host"` (opt-in: no port proxy or NAT rules, but
+the container shares the host's network), next to the machine's bound:
 the CPU time one start costs the whole machine (all processes, from /proc/stat) x N / cores.
 Needs Docker (scripts/test starts it) and the upstream venv (scripts/upstream-venv).
 """
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -135,25 +139,60 @@ def floor(image: str) -> float:
 # -- pools ------------------------------------------------------------------------------------------
 
 
-def _busy_seconds() -> float:
-    with open("/proc/stat") as f:
-        parts = [int(x) for x in f.readline().split()[1:]]
-    idle = parts[3] + parts[4]  # idle + iowait
-    return (sum(parts[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+_ENGINE = {"dockerd", "containerd"}
+_PER_START = {"docker-proxy", "runc", "containerd-shim", "containerd-shim-runc-v2"}
+
+
+def _proc_cpu(pid: str) -> tuple[str, float]:
+    """(command name, CPU seconds incl. reaped children) of a process; ("", 0) when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return "", 0.0
+    name = stat[stat.find(b"(") + 1 : stat.rfind(b")")].decode(errors="replace")
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return name, sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _engine_cpu() -> dict[str, tuple[str, float]]:
+    return {pid: _proc_cpu(pid) for pid in os.listdir("/proc") if pid.isdigit()}
+
+
+def _container_cpu(cid: str) -> float:
+    """CPU seconds the container's own processes used (its cgroup's counter, v1 or v2)."""
+    for path in (f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage", f"/sys/fs/cgroup/cpu,cpuacct/docker/{cid}/cpuacct.usage"):
+        with contextlib.suppress(OSError, ValueError):
+            return int(Path(path).read_text()) / 1e9
+    for path in (f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat", f"/sys/fs/cgroup/docker/{cid}/cpu.stat"):
+        with contextlib.suppress(OSError, ValueError):
+            usage = next(line for line in Path(path).read_text().splitlines() if line.startswith("usage_usec"))
+            return int(usage.split()[1]) / 1e6
+    raise RuntimeError(f"no CPU counter found for container {cid[:12]}")
 
 
 async def one_start_cpu(image: str) -> float:
-    """Machine-wide CPU seconds one container start costs (client, engine, container)."""
-    before = _busy_seconds()
+    """CPU seconds one container start costs: this client, the engine (dockerd, containerd), the
+    per-container helpers (shim, runc, port proxy), and the container's own processes. Counted
+    per process, so that other work on a shared machine does not inflate the bound."""
+    before = _engine_cpu()
+    me = resource.getrusage(resource.RUSAGE_SELF)
     provider = DockerProvider(image)
     await provider.astart()
-    used = _busy_seconds() - before
+    after = _engine_cpu()
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    used = (mine.ru_utime - me.ru_utime) + (mine.ru_stime - me.ru_stime) + _container_cpu(provider.container_id or "")
+    for pid, (name, cpu) in after.items():
+        if name in _ENGINE:
+            used += cpu - before.get(pid, (name, cpu))[1]
+        elif name in _PER_START and pid not in before:
+            used += cpu
     await provider.astop()
     return used
 
 
-async def pool_start(image: str, size: int) -> float:
-    pool = EnvPool.docker(image, size)
+async def pool_start(image: str, size: int, network: str) -> float:
+    pool = EnvPool.docker(image, size, network=network)
     start = time.perf_counter()
     await pool.start()
     elapsed = time.perf_counter() - start
@@ -184,14 +223,15 @@ async def run(rounds: int, pool_sizes: list[int], upstream_python: str) -> dict[
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     medians = {name: statistics.median(v) for name, v in times.items()}
     load = os.getloadavg()[0]
-    cpu = statistics.median([await one_start_cpu(OUR_TAG) for _ in range(3)])
+    cpu = statistics.median([await one_start_cpu(OUR_TAG) for _ in range(5)])
     cores = os.cpu_count() or 1
     pools = []
     for size in pool_sizes:
-        elapsed = await pool_start(OUR_TAG, size)
-        bound = cpu * size / cores
-        pools.append({"size": size, "seconds": elapsed, "bound_s": bound, "ratio": elapsed / bound if bound else None})
-        print(f"pool of {size}: {elapsed:.2f}s", file=sys.stderr)
+        for network in ("bridge", "host"):
+            elapsed = await pool_start(OUR_TAG, size, network)
+            bound = cpu * size / cores
+            pools.append({"size": size, "network": network, "seconds": elapsed, "bound_s": bound, "ratio": elapsed / bound if bound else None})
+            print(f"pool of {size} ({network} network): {elapsed:.2f}s", file=sys.stderr)
     return {"rounds": rounds, "cores": cores, "load_avg_1m_at_end": load, "medians_s": medians, "all_s": times, "one_start_cpu_s": cpu, "pools": pools}
 
 
@@ -217,7 +257,8 @@ def report(result: dict[str, Any]) -> str:
         "",
         f"pools of containers (our image), bound = {result['one_start_cpu_s']:.2f} CPU-s per start x N / {result['cores']} cores",
     ]
-    lines += [f"  N={p['size']:<3} {p['seconds']:6.2f} s   bound {p['bound_s']:6.2f} s   ratio {p['ratio']:.2f} (target <= 1.5)" for p in result["pools"]]
+    lines += [f"  N={p['size']:<3} {p['network']:<6} {p['seconds']:6.2f} s   bound {p['bound_s']:6.2f} s   ratio {p['ratio']:.2f} (target <= 1.5)"
+              for p in result["pools"]]
     return "\n".join(lines)
 
 

@@ -42,4 +42,4 @@ def test_cold_start_benchmark_runs(upstream_python: str) -> None:
         "floor, our image", "floor, upstream image", "ours, process (venv cached)",
     }
     assert all(s > 0 for s in report["medians_s"].values())
-    assert [p["size"] for p in report["pools"]] == [1, 2]
+    assert [(p["size"], p["network"]) for p in report["pools"]] == [(1, "bridge"), (1, "host"), (2, "bridge"), (2, "host")]

@@ -263,7 +263,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
     def from_hub(cls, repo_id: str, revision: str | None = None, **options: Any) -> Launch[Any]:
         """Connect to the env `owner/name[@revision]` wherever it can run: an OpenEnv Hub service's
         answer, the running Space, a local container of its image, or a local process of its files
-        (see docs/from_hub.md). `await` it, or call `.sync()` on it.
+        (see docs/providers.md). `await` it, or call `.sync()` on it.
 
         Raises:
             ResolutionError: no step worked; `.attempts` says what each step found.

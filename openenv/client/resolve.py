@@ -1,6 +1,6 @@
 """`from_hub`: find the fastest way to a live session of `owner/name[@revision]`.
 
-Steps, each tried only when the one before gave nothing (docs/from_hub.md):
+Steps, each tried only when the one before gave nothing (docs/providers.md):
 
 1. hub:     the configured OpenEnv Hub service's resolve record (OPENENV_HUB_URL): a live endpoint.
 2. space:   the Space itself when its runtime runs (woken when asleep, waited for with a bound).

@@ -54,7 +54,7 @@ def _host(url: str) -> str:
 
 @pytest.fixture()
 def resolve_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
-    """A tiny OpenEnv Hub service serving resolve records (the shape in docs/from_hub.md)."""
+    """A tiny OpenEnv Hub service serving resolve records (the shape in docs/hub-api.md, "Resolve")."""
     state: dict = {"records": {}, "seen": []}
 
     async def resolve(request: Request) -> JSONResponse:
