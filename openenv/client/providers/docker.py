@@ -45,7 +45,8 @@ class DockerProvider(Provider):
         network: "bridge" (default: the engine's network, port published on `host`) or "host":
             the container shares the host's network and its server binds `host` on a free port
             given as $HOST / $PORT. Starts faster (no port proxy, no NAT rules) but only works for
-            images whose server honours $HOST and $PORT, as ours (`python -m openenv.server`) do.
+            images whose server honours $HOST and $PORT, as ours (`python -m openenv.server`) do,
+            and it weakens isolation (the env can reach services on the host's loopback).
         run_options: extra keyword arguments for the engine's container config
             (`docker.APIClient.create_host_config`), e.g. `{"mem_limit": "1g", "cpu_quota": 50000}`.
         docker_client: a `docker.DockerClient` (default: from DOCKER_HOST / the local socket).
