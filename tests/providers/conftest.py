@@ -40,6 +40,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(STATE_DIR, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _no_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Env venvs are made from uv's cache (filled by scripts/bootstrap): tests reach no index.
+    monkeypatch.setenv("UV_OFFLINE", "1")
+
+
 def _docker_engine() -> str | None:
     """Why Docker tests cannot run here, or None when they can."""
     try:
