@@ -191,13 +191,23 @@ async def one_start_cpu(image: str) -> float:
     return used
 
 
-async def pool_start(image: str, size: int, network: str) -> float:
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all processes and the kernel, /proc/stat)."""
+    with open("/proc/stat") as f:
+        parts = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(parts) - parts[3] - parts[4]) / os.sysconf("SC_CLK_TCK")
+
+
+async def pool_start(image: str, size: int, network: str) -> tuple[float, float]:
+    """(seconds to start `size` containers, the machine's CPU utilization meanwhile)."""
     pool = EnvPool.docker(image, size, network=network)
+    busy = _machine_busy_s()
     start = time.perf_counter()
     await pool.start()
     elapsed = time.perf_counter() - start
+    busy = _machine_busy_s() - busy
     await pool.close()
-    return elapsed
+    return elapsed, busy / (elapsed * (os.cpu_count() or 1))
 
 
 # -- the run ------------------------------------------------------------------------------------------
@@ -228,9 +238,10 @@ async def run(rounds: int, pool_sizes: list[int], upstream_python: str) -> dict[
     pools = []
     for size in pool_sizes:
         for network in ("bridge", "host"):
-            elapsed = await pool_start(OUR_TAG, size, network)
+            elapsed, utilization = await pool_start(OUR_TAG, size, network)
             bound = cpu * size / cores
-            pools.append({"size": size, "network": network, "seconds": elapsed, "bound_s": bound, "ratio": elapsed / bound if bound else None})
+            pools.append({"size": size, "network": network, "seconds": elapsed, "bound_s": bound,
+                          "ratio": elapsed / bound if bound else None, "machine_cpu_utilization": utilization})
             print(f"pool of {size} ({network} network): {elapsed:.2f}s", file=sys.stderr)
     return {"rounds": rounds, "cores": cores, "load_avg_1m_at_end": load, "medians_s": medians, "all_s": times, "one_start_cpu_s": cpu, "pools": pools}
 
@@ -257,8 +268,8 @@ def report(result: dict[str, Any]) -> str:
         "",
         f"pools of containers (our image), bound = {result['one_start_cpu_s']:.2f} CPU-s per start x N / {result['cores']} cores",
     ]
-    lines += [f"  N={p['size']:<3} {p['network']:<6} {p['seconds']:6.2f} s   bound {p['bound_s']:6.2f} s   ratio {p['ratio']:.2f} (target <= 1.5)"
-              for p in result["pools"]]
+    lines += [f"  N={p['size']:<3} {p['network']:<6} {p['seconds']:6.2f} s   bound {p['bound_s']:6.2f} s   ratio {p['ratio']:.2f} "
+              f"(target <= 1.5)   machine CPU busy {p['machine_cpu_utilization']:.0%}" for p in result["pools"]]
     return "\n".join(lines)
 
 
