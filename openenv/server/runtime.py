@@ -7,8 +7,9 @@ error code, so every transport reports them the same way.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from time import perf_counter
 from typing import Any
 
@@ -18,7 +19,8 @@ from openenv.env import Environment
 from openenv.errors import EnvStepTimeout
 from openenv.protocol import ErrorCode, dumps, observation_json
 from openenv.server.execution import Executor
-from openenv.server.sessions import Session, SessionManager
+from openenv.server.mcp import McpService, is_tool_action, parse_tool_action
+from openenv.server.sessions import FactoryError, Session, SessionManager
 from openenv.server.settings import ServerSettings
 from openenv.types import Action, Observation, State
 
@@ -92,6 +94,7 @@ class EnvRuntime:
         )
         self._calls: dict[tuple[type, str], _Call] = {}
         self._validate_action = action_cls.model_validate
+        self.mcp = McpService(self, settings.tool_timeout_s)
 
     def _call(self, env: Environment, name: str) -> _Call:
         key = (type(env), name)
@@ -129,14 +132,26 @@ class EnvRuntime:
         try:
             return self._validate_action(data)
         except ValidationError as exc:
+            error = exc
+        # Only now, off the hot path: the MCP step actions, unless the env's own class took them.
+        try:
+            tool_action = parse_tool_action(data)
+        except ValidationError as exc:
             raise RequestError(
-                ErrorCode.VALIDATION_ERROR,
-                f"Invalid action for {self.action_cls.__name__}",
-                errors=validation_details(exc),
+                ErrorCode.VALIDATION_ERROR, f"Invalid {data['type']} action", errors=validation_details(exc)
             ) from None
+        if tool_action is not None:
+            return tool_action
+        raise RequestError(
+            ErrorCode.VALIDATION_ERROR,
+            f"Invalid action for {self.action_cls.__name__}",
+            errors=validation_details(error),
+        ) from None
 
     async def step(self, env: Environment, action: Action, timeout_s: float | None = None) -> bytes:
-        """Apply a validated action; returns the payload as JSON bytes."""
+        """Apply a validated action (or answer a tool action); returns the payload as JSON bytes."""
+        if is_tool_action(action):
+            return await self.mcp.step(env, action, timeout_s)
         call = self._calls.get((type(env), "step")) or self._call(env, "step")
         policy = call.policy
         if policy.inline and timeout_s is None and not call.is_async:
@@ -193,3 +208,19 @@ class EnvRuntime:
 
     async def open_session(self, on_expire: Any = None) -> Session:
         return await self.sessions.open(on_expire)
+
+    @contextlib.asynccontextmanager
+    async def fresh_env(self) -> AsyncIterator[Environment]:
+        """A new environment for one stateless request, closed afterwards.
+
+        Raises:
+            RequestError: FACTORY_ERROR when the environment cannot be built.
+        """
+        try:
+            env = await self.sessions.build_env()
+        except FactoryError as exc:
+            raise RequestError(ErrorCode.FACTORY_ERROR, str(exc)) from exc
+        try:
+            yield env
+        finally:
+            await self.sessions.close_env(env)

@@ -36,9 +36,8 @@ class _Closed(Exception):
 class WebSocketEndpoint:
     """ASGI app for the `/ws` route."""
 
-    def __init__(self, runtime: EnvRuntime, mcp_handler: Any = None) -> None:
+    def __init__(self, runtime: EnvRuntime) -> None:
         self.runtime = runtime
-        self.mcp_handler = mcp_handler
         self.max_bytes = runtime.settings.max_message_bytes
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -137,18 +136,17 @@ class WebSocketEndpoint:
             if kind == "close":
                 return None
             if kind == "mcp":
-                if self.mcp_handler is None:
-                    reply = {"jsonrpc": "2.0", "id": _rpc_id(msg.get("data")), "error": {"code": -32601, "message": "this environment exposes no MCP tools"}}
-                else:
-                    reply = await self.mcp_handler(env, msg.get("data"))
-                return dumps({"type": "mcp", "data": reply})
+                data = msg.get("data")
+                if type(data) is not dict:
+                    raise RequestError(
+                        ErrorCode.VALIDATION_ERROR,
+                        'an mcp frame carries a JSON-RPC request: {"type": "mcp", "data": {"jsonrpc": "2.0", "method": ..., "id": ...}}',
+                        errors=[{"type": "dict_type", "loc": ["data"], "msg": "Input should be a valid dictionary"}],
+                    )
+                return b'{"type":"mcp","data":%b}' % dumps(await runtime.mcp.rpc(data, session))
             return error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
         except RequestError as exc:
             return error_frame(exc.code, exc.message, **exc.details)
-
-
-def _rpc_id(data: Any) -> Any:
-    return data.get("id") if isinstance(data, dict) else None
 
 
 async def _send_quietly(send: Any, frame: bytes) -> None:
