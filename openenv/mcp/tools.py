@@ -84,14 +84,16 @@ def tool(
         ConfigurationError: the name is reserved (reset, step, state, close) or not a valid
             tool name, the timeout is not positive, or the method takes *args or **kwargs.
     """
+    if timeout_s is not None and not timeout_s > 0:
+        raise ConfigurationError(f"@tool: timeout_s must be > 0 seconds, got {timeout_s!r}")
+    if name is not None:
+        _check_name(name, "@tool")
 
     def mark(func: F) -> F:
         if not inspect.isfunction(func):
             raise ConfigurationError(f"@tool decorates a plain method (def or async def), not {func!r}")
         tool_name = name or func.__name__
         _check_name(tool_name, func.__qualname__)
-        if timeout_s is not None and not timeout_s > 0:
-            raise ConfigurationError(f"tool {tool_name!r}: timeout_s must be > 0 seconds, got {timeout_s!r}")
         for param in inspect.signature(func).parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise ConfigurationError(

@@ -61,10 +61,13 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
         return {"message": message, "length": len(message)}
 
     def after_tool_call(self, action: CallToolAction, observation: CallToolObservation) -> CallToolObservation:
-        # A tool call sent as a step is rewarded like an EchoAction: 0.1 per character echoed.
+        # A tool call sent as a step counts as a step and is rewarded like an EchoAction: 0.1 per
+        # character echoed. (Calls over JSON-RPC are not steps and do not come here.)
         message = action.arguments.get("message")
-        ok = observation.error is None and isinstance(message, str)
-        observation.reward = 0.1 * len(message) if ok else 0.0
+        length = len(message) if observation.error is None and isinstance(message, str) else 0
+        self._steps += 1
+        self._total_length += length
+        observation.reward = 0.1 * length
         return observation
 
     @property
