@@ -15,7 +15,14 @@ from pydantic import BaseModel
 
 from openenv.errors import ProtocolError, ToolCallError
 from openenv.mcp.jsonrpc import tool_error_type
-from openenv.mcp.types import CallToolAction, CallToolObservation, ListToolsAction, ListToolsObservation, Tool, ToolErrorType
+from openenv.mcp.types import (
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+    ListToolsObservation,
+    Tool,
+    ToolErrorType,
+)
 from openenv.protocol import dumps
 
 __all__ = ["TOOL_OBSERVATIONS", "ToolsMixin"]

@@ -299,7 +299,7 @@ class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
             return data if isinstance(data, dict) else {}
         if kind == "error":
             raise server_error_from_frame(msg.get("data"), self.base_url)
-        raise ProtocolError(f"expected a {expected!r} frame, got {str(raw[:200])} [{self.base_url}]", code="UNEXPECTED_FRAME", url=self.base_url)
+        raise ProtocolError(f"expected a {expected!r} frame, got {raw[:200]!s} [{self.base_url}]", code="UNEXPECTED_FRAME", url=self.base_url)
 
     def __repr__(self) -> str:
         state = "connected" if self._conn is not None and not self._conn.closed else "not connected"

@@ -37,6 +37,9 @@ _CODE_BY_TOOL_ERROR = {
 }
 
 
+_TOOL_ERROR_VALUES = frozenset(t.value for t in ToolErrorType)
+
+
 def rpc_result(request_id: Any, result: Any) -> dict[str, Any]:
     """A success reply."""
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
@@ -58,11 +61,8 @@ def tool_error_code(error_type: ToolErrorType) -> RpcCode:
 def tool_error_type(error: dict[str, Any]) -> ToolErrorType:
     """Classify a JSON-RPC error object from any server as a tool failure type."""
     data = error.get("data")
-    if isinstance(data, dict):
-        try:
-            return ToolErrorType(data.get("error_type"))
-        except ValueError:
-            pass
+    if isinstance(data, dict) and data.get("error_type") in _TOOL_ERROR_VALUES:
+        return ToolErrorType(data["error_type"])
     code = error.get("code")
     message = str(error.get("message", "")).lower()
     if code == RpcCode.TOOL_TIMEOUT or "timed out" in message or "timeout" in message:

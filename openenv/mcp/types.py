@@ -41,7 +41,7 @@ class Tool(BaseModel):
     input_schema: dict[str, Any] = Field(default_factory=dict, description="JSON Schema of the tool's arguments.")
 
 
-class ToolErrorType(str, enum.Enum):
+class ToolErrorType(enum.StrEnum):
     """Why a tool call failed (upstream's five categories)."""
 
     EXECUTION_ERROR = "execution_error"

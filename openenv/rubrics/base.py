@@ -201,7 +201,7 @@ class FnRubric(Rubric):
         return self.fn(action, observation)
 
     def _own_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(getattr(self.fn, "__call__", None))
+        return inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(type(self.fn).__call__)
 
     def default_name(self) -> str:
         return self._name or "fn"

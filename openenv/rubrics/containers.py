@@ -31,7 +31,7 @@ def _unique(taken: dict[str, Rubric], name: str) -> str:
 
 
 class WeightedSum(Rubric):
-    """`sum(weight × score)` over the children; async children are awaited concurrently.
+    """`sum(weight * score)` over the children; async children are awaited concurrently.
 
         WeightedSum(correct=(Correct(), 0.7), format=(format_ok, 0.3))
         WeightedSum((Correct(), 0.7), (FormatOk(), 0.3))      # named "correct", "format_ok"

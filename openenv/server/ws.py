@@ -11,7 +11,16 @@ import logging
 from time import monotonic
 from typing import Any
 
-from openenv.protocol import EXTENSIONS, PROTOCOL_HEADER, PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, error_frame, loads
+from openenv.protocol import (
+    EXTENSIONS,
+    PROTOCOL_HEADER,
+    PROTOCOL_VERSION,
+    ErrorCode,
+    JSONDecodeError,
+    dumps,
+    error_frame,
+    loads,
+)
 from openenv.server.runtime import EnvRuntime, RequestError
 from openenv.server.sessions import CapacityError, FactoryError, Session
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from echo_env import CallToolAction, CallToolObservation, EchoAction, EchoEnv, EchoObservation, ListToolsAction
+
 from tests.support.servers import ProcessServer
 
 

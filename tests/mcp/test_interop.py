@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from openenv import CallToolAction, CallToolObservation, GenericEnvClient, ListToolsAction, ListToolsObservation, ToolCallError
+from openenv import (
+    CallToolAction,
+    CallToolObservation,
+    GenericEnvClient,
+    ListToolsAction,
+    ListToolsObservation,
+    ToolCallError,
+)
 from tests.support.servers import ProcessServer
 
 pytestmark = pytest.mark.interop

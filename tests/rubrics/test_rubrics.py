@@ -150,7 +150,7 @@ async def test_async_rubrics_need_evaluate() -> None:
         return 0.25
 
     rubric = Gate(judge, when=FormatRubric())
-    with pytest.raises(RubricError, match="await rubric.evaluate"):
+    with pytest.raises(RubricError, match=r"await rubric\.evaluate"):
         rubric("<x", obs())
     assert await rubric.evaluate("<x", obs()) == 0.25
     assert await Length().evaluate("ab", obs()) == 0.2  # sync rubrics evaluate too
