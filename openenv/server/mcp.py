@@ -44,12 +44,12 @@ from openenv.types import Action
 if TYPE_CHECKING:
     from openenv.server.runtime import EnvRuntime
 
-__all__ = ["TOOL_ACTIONS", "McpService", "ToolFailure", "parse_tool_action"]
+__all__ = ["TOOL_ACTIONS", "TOOL_ACTION_TYPES", "McpService", "ToolFailure", "parse_tool_action"]
 
 log = logging.getLogger("openenv.server")
 
 TOOL_ACTIONS: dict[str, type[Action]] = {"list_tools": ListToolsAction, "call_tool": CallToolAction}
-_TOOL_ACTION_TYPES = frozenset(TOOL_ACTIONS.values())
+TOOL_ACTION_TYPES = frozenset(TOOL_ACTIONS.values())
 _METHODS = ("tools/list", "tools/call", "openenv/session/create", "openenv/session/close")
 
 
@@ -70,10 +70,6 @@ def parse_tool_action(data: Any) -> Action | None:
     kind = data.get("type") if isinstance(data, dict) else None
     cls = TOOL_ACTIONS.get(kind) if isinstance(kind, str) else None
     return None if cls is None else cls.model_validate(data)
-
-
-def is_tool_action(action: object) -> bool:
-    return action.__class__ in _TOOL_ACTION_TYPES
 
 
 class McpService:

@@ -19,7 +19,7 @@ from openenv.env import Environment
 from openenv.errors import EnvStepTimeout
 from openenv.protocol import ErrorCode, dumps, observation_json
 from openenv.server.execution import Executor
-from openenv.server.mcp import McpService, is_tool_action, parse_tool_action
+from openenv.server.mcp import TOOL_ACTION_TYPES, McpService, parse_tool_action
 from openenv.server.sessions import FactoryError, Session, SessionManager
 from openenv.server.settings import ServerSettings
 from openenv.types import Action, Observation, State
@@ -150,7 +150,7 @@ class EnvRuntime:
 
     async def step(self, env: Environment, action: Action, timeout_s: float | None = None) -> bytes:
         """Apply a validated action (or answer a tool action); returns the payload as JSON bytes."""
-        if is_tool_action(action):
+        if action.__class__ in TOOL_ACTION_TYPES:  # one set lookup: the only cost tools add to a step
             return await self.mcp.step(env, action, timeout_s)
         call = self._calls.get((type(env), "step")) or self._call(env, "step")
         policy = call.policy
