@@ -113,8 +113,8 @@ class McpService:
             limit = min(limit, timeout_s)
         value = await self._run(env, spec, kwargs, limit)
         try:
-            return to_jsonable_python(value, serialize_unknown=False)
-        except Exception as exc:  # pydantic_core raises its own serialization errors
+            return to_jsonable_python(value, fallback=_array_fallback)
+        except Exception as exc:  # TypeError from the fallback, or pydantic_core's own errors
             raise ToolFailure(
                 ToolErrorType.EXECUTION_ERROR, f"tool {spec.name!r} returned a {type(value).__name__} that cannot be sent as JSON: {exc}"
             ) from None
@@ -123,11 +123,11 @@ class McpService:
         method = getattr(env, spec.attr)
         try:
             if spec.is_async:
-                return await asyncio.wait_for(method(**kwargs), limit)
+                return await _within(method(**kwargs), limit)
             executor = self.runtime.executor
             policy = executor.policy(type(env), f"tool:{spec.name}")
             return await executor.in_pool(policy, method, (), kwargs, limit, grace_s=0.0)
-        except (TimeoutError, EnvStepTimeout):
+        except EnvStepTimeout:  # our limit; a TimeoutError the tool raises itself is its own failure
             raise ToolFailure(ToolErrorType.TIMEOUT, f"Tool {spec.name!r} timed out after {limit:g} seconds") from None
         except Exception as exc:
             log.info("tool %s of %s raised %s: %s", spec.name, type(env).__name__, type(exc).__name__, exc)
@@ -290,6 +290,26 @@ class McpService:
             self._http_sessions.pop(sess.id, None)
             await self.runtime.sessions.close(sess)
         return rpc_result(rid, {"session_id": sess.id, "closed": True})
+
+
+async def _within(coro: Any, limit: float) -> Any:
+    """Await `coro` for at most `limit` seconds (then cancel it and raise EnvStepTimeout)."""
+    task = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=limit)
+    finally:
+        if not task.done():
+            task.cancel()
+    if not done:
+        raise EnvStepTimeout(f"the call did not finish within {limit:g}s")
+    return task.result()
+
+
+def _array_fallback(value: Any) -> Any:
+    # numpy arrays and scalars, tensors: anything with tolist() becomes plain lists and numbers.
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot encode a {type(value).__name__} as JSON")
 
 
 class _RpcFailure(Exception):

@@ -60,7 +60,7 @@ def test_tools_list_over_http(url: str) -> None:
     reply = rpc(url, "tools/list", rid="a")
     assert reply["id"] == "a" and "error" not in reply
     tools = {t["name"]: t for t in reply["result"]["tools"]}
-    assert set(tools) == {"add", "note", "norm", "boom", "wait_sync", "wait_async", "blocking", "raw"}
+    assert set(tools) == {"add", "note", "norm", "boom", "wait_sync", "wait_async", "blocking", "raw", "fails_with_timeout", "array"}
     assert tools["add"]["description"] == "Add two integers."
     assert tools["add"]["inputSchema"]["required"] == ["a"]
 
@@ -77,17 +77,19 @@ def test_tools_call_over_http(url: str) -> None:
     model = rpc(url, "tools/call", {"name": "norm", "arguments": {"p": {"x": 1, "y": 2}}})["result"]
     assert model["data"] == model["structuredContent"] == {"x": -1, "y": -2}
     assert json.loads(model["content"][0]["text"]) == {"x": -1, "y": -2}
+    assert rpc(url, "tools/call", {"name": "array"})["result"]["data"] == [[1, 2], [3, 4]]
 
 
 @pytest.mark.parametrize(
     ("params", "code", "error_type", "text"),
     [
-        ({"name": "nope"}, -32602, "tool_not_found", "Unknown tool: 'nope'; available tools: add, blocking, boom"),
+        ({"name": "nope"}, -32602, "tool_not_found", "Unknown tool: 'nope'; available tools: add, array, blocking, boom"),
         ({"name": "add", "arguments": {"a": "x"}}, -32602, "invalid_args", "a: Input should be a valid integer"),
         ({"name": "add", "arguments": {"b": 1}}, -32602, "invalid_args", "a: Field required"),
         ({"name": "boom", "arguments": {"reason": "bad day"}}, -32000, "execution_error", "ValueError: bad day"),
         ({"name": "wait_async"}, -32001, "timeout", "timed out after 0.3 seconds"),
         ({"name": "raw"}, -32000, "execution_error", "cannot be sent as JSON"),
+        ({"name": "fails_with_timeout"}, -32000, "execution_error", "TimeoutError: upstream service took too long"),
     ],
 )
 def test_tool_failures_are_structured(url: str, params: dict[str, Any], code: int, error_type: str, text: str) -> None:
@@ -173,7 +175,7 @@ def test_ws_mcp_frames(url: str) -> None:
             return json.loads(ws.recv())
 
         listed = send({"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list", "id": 1}})
-        assert listed["type"] == "mcp" and listed["data"]["id"] == 1 and len(listed["data"]["result"]["tools"]) == 8
+        assert listed["type"] == "mcp" and listed["data"]["id"] == 1 and len(listed["data"]["result"]["tools"]) == 10
         called = send({"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/call", "id": 2,
                                                "params": {"name": "note", "arguments": {"text": "ws"}}}})
         assert called["data"]["result"]["data"] == {"count": 1, "notes": ["todo:ws"]}

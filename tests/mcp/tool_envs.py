@@ -19,6 +19,14 @@ class NoteObservation(Observation):
     notes: list[str] = Field(default_factory=list)
 
 
+class _ArrayLike:
+    def __init__(self, rows: list[list[int]]) -> None:
+        self.rows = rows
+
+    def tolist(self) -> list[list[int]]:
+        return self.rows
+
+
 class Point(BaseModel):
     x: int
     y: int = 0
@@ -98,6 +106,16 @@ class ToolEnv(Environment[NoteAction, NoteObservation, State]):
     def raw(self) -> Any:
         """Returns something that is not JSON."""
         return object()
+
+    @tool
+    async def fails_with_timeout(self) -> None:
+        """Raises its own TimeoutError (which is not the call running out of time)."""
+        raise TimeoutError("upstream service took too long")
+
+    @tool
+    def array(self) -> Any:
+        """Returns an array-like (anything with tolist())."""
+        return _ArrayLike([[1, 2], [3, 4]])
 
     def after_tool_call(self, action: CallToolAction, observation: CallToolObservation) -> CallToolObservation:
         observation.reward = 0.5 if observation.error is None else -1.0
