@@ -26,7 +26,7 @@ from openenv.env import Environment
 from openenv.errors import ConfigurationError
 from openenv.mcp.jsonrpc import RpcCode, rpc_error
 from openenv.protocol import EXTENSIONS, PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, loads
-from openenv.server.mcp import parse_tool_action
+from openenv.server.mcp import TOOL_ACTION_TYPES, parse_tool_action
 from openenv.server.runtime import EnvRuntime, RequestError
 from openenv.server.settings import ServerSettings, get_settings
 from openenv.server.ws import WebSocketEndpoint
@@ -205,6 +205,8 @@ def create_app(
 
     async def step(request: Any) -> Response:
         async with runtime.fresh_env() as env:
+            if request.action.__class__ in TOOL_ACTION_TYPES:
+                return _json(await runtime.mcp.step(env, request.action, request.timeout_s))
             return _json(await runtime.step(env, request.action, request.timeout_s))
 
     # The body model is built at run time, so the annotation is set by hand (this module's

@@ -19,12 +19,12 @@ from openenv.env import Environment
 from openenv.errors import EnvStepTimeout
 from openenv.protocol import ErrorCode, dumps, observation_json
 from openenv.server.execution import Executor
-from openenv.server.mcp import TOOL_ACTION_TYPES, McpService, parse_tool_action
+from openenv.server.mcp import McpService, parse_tool_action
 from openenv.server.sessions import FactoryError, Session, SessionManager
 from openenv.server.settings import ServerSettings
 from openenv.types import Action, Observation, State
 
-__all__ = ["EnvRuntime", "RequestError"]
+__all__ = ["EnvRuntime", "RequestError", "ToolActionRequest"]
 
 
 class RequestError(Exception):
@@ -35,6 +35,18 @@ class RequestError(Exception):
         self.code = code
         self.message = message
         self.details = details
+
+
+class ToolActionRequest(Exception):
+    """`parse_action` found a ListToolsAction / CallToolAction in a step frame.
+
+    Raised rather than returned, so the step hot path never checks for tools and pays nothing
+    for them; the transport answers it with `runtime.mcp.step`.
+    """
+
+    def __init__(self, action: Action) -> None:
+        super().__init__(type(action).__name__)
+        self.action = action
 
 
 def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
@@ -122,7 +134,12 @@ class EnvRuntime:
         return self._payload(env, "reset", obs)
 
     def parse_action(self, data: Any) -> Action:
-        """Validate an action dict against the env's action class."""
+        """Validate an action dict against the env's action class.
+
+        Raises:
+            RequestError: VALIDATION_ERROR, with pydantic's error list.
+            ToolActionRequest: the data is a tool action (and not one of the env's own).
+        """
         if not isinstance(data, dict):
             raise RequestError(
                 ErrorCode.VALIDATION_ERROR,
@@ -141,7 +158,7 @@ class EnvRuntime:
                 ErrorCode.VALIDATION_ERROR, f"Invalid {data['type']} action", errors=validation_details(exc)
             ) from None
         if tool_action is not None:
-            return tool_action
+            raise ToolActionRequest(tool_action)
         raise RequestError(
             ErrorCode.VALIDATION_ERROR,
             f"Invalid action for {self.action_cls.__name__}",
@@ -149,9 +166,10 @@ class EnvRuntime:
         ) from None
 
     async def step(self, env: Environment, action: Action, timeout_s: float | None = None) -> bytes:
-        """Apply a validated action (or answer a tool action); returns the payload as JSON bytes."""
-        if action.__class__ in TOOL_ACTION_TYPES:  # one set lookup: the only cost tools add to a step
-            return await self.mcp.step(env, action, timeout_s)
+        """Apply a validated action of the env's own class; returns the payload as JSON bytes.
+
+        Tool actions (ListToolsAction / CallToolAction) go to `self.mcp.step` instead.
+        """
         call = self._calls.get((type(env), "step")) or self._call(env, "step")
         policy = call.policy
         if policy.inline and timeout_s is None and not call.is_async:

@@ -21,7 +21,7 @@ from openenv.protocol import (
     error_frame,
     loads,
 )
-from openenv.server.runtime import EnvRuntime, RequestError
+from openenv.server.runtime import EnvRuntime, RequestError, ToolActionRequest
 from openenv.server.sessions import CapacityError, FactoryError, Session
 
 __all__ = ["WebSocketEndpoint"]
@@ -156,6 +156,12 @@ class WebSocketEndpoint:
             return error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
         except RequestError as exc:
             return error_frame(exc.code, exc.message, **exc.details)
+        except ToolActionRequest as request:  # a step frame carrying ListToolsAction / CallToolAction
+            session.steps += 1
+            try:
+                return b'{"type":"observation","data":%b}' % await runtime.mcp.step(env, request.action, msg.get("timeout_s"))
+            except RequestError as exc:
+                return error_frame(exc.code, exc.message, **exc.details)
 
 
 async def _send_quietly(send: Any, frame: bytes) -> None:
