@@ -37,8 +37,10 @@ TOOL_OBSERVATIONS: dict[type, type[BaseModel]] = {
 class ToolsMixin:
     """`list_tools` / `call_tool` for `EnvClient` (which provides `_live`, `_reply`, `base_url`)."""
 
+    base_url: str
+    message_timeout_s: float | None
     _tools_cache: list[Tool] | None = None
-    _rpc_ids = itertools.count(1)
+    _rpc_ids = itertools.count(1)  # JSON-RPC ids, unique in the process
 
     async def list_tools(self, use_cache: bool = True) -> list[Tool]:
         """The server's tools: name, description and JSON Schema of the arguments.
@@ -104,8 +106,6 @@ class ToolsMixin:
                 error_type=kind.value, tool_name=tool_name, code=error.get("code"), url=self.base_url,
             )
         return reply.get("result")
-
-    base_url: str
 
 
 def _text(result: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from openenv import (
     ListToolsObservation,
     ToolCallError,
 )
-from tests.support.servers import ProcessServer
+from tests.support.servers import ROOT, ProcessServer
 
 pytestmark = pytest.mark.interop
 
@@ -82,3 +82,18 @@ async def test_our_client_drives_an_upstream_mcp_env(upstream_mcp_url: str) -> N
         assert called.observation.error is None and called.observation.result["data"] == 7
         failed = await env.step(CallToolAction(tool_name="boom", arguments={"reason": "r"}))
         assert failed.observation.error is not None and failed.observation.error.error_type.value == "execution_error"
+
+
+def test_our_client_on_an_upstream_env_without_tools(upstream_python: str) -> None:
+    server = ProcessServer([upstream_python, "-m", "uvicorn", "count_server:app", "--log-level", "warning"],
+                           cwd=ROOT / "tests" / "support" / "upstream")
+    try:
+        url = server.wait(timeout=90)
+        with GenericEnvClient(url).sync() as env:
+            with pytest.raises(ToolCallError, match="does not support MCP") as err:
+                env.list_tools()
+            assert err.value.tool_name is None
+            env.reset()  # the session is fine
+            assert env.step({"message": "still here"}).observation["echoed"] == "still here"
+    finally:
+        server.stop()
