@@ -25,6 +25,7 @@ from starlette.routing import WebSocketRoute
 from openenv.env import Environment
 from openenv.errors import ConfigurationError
 from openenv.mcp.jsonrpc import RpcCode, rpc_error
+from openenv.mcp.tools import tools_of
 from openenv.protocol import EXTENSIONS, PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, loads
 from openenv.server.mcp import TOOL_ACTION_TYPES, parse_tool_action
 from openenv.server.runtime import EnvRuntime, RequestError
@@ -114,14 +115,17 @@ def create_app(
         A FastAPI app with /health, /metadata, /schema, /reset, /step, /state, /mcp and /ws.
 
     Raises:
-        ConfigurationError: the classes are not models of the right kind, or a capacity above 1
-            is asked of an environment that does not support concurrent sessions.
+        ConfigurationError: the classes are not models of the right kind, a capacity above 1
+            is asked of an environment that does not support concurrent sessions, or a `@tool`
+            has type hints that cannot be resolved or described as JSON Schema.
     """
     settings = settings or get_settings()
     _check_models(action_cls, observation_cls)
     env_cls = _env_class(env_factory)
     if env_cls is not None and not (env_cls._has_async("step") or env_cls.step is not Environment.step):
         raise ConfigurationError(f"{env_cls.__name__} implements neither step() nor step_async()")
+    if env_cls is not None:
+        _check_tools(env_cls)
     state_cls = state_cls or _infer_state_cls(env_cls) or State
     max_sessions = max_concurrent_envs or settings.capacity
     if env_cls is not None and not env_cls.SUPPORTS_CONCURRENT_SESSIONS:
@@ -242,6 +246,12 @@ def create_app(
     app.router.routes.append(WebSocketRoute("/ws", ws_endpoint))
     app.openenv_ws = ws_endpoint
     return app
+
+
+def _check_tools(env_cls: type[Environment]) -> None:
+    # Build every tool's schema now, so a broken declaration fails at start-up, not mid-episode.
+    for spec in tools_of(env_cls).values():
+        spec.input_schema()
 
 
 def _or_tool_action(cls: type, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:

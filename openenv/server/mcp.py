@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from openenv.env import Environment
-from openenv.errors import EnvStepTimeout
+from openenv.errors import ConfigurationError, EnvStepTimeout
 from openenv.mcp.jsonrpc import RpcCode, rpc_error, rpc_result, tool_error_code
 from openenv.mcp.tools import ToolArgumentsError, ToolSpec, tools_of
 from openenv.mcp.types import (
@@ -108,6 +108,9 @@ class McpService:
             kwargs = spec.validate({} if arguments is None else arguments)
         except ToolArgumentsError as exc:
             raise ToolFailure(ToolErrorType.INVALID_ARGS, str(exc)) from None
+        except ConfigurationError as exc:  # the tool's declaration is broken: the author must fix it
+            log.error("%s", exc)
+            raise ToolFailure(ToolErrorType.EXECUTION_ERROR, str(exc)) from None
         limit = spec.timeout_s or self.default_timeout_s
         if timeout_s is not None:
             limit = min(limit, timeout_s)
@@ -138,7 +141,13 @@ class McpService:
     async def step(self, env: Environment, action: Action, timeout_s: float | None) -> bytes:
         """Answer a ListToolsAction / CallToolAction sent as a step; returns the payload bytes."""
         if isinstance(action, ListToolsAction):
-            return observation_json(ListToolsObservation(tools=self.list_tools(type(env))))
+            from openenv.server.runtime import RequestError
+
+            try:
+                tools = self.list_tools(type(env))
+            except ConfigurationError as exc:
+                raise RequestError(ErrorCode.EXECUTION_ERROR, str(exc)) from exc
+            return observation_json(ListToolsObservation(tools=tools))
         assert isinstance(action, CallToolAction)
         try:
             result = await self.call_tool(env, action.tool_name, action.arguments, timeout_s)
@@ -168,7 +177,18 @@ class McpService:
     # -- JSON-RPC ---------------------------------------------------------------------------------
 
     async def rpc(self, request: Any, session: Session | None = None) -> dict[str, Any]:
-        """Answer one JSON-RPC request. `session` is the WebSocket's own session, if any."""
+        """Answer one JSON-RPC request. `session` is the WebSocket's own session, if any.
+
+        Never raises: every failure, ours included, becomes a JSON-RPC error reply.
+        """
+        try:
+            return await self._rpc(request, session)
+        except Exception as exc:  # a bug here or in an env's tool declaration: report, keep serving
+            log.exception("JSON-RPC request failed")
+            rid = request.get("id") if isinstance(request, dict) else None
+            return rpc_error(rid if type(rid) in (str, int) else None, RpcCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+
+    async def _rpc(self, request: Any, session: Session | None) -> dict[str, Any]:
         if not isinstance(request, dict):
             return rpc_error(None, RpcCode.INVALID_REQUEST, 'a JSON-RPC request is an object: {"jsonrpc": "2.0", "method": ..., "id": ...}')
         rid = request.get("id")

@@ -15,6 +15,7 @@ from websockets.sync.client import connect
 from openenv import (
     CallToolAction,
     CallToolObservation,
+    ConfigurationError,
     EnvClient,
     GenericEnvClient,
     ListToolsAction,
@@ -24,6 +25,7 @@ from openenv import (
     ToolCallError,
     ToolErrorType,
     create_app,
+    tool,
 )
 from tests.mcp.tool_envs import NoteAction, NoteObservation, PlainEnv, ToolEnv
 from tests.support.servers import serve_app
@@ -256,3 +258,26 @@ def test_sync_client_inherits_tools(url: str) -> None:
         assert env.call_tool("add", a=3) == 5
         with pytest.raises(ToolCallError):
             env.call_tool("add")
+
+
+class BrokenToolEnv(PlainEnv):
+    @tool
+    def lookup(self, key: UndefinedType) -> str:  # type: ignore[name-defined]  # noqa: F821
+        return "never"
+
+
+def test_a_broken_tool_declaration_fails_at_start_up() -> None:
+    with pytest.raises(ConfigurationError, match="cannot resolve the type hints of tool 'lookup'"):
+        create_app(BrokenToolEnv, NoteAction, NoteObservation)
+
+
+def test_a_broken_tool_behind_a_factory_is_reported_not_crashed() -> None:
+    def factory() -> Any:  # no return annotation: create_app cannot check the class up front
+        return BrokenToolEnv()
+
+    with serve_app(create_app(factory, NoteAction, NoteObservation)) as base:
+        listing = rpc(base, "tools/list")["error"]
+        assert listing["code"] == -32603 and "cannot resolve the type hints" in listing["message"]
+        call = rpc(base, "tools/call", {"name": "lookup", "arguments": {"key": "k"}})["error"]
+        assert call["data"]["error_type"] == "execution_error"
+        assert rpc(base, "tools/list", rid=9)["id"] == 9  # still serving
