@@ -11,10 +11,11 @@ docs/validate.md); the `Report` is the document `openenv validate --json` prints
 
 from __future__ import annotations
 
-from openenv.validation.examples import example_from_schema
+from openenv.validation.examples import SchemaExampleError, example_from_schema
 from openenv.validation.registry import Check, checks
 from openenv.validation.report import EXIT_CODES, REPORT_VERSION, CheckResult, Report, Target, report_json_schema
 from openenv.validation.runtime import validate_url, validate_url_async
+from openenv.validation.local import LocalServerError, serve_locally, validate
 from openenv.validation.static import validate_folder
 
 __all__ = [
@@ -23,10 +24,14 @@ __all__ = [
     "Check",
     "CheckResult",
     "Report",
+    "LocalServerError",
+    "SchemaExampleError",
     "Target",
     "checks",
     "example_from_schema",
     "report_json_schema",
+    "serve_locally",
+    "validate",
     "validate_folder",
     "validate_url",
     "validate_url_async",

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from openenv.validation.report import CheckResult, Severity
 
-__all__ = ["REGISTRY", "Check", "Finding", "checks", "ok", "problem", "register", "run_check", "skipped"]
+__all__ = ["REGISTRY", "Check", "Finding", "checks", "define", "ok", "problem", "register", "run_check", "skipped", "to_result"]
 
 Stage = Literal["static", "runtime"]
 
@@ -103,7 +103,7 @@ def define(check_id: str, title: str, *, severity: Severity, stage: Stage, remed
 
 def checks(stage: Stage | None = None) -> list[Check]:
     """Registered checks, in run order (loads the check modules first)."""
-    from openenv.validation import runtime, static  # noqa: F401  (registration happens on import)
+    from openenv.validation import local, runtime, static  # noqa: F401  (registration happens on import)
 
     return [c for c in REGISTRY.values() if stage is None or c.stage == stage]
 

@@ -47,6 +47,8 @@ ERRORS = define("runtime.errors", "Bad frames get error replies and the session 
 LATENCY = define("runtime.latency", "Step round trips are fast", severity="warning", stage="runtime",
                  remediation="make step() cheaper, or move blocking work off the event loop (Environment.EXECUTION)")
 
+_IDS = (REACHABLE, HEALTH, METADATA, SCHEMA, OPENAPI, RESET, STEP, STATE, ERRORS, LATENCY)
+
 
 @dataclass
 class _Run:
@@ -293,7 +295,7 @@ async def validate_url_async(
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     run = _Run(url.rstrip("/"), headers, timeout_s)
     error: str | None = None
-    all_ids = [c for c, check in REGISTRY.items() if check.stage == "runtime"]
+    all_ids = list(_IDS)
     try:
         if await _http_checks(run):
             await _episode(run, latency_steps, latency_budget_ms)
