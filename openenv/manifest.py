@@ -47,6 +47,7 @@ __all__ = [
     "UnsupportedManifestError",
     "inspect_manifest",
     "load_manifest",
+    "find_app_module",
     "manifest_json_schema",
     "parse_manifest",
 ]
@@ -344,6 +345,22 @@ def load_manifest(path: str | Path) -> Manifest:
     except OSError as exc:
         raise ManifestError([ManifestProblem("unreadable", "", f"cannot read it: {exc.strerror}")], str(file)) from None
     return parse_manifest(raw, str(file))
+
+
+def find_app_module(root: str | Path, app_module: str) -> str | None:
+    """The module to import, from the env folder `root`, for the manifest's app module.
+
+    Manifests written inside upstream's monorepo name the module from that repository's root
+    (`envs.echo_env.server.app`); inside the env folder the same file is `server.app`, so leading
+    parts are dropped until a file matches. Returns None when no file in the folder matches.
+    """
+    root = Path(root)
+    parts = app_module.split(".")
+    for start in range(len(parts)):
+        rel = Path(*parts[start:])
+        if (root / rel.with_suffix(".py")).is_file() or (root / rel / "__init__.py").is_file():
+            return ".".join(parts[start:])
+    return None
 
 
 def manifest_json_schema() -> dict[str, Any]:

@@ -123,19 +123,13 @@ def validate(
 
 
 def _run_locally(root: Path, folder_report: Report, python: str | None, strict: bool, timeout_s: float, steps: int) -> Report:
-    from openenv.manifest import Manifest
+    from openenv.manifest import Manifest, find_app_module
 
     manifest = Manifest.model_validate(folder_report.manifest)
-    module = manifest.app_module
     app_result = folder_report.results("app.module")
     if app_result and app_result[0].status == "fail":
         return Report(strict=strict, checks=[to_result(REGISTRY[STARTS], problem("the app module was not found (see app.module)"))]).finish()
-    # a monorepo-style app path (envs.x.server.app) is served by its in-folder module
-    parts = module.split(".")
-    for start in range(len(parts)):
-        if (root / Path(*parts[start:])).with_suffix(".py").is_file():
-            module = ".".join(parts[start:])
-            break
+    module = find_app_module(root, manifest.app_module) or manifest.app_module
     started = time.perf_counter()
     try:
         with serve_locally(root, f"{module}:{manifest.app_attr}", python=python, timeout_s=timeout_s) as url:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from openenv.manifest import MANIFEST_FILE, Manifest, ManifestInspection, inspect_manifest
+from openenv.manifest import MANIFEST_FILE, Manifest, ManifestInspection, find_app_module, inspect_manifest
 from openenv.validation import _files
 from openenv.validation._probe import AppProbe, probe_app
 from openenv.validation.registry import Finding, checks, ok, problem, register, run_check, skipped
@@ -85,16 +85,10 @@ class FolderContext:
     def app_file(self) -> tuple[str, str | None] | None:
         """(module to import, a note) for the manifest's `app`, or None when no file matches."""
         assert self.manifest is not None
-        module = self.manifest.app_module
-        parts = module.split(".")
-        # Manifests written inside upstream's monorepo name the module from the repo root
-        # (envs.<name>.server.app); inside the Space, the same file is server.app.
-        for start in range(len(parts)):
-            rel = Path(*parts[start:])
-            if (self.root / rel.with_suffix(".py")).is_file() or (self.root / rel / "__init__.py").is_file():
-                note = None if start == 0 else ".".join(parts[start:])
-                return ".".join(parts[start:]), note
-        return None
+        module = find_app_module(self.root, self.manifest.app_module)
+        if module is None:
+            return None
+        return module, (module if module != self.manifest.app_module else None)
 
     @functools.cached_property
     def probe(self) -> AppProbe:
