@@ -194,27 +194,70 @@ class _Generator:
 
 
 def _match_simple_pattern(pattern: str) -> str | None:
-    """A string for patterns made of literal text and simple classes; None for anything harder."""
+    """A string matching a regular expression made of literals, escapes, classes, groups and
+    quantifiers (the patterns schemas use); None when the sketch does not match."""
     body = pattern.removeprefix("^").removesuffix("$")
+    try:
+        candidate, _ = _sketch(body, 0)
+    except (IndexError, ValueError):
+        return None
+    try:
+        return candidate if re.search(pattern, candidate) else None
+    except re.error:
+        return None
+
+
+_ESCAPES = {"d": "0", "w": "a", "s": " ", "D": "a", "W": "-", "S": "a"}
+
+
+def _sketch(body: str, i: int, stop: str = "") -> tuple[str, int]:
     out: list[str] = []
-    i = 0
-    classes = {r"\d": "0", r"\w": "a", "[a-z]": "a", "[A-Z]": "A", "[0-9]": "0", "[a-zA-Z]": "a", ".": "a", r"\s": " "}
-    while i < len(body):
-        for token, sample in classes.items():
-            if body.startswith(token, i):
-                i += len(token)
-                count = 1
-                m = re.match(r"\{(\d+)(,\d*)?\}|\+|\*|\?", body[i:])
-                if m:
-                    count = int(m.group(1)) if m.group(1) else (1 if m.group(0) == "+" else 0)
-                    i += len(m.group(0))
-                out.append(sample * count)
-                break
+    while i < len(body) and body[i] not in stop:
+        ch = body[i]
+        if ch == "\\":
+            nxt = body[i + 1]
+            piece, i = _ESCAPES.get(nxt, nxt), i + 2
+        elif ch == "[":
+            end = body.index("]", i + 2 if body[i + 1] == "]" else i + 1)
+            piece, i = _class_sample(body[i + 1:end]), end + 1
+        elif ch == "(":
+            j = i + 1
+            if body.startswith("?:", j):
+                j += 2
+            piece, j = _sketch(body, j, stop="|)")
+            depth = 0
+            while body[j] != ")" or depth:  # skip the other alternatives
+                depth += {"(": 1, ")": -1}.get(body[j], 0)
+                j += 1
+            i = j + 1
+        elif ch in "^$":
+            piece, i = "", i + 1
+        elif ch == ".":
+            piece, i = "a", i + 1
         else:
-            ch = body[i]
-            if ch in "()[]{}|*+?\\":
-                return None
-            out.append(ch)
-            i += 1
-    candidate = "".join(out)
-    return candidate if re.fullmatch(pattern.removeprefix("^").removesuffix("$"), candidate) else None
+            piece, i = ch, i + 1
+        count = 1
+        m = re.match(r"\{(\d+)(?:,(\d*))?\}|\+|\*|\?", body[i:])
+        if m:
+            token = m.group(0)
+            count = int(m.group(1)) if m.group(1) else (1 if token == "+" else 0)
+            i += len(token)
+            if i < len(body) and body[i] in "?+":  # lazy / possessive marks
+                i += 1
+        out.append(piece * count)
+    if stop and i < len(body) and body[i] == "|":
+        return "".join(out), i
+    return "".join(out), i
+
+
+def _class_sample(spec: str) -> str:
+    negated = spec.startswith("^")
+    spec = spec[1:] if negated else spec
+    if negated:
+        for cand in "aA0_-x ":
+            if not re.fullmatch(f"[{spec}]", cand):
+                return cand
+        raise ValueError("no sample for a negated class")
+    if spec.startswith("\\"):
+        return _ESCAPES.get(spec[1], spec[1])
+    return spec[0]

@@ -43,7 +43,7 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def serve_locally(root: str | Path, app: str, *, python: str | None = None, timeout_s: float = 60.0) -> Iterator[str]:
-    """Run `python -m openenv.server APP` in the env folder on a free 127.0.0.1 port; yields its URL.
+    """Run `python -m uvicorn APP` in the env folder on a free 127.0.0.1 port; yields its URL.
 
     Raises:
         LocalServerError: the server exited or did not answer /health within `timeout_s`.
@@ -51,7 +51,8 @@ def serve_locally(root: str | Path, app: str, *, python: str | None = None, time
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
-    cmd = [python or sys.executable, "-m", "openenv.server", app, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    # plain uvicorn: it is there for our SDK and for upstream's, so envs built on either can be run
+    cmd = [python or sys.executable, "-m", "uvicorn", app, "--app-dir", ".", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=str(root), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ))
     try:
         deadline = time.monotonic() + timeout_s

@@ -407,8 +407,10 @@ def _deps_sdk(ctx: FolderContext) -> Finding:
     found = sorted(d for d in declared if d in _SDK_DISTS)
     if found:
         return ok(f"{found[0]} declared in {declared[found[0]]}")
-    if ctx.dockerfile is not None and "OPENENV_SDK" in ctx.dockerfile.read_text(encoding="utf-8", errors="replace"):
-        return ok("the Dockerfile installs the SDK (OPENENV_SDK)")
+    if ctx.dockerfile is not None:
+        for ins in _files.dockerfile_instructions(ctx.dockerfile.read_text(encoding="utf-8", errors="replace")):
+            if ins.keyword == "RUN" and "install" in ins.args and "OPENENV_SDK" in ins.args:
+                return ok("the Dockerfile installs the SDK (OPENENV_SDK)", file=str(ctx.dockerfile.relative_to(ctx.root)))
     return problem("neither the dependencies nor the Dockerfile install openenv-hub or openenv-core")
 
 
