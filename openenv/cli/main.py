@@ -93,7 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             hint = f"did you mean `openenv {close[0]}`?" if close else "run `openenv --help` for the commands"
             print(f"error: unknown command {args_list[0]!r} — {hint}", file=sys.stderr)
             return 2
-        parser.parse_args(args_list)  # --help / --version exit here
+        try:
+            parser.parse_args(args_list)  # --help / --version end here
+        except SystemExit as exc:
+            return int(exc.code or 0)
         parser.print_help()
         return 0
     name = args_list[0]

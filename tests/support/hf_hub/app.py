@@ -104,6 +104,21 @@ def create_hub_app(state: HubState) -> FastAPI:
             raise HubError(403, f"You don't have the rights to write to {repo.id}")
         return repo, user
 
+    def committer(request: Request, kind: str, owner: str, name: str, revision: str) -> tuple[Repo, User]:
+        # Like the Hub: anyone signed in may open a pull request on a repo they can read, and push
+        # to the refs/pr/N of a pull request they opened; everything else needs write access.
+        repo, user = readable(request, kind, owner, name)
+        if user is None:
+            raise HubError(401, "You must be authenticated to write to this repo")
+        if user.can_write(repo.owner) or user.role != "write":
+            return writable(request, kind, owner, name)
+        if request.query_params.get("create_pr") in ("1", "true"):
+            return repo, user
+        if revision.startswith("refs/pr/") and revision.rsplit("/", 1)[1].isdigit():
+            if store.discussion(repo, int(revision.rsplit("/", 1)[1])).author == user.name:
+                return repo, user
+        raise HubError(403, f"You don't have the rights to write to {repo.id}")
+
     def split_revision(rest: str) -> tuple[str, str]:
         # Revisions are URL-quoted by the client, but the path arrives decoded: refs/pr/N has slashes.
         parts = rest.split("/")
@@ -254,7 +269,7 @@ def create_hub_app(state: HubState) -> FastAPI:
 
     @app.post("/api/{kind}/{owner}/{name}/preupload/{revision:path}")
     async def preupload(request: Request, kind: str, owner: str, name: str, revision: str) -> dict[str, Any]:
-        repo, _ = writable(request, kind, owner, name)
+        repo, _ = committer(request, kind, owner, name, revision)
         body = await request.json()
         head = repo.resolve(revision)
         files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
@@ -263,7 +278,7 @@ def create_hub_app(state: HubState) -> FastAPI:
 
     @app.post("/api/{kind}/{owner}/{name}/commit/{revision:path}")
     async def commit(request: Request, kind: str, owner: str, name: str, revision: str) -> dict[str, Any]:
-        repo, user = writable(request, kind, owner, name)
+        repo, user = committer(request, kind, owner, name, revision)
         header: dict[str, Any] = {}
         adds: dict[str, bytes] = {}
         deletes: list[str] = []
