@@ -45,9 +45,9 @@ __all__ = [
     "ManifestInspection",
     "ManifestProblem",
     "UnsupportedManifestError",
+    "find_app_module",
     "inspect_manifest",
     "load_manifest",
-    "find_app_module",
     "manifest_json_schema",
     "parse_manifest",
 ]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli  # noqa: F401  (fixture)
 from tests.support.hf_hub.fixtures import hf1_python, hf_hub  # noqa: F401  (fixtures)
 from tests.support.servers import ROOT, ProcessServer, serve_app
 

@@ -44,7 +44,7 @@ class Output:
             try:
                 from rich.console import Console
             except ImportError:  # rich is the optional `cli` extra: plain text is the fallback
-                Console = None  # noqa: N806
+                Console = None
             if Console is not None:
                 self.console = Console(file=human, force_terminal=color == "always" or None, highlight=False, soft_wrap=True)
 

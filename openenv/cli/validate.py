@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     return report.exit_code
 
 
-def _print_human(report, out: Output, path: str | None, *, quiet: bool = False) -> None:  # noqa: ANN001 - a Report
+def _print_human(report, out: Output, path: str | None, *, quiet: bool = False) -> None:
     name = report.target.name or (Path(path).resolve().name if path else report.target.url)
     out.heading(f"Validating {name}" + (f" ({report.target.path})" if report.target.path else ""))
     width = max((len(c.id) for c in report.checks), default=10)

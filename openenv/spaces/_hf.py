@@ -66,7 +66,7 @@ def hub_error(exc: BaseException, action: str, repo_id: str | None = None) -> Hu
         advice = advice or f"{target} was not found: check the id (owner/name) and that your token can see it"
     if advice is None:
         advice = f"the Hub answered {status}" if status else f"{type(exc).__name__}: {exc}"
-        if "Connect" in type(exc).__name__ or isinstance(exc, OSError) and status is None:
+        if "Connect" in type(exc).__name__ or (isinstance(exc, OSError) and status is None):
             advice = f"cannot reach the Hub ({exc}); check the network and HF_ENDPOINT"
     return HubRequestError(f"{action}: {advice}{detail}", status)
 

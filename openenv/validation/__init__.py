@@ -12,10 +12,10 @@ docs/validate.md); the `Report` is the document `openenv validate --json` prints
 from __future__ import annotations
 
 from openenv.validation.examples import SchemaExampleError, example_from_schema
+from openenv.validation.local import LocalServerError, serve_locally, validate
 from openenv.validation.registry import Check, checks
 from openenv.validation.report import EXIT_CODES, REPORT_VERSION, CheckResult, Report, Target, report_json_schema
 from openenv.validation.runtime import validate_url, validate_url_async
-from openenv.validation.local import LocalServerError, serve_locally, validate
 from openenv.validation.static import validate_folder
 
 __all__ = [
@@ -23,8 +23,8 @@ __all__ = [
     "REPORT_VERSION",
     "Check",
     "CheckResult",
-    "Report",
     "LocalServerError",
+    "Report",
     "SchemaExampleError",
     "Target",
     "checks",

@@ -23,7 +23,7 @@ from openenv.validation.static import validate_folder
 
 __all__ = ["LocalServerError", "serve_locally", "validate"]
 
-STARTS = define("runtime.starts", "The env starts with `openenv serve`", severity="error", stage="runtime",
+STARTS = define("runtime.starts", "The env's server starts locally (validate --run)", severity="error", stage="runtime",
                 remediation="run `openenv serve PATH` to see the server's error")
 
 
@@ -60,7 +60,7 @@ def serve_locally(root: str | Path, app: str, *, python: str | None = None, time
             if proc.poll() is not None:
                 raise LocalServerError(f"the server exited with code {proc.returncode} before answering", _tail(log))
             try:
-                with urllib.request.urlopen(url + "/health", timeout=2):  # noqa: S310 - our own local server
+                with urllib.request.urlopen(url + "/health", timeout=2):
                     break
             except urllib.error.HTTPError:
                 break  # it answers (maybe 503 while warming): the runtime checks judge the rest

@@ -79,6 +79,7 @@ class Check:
 
 
 REGISTRY: dict[str, Check] = {}
+_AREAS = ("manifest", "app", "dockerfile", "readme", "deps", "runtime")
 
 
 def register(
@@ -105,7 +106,11 @@ def checks(stage: Stage | None = None) -> list[Check]:
     """Registered checks, in run order (loads the check modules first)."""
     from openenv.validation import local, runtime, static  # noqa: F401  (registration happens on import)
 
-    return [c for c in REGISTRY.values() if stage is None or c.stage == stage]
+    order = {cid: i for i, cid in enumerate(REGISTRY)}
+    found = [c for c in REGISTRY.values() if stage is None or c.stage == stage]
+    # by area (not by which module happened to load first); within an area, as registered
+    return sorted(found, key=lambda c: (_AREAS.index(c.id.split(".")[0]) if c.id.split(".")[0] in _AREAS else len(_AREAS),
+                                        c.id != "runtime.starts", order[c.id]))
 
 
 def to_result(check: Check, finding: Finding, duration_ms: float | None = None) -> CheckResult:

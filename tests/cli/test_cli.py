@@ -12,7 +12,7 @@ import pytest
 
 from openenv.cli import main as cli_main
 from openenv.cli.init import class_prefix
-from tests.cli.conftest import Run
+from tests.support.cli import Run
 from tests.support.servers import ROOT, free_port, wait_http
 
 HEAVY = ("fastapi", "pydantic", "yaml", "huggingface_hub", "docker", "rich", "uvicorn", "starlette", "httpx")

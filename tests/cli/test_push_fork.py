@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.conftest import Run
+from tests.support.cli import Run
 from tests.support.hf_hub import HubStandIn
 
 
@@ -107,7 +107,7 @@ def test_fork_duplicates_a_space(run_cli: Run, hf_hub: HubStandIn, hub_python: s
     result = json.loads(proc.stdout)
     assert result["repo_id"] == "alice/chess_env" and result["url"] == f"{hf_hub.url}/spaces/alice/chess_env"
     assert hf_hub.files("alice/chess_env")["openenv.yaml"] == b"name: chess_env\n"
-    by_url = run_cli("fork", f"https://huggingface.co/spaces/bob/chess_env", "--repo-id", "openenv-org/chess2",
+    by_url = run_cli("fork", "https://huggingface.co/spaces/bob/chess_env", "--repo-id", "openenv-org/chess2",
                      "--var", "LEVEL=hard", "--private", env=env, python=hub_python)
     assert by_url.returncode == 0, by_url.stderr
     copy = hf_hub.space("openenv-org/chess2")

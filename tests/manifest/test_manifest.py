@@ -134,7 +134,7 @@ def test_a_misspelled_key_is_a_warning_that_names_the_right_one() -> None:
 
 
 def test_load_manifest_names_the_file_and_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match="no openenv.yaml") as info:
+    with pytest.raises(ManifestError, match=r"no openenv\.yaml") as info:
         load_manifest(tmp_path)
     assert "openenv init" in str(info.value)
     (tmp_path / "openenv.yaml").write_text("spec_version: 1\nname: x_env\nport: 0\n")

@@ -1,3 +1,5 @@
+"""Running the real `openenv` command in tests (the `run_cli` fixture, imported by tests/conftest.py)."""
+
 from __future__ import annotations
 
 import os
