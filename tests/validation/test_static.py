@@ -164,3 +164,9 @@ def test_a_shutil_copy_of_echo_env_validates_against_its_folder_name(tmp_path: P
     shutil.copytree(ROOT / "envs" / "echo_env", copy, ignore=shutil.ignore_patterns("__pycache__"))
     result = validate_folder(copy, import_app=False).results("manifest.name")[0]
     assert result.status == "warn" and "'echo_env'" in result.message and "'renamed_env'" in result.message
+
+
+@pytest.mark.parametrize("env", sorted(p.parent.name for p in (ROOT / "envs").glob("*/openenv.yaml")))
+def test_every_reference_env_passes_validate(env: str) -> None:
+    report = validate_folder(ROOT / "envs" / env)
+    assert report.exit_code == 0, [(c.id, c.status, c.message) for c in report.problems()]
