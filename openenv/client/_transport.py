@@ -114,16 +114,25 @@ class Connection:
             raise EnvTimeoutError(f"no WebSocket handshake from {url} within {timeout_s:g}s; is the server up?", url=url) from None
         except WSHandshakeError as exc:
             status = getattr(getattr(exc, "response", None), "status", None)
+            has_token = any(k.lower() == "authorization" for k in headers)
             hint = {
                 401: "the server wants a token: pass token=... or set HF_TOKEN",
-                403: "the token was refused: check that it can read this Space",
+                403: "the token was refused, or is this not an OpenEnv server's root URL?"
+                if has_token
+                else "is this an OpenEnv server, and is the URL its root? (a private Space also needs token=...)",
                 404: "no /ws endpoint here: is this an OpenEnv server, and is the URL its root?",
             }.get(int(status) if status else 0, "is this an OpenEnv server?")
             raise EnvConnectionError(f"WebSocket handshake with {url} failed ({exc}); {hint}", url=url) from None
         except (OSError, WSError) as exc:
             raise EnvConnectionError(f"cannot connect to {url}: {exc}; is the server running?", url=url) from None
+        gone = transport.is_disconnected or conn._error is not None
+        if transport.response is None or (gone and not conn._early):
+            # The peer went away mid-handshake (e.g. a server being killed still had its
+            # listening socket open for a moment); picows can hand back a dead transport then.
+            transport.disconnect(graceful=False)
+            raise EnvConnectionError(f"the connection to {url} was lost during the handshake; is the server running?", url=url)
         conn.transport = transport
-        announced = transport.response.headers.get(PROTOCOL_HEADER) if transport.response is not None else None
+        announced = transport.response.headers.get(PROTOCOL_HEADER)
         if announced:
             conn.is_ours = True
             _, _, ext = announced.partition("ext=")

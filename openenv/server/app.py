@@ -263,7 +263,7 @@ def _env_class(factory: Any) -> type[Environment] | None:
         ret = typing.get_type_hints(factory).get("return")
     except Exception:  # lambdas, partials, unresolvable annotations: nothing to learn
         return None
-    return ret if isinstance(ret, type) and issubclass(ret, Environment) else None
+    return ret if isinstance(ret, type) and issubclass(ret, Environment) and ret is not Environment else None
 
 
 def _infer_state_cls(env_cls: type[Environment] | None) -> type[State] | None:

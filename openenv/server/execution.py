@@ -72,6 +72,11 @@ class Executor:
         return policy
 
     @property
+    def thread_count(self) -> int:
+        """Threads the pool has started so far (never more than `max_threads`)."""
+        return len(self._pool._threads) if self._pool is not None else 0
+
+    @property
     def pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._max_threads, thread_name_prefix="openenv-env")

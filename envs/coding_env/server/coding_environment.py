@@ -1,0 +1,91 @@
+"""The coding environment: each step runs the agent's Python code in the episode's sandbox.
+
+Reward is plain for now: 1.0 when the code exits with 0, -1.0 when it is killed for running past
+the time limit, 0.0 otherwise. (A rubric that grades output against tests would replace
+`_reward` once the rubrics framework lands.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from openenv import Environment
+
+from .sandbox import CellResult, Sandbox, isolation_report, preflight
+from .settings import SandboxSettings, get_settings
+
+try:
+    from ..models import CodeAction, CodeObservation, CodingState
+except ImportError:  # `uvicorn server.app:app` from the env's folder
+    from models import CodeAction, CodeObservation, CodingState  # type: ignore[no-redef]
+
+
+class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
+    """Runs Python code in a sandbox and returns stdout, stderr and the exit code."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, settings: SandboxSettings | None = None) -> None:
+        self.settings = settings or get_settings()
+        # The server builds environments off its event loop: check here, once, that sandboxes can
+        # be made, so a machine that cannot isolate code is reported at start-up (/health), not
+        # at the first step.
+        preflight(self.settings)
+        self._sandbox: Sandbox | None = None
+        self._episode_id = str(uuid.uuid4())
+        self._seed: int | None = None
+        self._steps = 0
+
+    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> CodeObservation:
+        await self._drop_sandbox()
+        self._episode_id = episode_id or str(uuid.uuid4())
+        self._seed = seed
+        self._steps = 0
+        self._sandbox = Sandbox(self.settings, hash_seed=seed)
+        return CodeObservation()
+
+    async def step_async(self, action: CodeAction, timeout_s: float | None = None, **kwargs: Any) -> CodeObservation:
+        if self._sandbox is None:  # a step before any reset starts an episode
+            self._sandbox = Sandbox(self.settings, hash_seed=self._seed)
+        limit = self.settings.timeout_s if timeout_s is None else min(self.settings.timeout_s, timeout_s)
+        result = await self._sandbox.run(action.code, persist=action.persist, timeout_s=limit)
+        self._steps += 1
+        return CodeObservation(
+            stdout=result.stdout,
+            stderr=result.stderr,
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            truncated=result.truncated,
+            duration_s=round(result.duration_s, 4),
+            interpreter_restarted=result.restarted,
+            reward=_reward(result),
+        )
+
+    @property
+    def state(self) -> CodingState:
+        layers = self._sandbox.layers if self._sandbox is not None and self._sandbox.layers else isolation_report(self.settings)
+        return CodingState(
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            timeout_s=self.settings.timeout_s,
+            memory_mb=self.settings.memory_mb,
+            isolation=layers,
+        )
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+    async def _drop_sandbox(self) -> None:
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            await asyncio.to_thread(sandbox.close)  # deleting a big folder must not stall the loop
+
+
+def _reward(result: CellResult) -> float:
+    if result.timed_out:
+        return -1.0
+    return 1.0 if result.exit_code == 0 else 0.0

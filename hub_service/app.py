@@ -1,0 +1,65 @@
+"""`create_app(settings)`: the Hub service's FastAPI app (JSON API; the website mounts at `/`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from hub_service.db import make_engine, migrate, sessionmaker_for
+from hub_service.errors import HubError
+from hub_service.settings import HubSettings, get_settings
+
+__all__ = ["create_app"]
+
+API_VERSION = "1.0.0"
+
+
+def create_app(settings: HubSettings | None = None, *, run_migrations: bool = True) -> FastAPI:
+    """Build the service. Migrates the database to the latest schema unless told not to."""
+    settings = settings or get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if run_migrations:
+        migrate(settings.sqlalchemy_url)
+    engine = make_engine(settings.sqlalchemy_url)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="OpenEnv Hub",
+        version=API_VERSION,
+        description="Find environments that work, see their reports, and resolve them to a live endpoint.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessionmaker = sessionmaker_for(engine)
+
+    @app.exception_handler(HubError)
+    async def _hub_error(_: Request, exc: HubError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
+        return JSONResponse({"error": {"code": "invalid_request", "message": "the request is not valid", "errors": errors}}, status_code=422)
+
+    @app.get("/api/v1/health", tags=["service"])
+    def health() -> dict[str, Any]:
+        from sqlalchemy import text
+
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return {"status": "ok"}
+
+    from hub_service.catalog.routes import router as catalog_router
+
+    app.include_router(catalog_router)
+    return app

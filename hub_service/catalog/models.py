@@ -1,0 +1,96 @@
+"""Catalog tables: environments and their revisions (versions)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from hub_service.db import Base, utcnow
+
+__all__ = ["EnvRecord", "EnvVersion", "STATUSES", "VERSION_STATES"]
+
+# An environment's status is its latest main-branch version's verdict.
+STATUSES = ("pending", "passing", "failing")
+VERSION_STATES = ("queued", "running", "passed", "failed", "cancelled")
+
+
+class EnvRecord(Base):
+    """One environment: a Space on the Hub, or a folder of a local source."""
+
+    __tablename__ = "environments"
+    __table_args__ = (
+        UniqueConstraint("owner", "name", name="uq_environments_owner_name"),
+        Index("ix_environments_status_name", "status", "name"),
+        Index("ix_environments_gone", "gone"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    source: Mapped[str] = mapped_column(String(16))  # "hf" | "local"
+    owner: Mapped[str] = mapped_column(String(96))
+    name: Mapped[str] = mapped_column(String(96))
+    title: Mapped[str | None] = mapped_column(String(256), default=None)
+    description: Mapped[str | None] = mapped_column(Text, default=None)
+    tags: Mapped[list[str]] = mapped_column(default=list)
+    likes: Mapped[int] = mapped_column(Integer, default=0)
+    private: Mapped[bool] = mapped_column(Boolean, default=False)
+    trusted: Mapped[bool] = mapped_column(Boolean, default=False)
+    sha: Mapped[str | None] = mapped_column(String(64), default=None)  # latest known revision of main
+    stage: Mapped[str | None] = mapped_column(String(32), default=None)  # runtime stage, raw from the source
+    subdomain: Mapped[str | None] = mapped_column(String(255), default=None)
+    host: Mapped[str | None] = mapped_column(String(512), default=None)  # https URL of the running Space
+    location: Mapped[str | None] = mapped_column(Text, default=None)  # local folder for the local source
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    search_text: Mapped[str] = mapped_column(Text, default="")
+    last_modified: Mapped[dt.datetime | None] = mapped_column(default=None)
+    indexed_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    gone: Mapped[bool] = mapped_column(Boolean, default=False)
+    gone_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    # Figures of the latest passing version, kept here so the catalog can sort on them.
+    cold_start_s: Mapped[float | None] = mapped_column(Float, default=None)
+    step_p50_ms: Mapped[float | None] = mapped_column(Float, default=None)
+    latest_version_id: Mapped[int | None] = mapped_column(Integer, default=None)
+
+    versions: Mapped[list[EnvVersion]] = relationship(
+        back_populates="env", order_by="EnvVersion.id.desc()", cascade="all, delete-orphan", lazy="raise_on_sql"
+    )
+
+    @property
+    def repo_id(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+class EnvVersion(Base):
+    """One revision of an environment and what the pipeline found about it."""
+
+    __tablename__ = "env_versions"
+    __table_args__ = (UniqueConstraint("env_id", "sha", name="uq_env_versions_env_sha"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    env_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), index=True)
+    sha: Mapped[str] = mapped_column(String(64))
+    ref: Mapped[str] = mapped_column(String(128), default="main")  # "main" or "refs/pr/N"
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    manifest: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    readme: Mapped[str | None] = mapped_column(Text, default=None)
+    validation: Mapped[dict[str, Any] | None] = mapped_column(default=None)  # the validate report
+    validation_status: Mapped[str | None] = mapped_column(String(16), default=None)  # pass | warn | fail
+    build_status: Mapped[str | None] = mapped_column(String(16), default=None)
+    builder: Mapped[str | None] = mapped_column(String(16), default=None)  # docker | process
+    image_ref: Mapped[str | None] = mapped_column(String(512), default=None)
+    build_seconds: Mapped[float | None] = mapped_column(Float, default=None)
+    smoke_status: Mapped[str | None] = mapped_column(String(16), default=None)
+    cold_start_s: Mapped[float | None] = mapped_column(Float, default=None)
+    step_p50_ms: Mapped[float | None] = mapped_column(Float, default=None)
+    step_p95_ms: Mapped[float | None] = mapped_column(Float, default=None)
+    failure_stage: Mapped[str | None] = mapped_column(String(16), default=None)
+    failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    yanked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    env: Mapped[EnvRecord] = relationship(back_populates="versions", lazy="raise_on_sql")

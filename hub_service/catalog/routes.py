@@ -1,0 +1,106 @@
+"""`/api/v1/envs`: list and search, one env, its versions, reports, logs, and resolve."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import PlainTextResponse, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hub_service.catalog import service
+from hub_service.catalog.schemas import EnvDetail, EnvPage, ResolveRecord, StageSummary, VersionDetail
+from hub_service.deps import db_session, etag_json, hub_settings
+from hub_service.errors import NotFound
+from hub_service.pipeline.models import StageRun
+from hub_service.settings import HubSettings
+
+router = APIRouter(prefix="/api/v1", tags=["catalog"])
+
+DB = Annotated[Session, Depends(db_session)]
+Settings = Annotated[HubSettings, Depends(hub_settings)]
+
+
+@router.get("/envs", response_model=EnvPage, summary="List and search environments")
+def list_envs(
+    request: Request,
+    db: DB,
+    settings: Settings,
+    q: Annotated[str | None, Query(max_length=200, description="Words to find in name, title, description, tags")] = None,
+    tag: Annotated[list[str], Query(description="Only envs with all these tags")] = [],  # noqa: B006 - FastAPI reads it
+    status: Annotated[str | None, Query(description="pending | passing | failing")] = None,
+    source: Annotated[str | None, Query(description="hf | local")] = None,
+    sort: Annotated[str, Query(description="name, -name, likes, -likes, updated, -updated, cold_start, step_latency")] = "name",
+    limit: Annotated[int | None, Query(ge=1, le=500)] = None,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+    include_gone: bool = False,
+) -> Response:
+    query = service.ListQuery(q=q, tags=tag, status=status, source=source, sort=sort, limit=limit or settings.page_size, cursor=cursor, include_gone=include_gone)
+    query.check(500)
+    envs, next_cursor, total = service.list_envs(db, query)
+    page = EnvPage(items=[service.summary(e) for e in envs], next_cursor=next_cursor, total=total)
+    return etag_json(request, page)
+
+
+@router.get("/envs/{owner}/{name}", response_model=EnvDetail, summary="One environment with its versions")
+def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
+    env = service.get_env(db, owner, name)
+    from hub_service.catalog.models import EnvVersion
+
+    versions = db.scalars(select(EnvVersion).where(EnvVersion.env_id == env.id).order_by(EnvVersion.id.desc()).limit(50)).all()
+    latest = next((v for v in versions if v.id == env.latest_version_id), versions[0] if versions else None)
+    detail = EnvDetail(
+        **service.summary(env).model_dump(),
+        readme=latest.readme if latest else None,
+        manifest=latest.manifest if latest else None,
+        versions=[service.version_summary(v) for v in versions],
+        usage={
+            "python": f'from openenv import GenericEnvClient\n\nenv = GenericEnvClient.from_hub("{env.repo_id}")',
+            "fork": f"openenv fork {env.repo_id}",
+        },
+    )
+    return etag_json(request, detail)
+
+
+@router.get("/envs/{owner}/{name}/versions/{revision}", response_model=VersionDetail, summary="One revision: report, stages, figures")
+def get_version(request: Request, owner: str, name: str, revision: str, db: DB) -> Response:
+    env = service.get_env(db, owner, name)
+    version = service.get_version(db, env, None if revision in ("latest", "main") else revision)
+    stages = db.scalars(select(StageRun).where(StageRun.version_id == version.id).order_by(StageRun.id)).all()
+    base = f"/api/v1/envs/{owner}/{name}/versions/{version.sha}/logs"
+    detail = VersionDetail(
+        **service.version_summary(version).model_dump(),
+        builder=version.builder, image_ref=version.image_ref, build_seconds=version.build_seconds,
+        validation=version.validation, manifest=version.manifest,
+        stages=[StageSummary(stage=s.stage, status=s.status, attempt=s.attempt, seconds=s.seconds, started_at=s.started_at,
+                             finished_at=s.finished_at, log_url=f"{base}/{s.stage}?attempt={s.attempt}") for s in stages],
+    )
+    return etag_json(request, detail)
+
+
+@router.get("/envs/{owner}/{name}/report", summary="The validation report of a revision (latest by default)")
+def get_report(request: Request, owner: str, name: str, db: DB, revision: str | None = None) -> Response:
+    env = service.get_env(db, owner, name)
+    version = service.get_version(db, env, revision)
+    if version.validation is None:
+        raise NotFound(f"{env.repo_id}@{version.sha[:12]} has not been validated yet (state: {version.state})")
+    return etag_json(request, version.validation)
+
+
+@router.get("/envs/{owner}/{name}/versions/{revision}/logs/{stage}", response_class=PlainTextResponse, summary="A stage's log")
+def get_log(owner: str, name: str, revision: str, stage: str, db: DB, attempt: int | None = None) -> PlainTextResponse:
+    env = service.get_env(db, owner, name)
+    version = service.get_version(db, env, None if revision in ("latest", "main") else revision)
+    stmt = select(StageRun).where(StageRun.version_id == version.id, StageRun.stage == stage)
+    if attempt is not None:
+        stmt = stmt.where(StageRun.attempt == attempt)
+    run = db.scalars(stmt.order_by(StageRun.id.desc()).limit(1)).first()
+    if run is None:
+        raise NotFound(f"no {stage!r} stage recorded for {env.repo_id}@{version.sha[:12]}; stages: fetch, validate, build, smoke, publish")
+    return PlainTextResponse(run.log)
+
+
+@router.get("/envs/{owner}/{name}/resolve", response_model=ResolveRecord, summary="What a client needs to connect")
+def resolve(request: Request, owner: str, name: str, db: DB, settings: Settings, revision: str | None = None) -> Response:
+    return etag_json(request, service.resolve(db, settings, owner, name, revision))

@@ -1,0 +1,92 @@
+"""Shapes of the catalog API's replies (`/api/v1/envs...`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["EnvDetail", "EnvPage", "EnvSummary", "ResolveRecord", "StageSummary", "VersionDetail", "VersionSummary"]
+
+
+class EnvSummary(BaseModel):
+    id: str = Field(description="owner/name")
+    owner: str
+    name: str
+    source: str
+    title: str | None = None
+    description: str | None = None
+    tags: list[str] = []
+    likes: int = 0
+    status: str = Field(description="pending | passing | failing: the latest main version's verdict")
+    stage: str | None = Field(default=None, description="Runtime stage reported by the source (RUNNING, SLEEPING, ...)")
+    sha: str | None = None
+    url: str | None = Field(default=None, description="Where the Space runs, from the Hub's own subdomain")
+    cold_start_s: float | None = None
+    step_p50_ms: float | None = None
+    updated_at: dt.datetime
+    gone: bool = False
+
+
+class EnvPage(BaseModel):
+    items: list[EnvSummary]
+    next_cursor: str | None = None
+    total: int = Field(description="How many environments match the filters")
+
+
+class VersionSummary(BaseModel):
+    sha: str
+    ref: str
+    state: str
+    validation_status: str | None = None
+    build_status: str | None = None
+    smoke_status: str | None = None
+    cold_start_s: float | None = None
+    step_p50_ms: float | None = None
+    step_p95_ms: float | None = None
+    failure_stage: str | None = None
+    failure_reason: str | None = None
+    yanked: bool = False
+    created_at: dt.datetime
+    finished_at: dt.datetime | None = None
+
+
+class StageSummary(BaseModel):
+    stage: str
+    status: str
+    attempt: int
+    seconds: float | None = None
+    started_at: dt.datetime
+    finished_at: dt.datetime | None = None
+    log_url: str
+
+
+class VersionDetail(VersionSummary):
+    builder: str | None = None
+    image_ref: str | None = None
+    build_seconds: float | None = None
+    validation: dict[str, Any] | None = None
+    manifest: dict[str, Any] | None = None
+    stages: list[StageSummary] = []
+
+
+class EnvDetail(EnvSummary):
+    readme: str | None = None
+    manifest: dict[str, Any] | None = None
+    versions: list[VersionSummary] = []
+    usage: dict[str, str] = Field(default_factory=dict, description="Snippets: how to use this environment")
+
+
+class ResolveRecord(BaseModel):
+    """What a client needs to connect to an environment (see docs/hub-api.md)."""
+
+    repo_id: str
+    revision: str | None = Field(description="The pinned sha")
+    status: str
+    stage: str | None = None
+    url: str | None = Field(default=None, description="Base URL of the running Space, when it runs")
+    image: str | None = Field(default=None, description="Container image reference (the Space's registry image, or one the Hub built)")
+    source: str
+    local: dict[str, Any] = Field(default_factory=dict, description="How to run it locally: docker / process commands")
+    yanked: bool = False

@@ -1,0 +1,216 @@
+"""Catalog queries: search and page through environments, look one up, resolve it."""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from hub_service.catalog.models import STATUSES, EnvRecord, EnvVersion
+from hub_service.catalog.schemas import EnvSummary, ResolveRecord, VersionSummary
+from hub_service.errors import Conflict, InvalidRequest, NotFound
+from hub_service.settings import HubSettings
+
+__all__ = ["ListQuery", "SORTS", "apply_verdict", "get_env", "get_version", "list_envs", "resolve", "summary", "version_summary"]
+
+_HUGE = 1e12
+# sort name -> (column expression, descending?)
+SORTS: dict[str, tuple[Any, bool]] = {
+    "name": (EnvRecord.name, False),
+    "-name": (EnvRecord.name, True),
+    "likes": (EnvRecord.likes, False),
+    "-likes": (EnvRecord.likes, True),
+    "updated": (EnvRecord.updated_at, False),
+    "-updated": (EnvRecord.updated_at, True),
+    "cold_start": (func.coalesce(EnvRecord.cold_start_s, _HUGE), False),
+    "step_latency": (func.coalesce(EnvRecord.step_p50_ms, _HUGE), False),
+}
+
+
+@dataclass
+class ListQuery:
+    q: str | None = None
+    tags: list[str] = field(default_factory=list)
+    status: str | None = None
+    source: str | None = None
+    sort: str = "name"
+    limit: int = 50
+    cursor: str | None = None
+    include_gone: bool = False
+
+    def check(self, max_limit: int) -> None:
+        if self.sort not in SORTS:
+            raise InvalidRequest(f"unknown sort {self.sort!r}; use one of {', '.join(SORTS)}")
+        if self.status is not None and self.status not in STATUSES:
+            raise InvalidRequest(f"unknown status {self.status!r}; use one of {', '.join(STATUSES)}")
+        if not 1 <= self.limit <= max_limit:
+            raise InvalidRequest(f"limit must be between 1 and {max_limit}")
+
+
+def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    if not query.include_gone:
+        conds.append(EnvRecord.gone.is_(False))
+    if query.q:
+        for word in query.q.lower().split()[:8]:
+            escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            conds.append(EnvRecord.search_text.like(f"%{escaped}%", escape="\\"))
+    for tag in query.tags:
+        # tags are also in search_text as "#tag " tokens, which works on every backend
+        conds.append(EnvRecord.search_text.like(f"%#{tag.lower()} %"))
+    if query.status:
+        conds.append(EnvRecord.status == query.status)
+    if query.source:
+        conds.append(EnvRecord.source == query.source)
+    return conds
+
+
+def _encode_cursor(value: Any, row_id: int) -> str:
+    if hasattr(value, "isoformat"):
+        value = {"t": value.isoformat()}
+    raw = json.dumps([value, row_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[Any, int]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value, row_id = json.loads(raw)
+        if isinstance(value, dict) and "t" in value:
+            import datetime as dt
+
+            value = dt.datetime.fromisoformat(value["t"])
+        return value, int(row_id)
+    except (ValueError, TypeError) as exc:
+        raise InvalidRequest("the cursor is not one this API gave out; start again without it") from exc
+
+
+def list_envs(session: Session, query: ListQuery) -> tuple[list[EnvRecord], str | None, int]:
+    """One page of environments matching `query`, the cursor of the next page, and the total."""
+    column, desc = SORTS[query.sort]
+    conds = _filters(query)
+    total = session.scalar(select(func.count()).select_from(EnvRecord).where(*conds)) or 0
+    page_conds = list(conds)
+    if query.cursor:
+        value, last_id = _decode_cursor(query.cursor)
+        if desc:
+            page_conds.append(or_(column < value, and_(column == value, EnvRecord.id < last_id)))
+        else:
+            page_conds.append(or_(column > value, and_(column == value, EnvRecord.id > last_id)))
+    order = [column.desc(), EnvRecord.id.desc()] if desc else [column.asc(), EnvRecord.id.asc()]
+    sort_value = column.label("sort_value")
+    rows = session.execute(select(EnvRecord, sort_value).where(*page_conds).order_by(*order).limit(query.limit + 1)).all()
+    envs = [r[0] for r in rows[: query.limit]]
+    next_cursor = None
+    if len(rows) > query.limit:
+        last_env, last_value = rows[query.limit - 1]
+        next_cursor = _encode_cursor(last_value, last_env.id)
+    return envs, next_cursor, total
+
+
+def get_env(session: Session, owner: str, name: str) -> EnvRecord:
+    """The environment `owner/name`.
+
+    Raises:
+        NotFound: no such environment; the message suggests close names.
+    """
+    env = session.scalar(select(EnvRecord).where(EnvRecord.owner == owner, EnvRecord.name == name))
+    if env is not None:
+        return env
+    wanted = f"{owner}/{name}"
+    names = [f"{o}/{n}" for o, n in session.execute(select(EnvRecord.owner, EnvRecord.name).where(EnvRecord.gone.is_(False)))]
+    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else "; search with GET /api/v1/envs?q=..."
+    raise NotFound(f"no environment {wanted}{hint}", suggestions=close)
+
+
+def get_version(session: Session, env: EnvRecord, revision: str | None) -> EnvVersion:
+    """A version of `env`: by sha (or unique sha prefix of 7+ characters), else the latest on main.
+
+    Raises:
+        NotFound: no such revision (or nothing indexed yet).
+    """
+    if revision:
+        if len(revision) < 7:
+            raise InvalidRequest("give a revision as a full sha or a prefix of at least 7 characters")
+        found = session.scalars(
+            select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.sha.startswith(revision)).limit(2)
+        ).all()
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise InvalidRequest(f"revision {revision!r} is ambiguous; give more characters")
+        raise NotFound(f"{env.repo_id} has no indexed revision {revision}")
+    version = None
+    if env.latest_version_id is not None:
+        version = session.get(EnvVersion, env.latest_version_id)
+    if version is None:
+        version = session.scalar(
+            select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.ref == "main").order_by(EnvVersion.id.desc()).limit(1)
+        )
+    if version is None:
+        raise NotFound(f"{env.repo_id} has no indexed revision yet; it is queued for the pipeline")
+    return version
+
+
+def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
+    """Make a finished main-branch version the env's current one: status and figures follow it."""
+    if version.ref != "main" or version.state not in ("passed", "failed"):
+        return
+    env.latest_version_id = version.id
+    env.status = "passing" if version.state == "passed" else "failing"
+    env.cold_start_s = version.cold_start_s
+    env.step_p50_ms = version.step_p50_ms
+
+
+def summary(env: EnvRecord) -> EnvSummary:
+    return EnvSummary(
+        id=env.repo_id, owner=env.owner, name=env.name, source=env.source, title=env.title,
+        description=env.description, tags=list(env.tags or []), likes=env.likes, status=env.status,
+        stage=env.stage, sha=env.sha, url=env.host, cold_start_s=env.cold_start_s,
+        step_p50_ms=env.step_p50_ms, updated_at=env.updated_at, gone=env.gone,
+    )
+
+
+def version_summary(v: EnvVersion) -> VersionSummary:
+    return VersionSummary(
+        sha=v.sha, ref=v.ref, state=v.state, validation_status=v.validation_status, build_status=v.build_status,
+        smoke_status=v.smoke_status, cold_start_s=v.cold_start_s, step_p50_ms=v.step_p50_ms, step_p95_ms=v.step_p95_ms,
+        failure_stage=v.failure_stage, failure_reason=v.failure_reason, yanked=v.yanked, created_at=v.created_at,
+        finished_at=v.finished_at,
+    )
+
+
+def resolve(session: Session, settings: HubSettings, owner: str, name: str, revision: str | None) -> ResolveRecord:
+    """What a client needs to connect to `owner/name` (at `revision`, or the latest on main).
+
+    Raises:
+        NotFound: unknown env or revision.
+        Conflict: the revision was yanked and not asked for by sha.
+    """
+    env = get_env(session, owner, name)
+    if env.gone:
+        raise NotFound(f"{env.repo_id} is gone from its source", gone=True)
+    version = get_version(session, env, revision)
+    if version.yanked and not revision:
+        raise Conflict(f"{env.repo_id}@{version.sha[:12]} was yanked; pin a revision explicitly to use it anyway", sha=version.sha)
+    running = (env.stage or "").upper() == "RUNNING" and env.host is not None and version.sha == env.sha
+    image = version.image_ref
+    if env.source == "hf" and not image:
+        image = settings.space_image_template.format(owner=env.owner.lower(), name=env.name.lower().replace("_", "-"))
+    local: dict[str, Any] = {}
+    if image:
+        local["docker"] = f"docker run --rm -p 127.0.0.1:8000:8000 {image}"
+    if env.source == "hf":
+        local["python"] = f"EnvClient.from_hub({env.repo_id + '@' + version.sha!r}, trust_remote_code=True)"
+    elif env.location:
+        local["process"] = f"openenv serve {env.location}"
+    return ResolveRecord(
+        repo_id=env.repo_id, revision=version.sha, status=env.status, stage=env.stage,
+        url=env.host if running else None, image=image, source=env.source, local=local, yanked=version.yanked,
+    )

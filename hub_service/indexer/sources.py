@@ -1,0 +1,210 @@
+"""Where environments come from: the Hugging Face Hub, or a local folder of Space-shaped envs.
+
+A source lists what exists now (one pass, no per-Space calls) and fetches the files of one
+revision. Everything else (what changed, what is gone) is the indexer's business.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hub_service.errors import SourceError
+
+__all__ = ["HfSource", "LocalSource", "Source", "SourceEnv", "folder_sha"]
+
+_SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".openenv-sdk"}
+_EXPAND = ["sha", "tags", "likes", "private", "runtime", "subdomain", "cardData", "lastModified", "author", "sdk"]
+
+
+@dataclass
+class SourceEnv:
+    """One environment as its source describes it right now."""
+
+    owner: str
+    name: str
+    sha: str
+    tags: list[str] = field(default_factory=list)
+    likes: int = 0
+    private: bool = False
+    stage: str | None = None
+    subdomain: str | None = None
+    host: str | None = None
+    title: str | None = None
+    description: str | None = None
+    last_modified: dt.datetime | None = None
+    location: str | None = None  # a local folder (local source)
+
+    @property
+    def repo_id(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+class Source(Protocol):
+    name: str
+    trusted: bool
+
+    def list(self) -> Iterator[SourceEnv]:
+        """Every environment the source has now."""
+        ...
+
+    def fetch(self, owner: str, name: str, sha: str, dest: Path) -> Path:
+        """The files of `owner/name` at `sha`, in `dest` (created); returns the folder."""
+        ...
+
+
+def folder_sha(path: Path) -> str:
+    """A content hash of an env folder: the local source's notion of a revision."""
+    h = hashlib.sha1()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and not (_SKIP_DIRS & set(p.relative_to(path).parts)) and p.suffix != ".pyc"):
+        h.update(str(file.relative_to(path)).encode())
+        h.update(b"\0")
+        h.update(file.read_bytes())
+    return h.hexdigest()
+
+
+def _front_matter(readme: Path) -> dict[str, Any]:
+    try:
+        text = readme.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    if not text.startswith("---"):
+        return {}
+    end = text.find("\n---", 3)
+    if end < 0:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(text[3:end])
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class LocalSource:
+    """A folder whose subfolders are Space-shaped envs (each has an openenv.yaml)."""
+
+    name = "local"
+
+    def __init__(self, root: str | Path, owner: str = "local", trusted: bool = True) -> None:
+        self.root = Path(root).resolve()
+        self.owner = owner
+        self.trusted = trusted
+
+    def list(self) -> Iterator[SourceEnv]:
+        if not self.root.is_dir():
+            raise SourceError(f"local source {self.root} is not a folder; set OPENENV_HUB_LOCAL_SOURCE")
+        for folder in sorted(p for p in self.root.iterdir() if p.is_dir() and (p / "openenv.yaml").is_file()):
+            front = _front_matter(folder / "README.md")
+            tags = front.get("tags") if isinstance(front.get("tags"), list) else []
+            mtime = max((p.stat().st_mtime for p in folder.rglob("*") if p.is_file()), default=0)
+            yield SourceEnv(
+                owner=self.owner,
+                name=folder.name,
+                sha=folder_sha(folder),
+                tags=[str(t) for t in tags],
+                title=str(front.get("title") or folder.name),
+                description=str(front.get("short_description") or front.get("description") or "") or None,
+                stage="LOCAL",
+                last_modified=dt.datetime.fromtimestamp(mtime, dt.timezone.utc),
+                location=str(folder),
+            )
+
+    def fetch(self, owner: str, name: str, sha: str, dest: Path) -> Path:
+        folder = self.root / name
+        if not folder.is_dir():
+            raise SourceError(f"{owner}/{name} is no longer in {self.root}")
+        if folder_sha(folder) != sha:
+            raise SourceError(f"{owner}/{name} changed since revision {sha[:12]} was indexed; it will be indexed again")
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(folder, dest, ignore=shutil.ignore_patterns(*_SKIP_DIRS, "*.pyc"))
+        return dest
+
+
+class HfSource:
+    """Spaces on a Hugging Face Hub (or a stand-in at HF_ENDPOINT) carrying a tag."""
+
+    name = "hf"
+    trusted = False
+
+    def __init__(self, endpoint: str | None, token: str | None, tag: str = "openenv", page_size: int = 1000) -> None:
+        from huggingface_hub import HfApi
+
+        self.api = HfApi(endpoint=endpoint, token=token)
+        self.endpoint = endpoint
+        self.token = token
+        self.tag = tag
+        self.page_size = page_size
+
+    def list(self) -> Iterator[SourceEnv]:
+        try:
+            for info in self.api.list_spaces(filter=self.tag, expand=_EXPAND):  # type: ignore[arg-type]
+                yield self._convert(info)
+        except Exception as exc:
+            raise SourceError(f"listing Spaces tagged {self.tag!r} failed: {exc}") from exc
+
+    def _convert(self, info: Any) -> SourceEnv:
+        owner, _, name = str(info.id).partition("/")
+        runtime = getattr(info, "runtime", None)
+        raw = getattr(runtime, "raw", None) or {}
+        card = getattr(info, "card_data", None)
+        card_dict = card.to_dict() if hasattr(card, "to_dict") else (card or {})
+        return SourceEnv(
+            owner=owner,
+            name=name,
+            sha=str(info.sha or ""),
+            tags=[str(t) for t in (info.tags or [])],
+            likes=int(info.likes or 0),
+            private=bool(info.private),
+            stage=str(runtime.stage) if runtime is not None and runtime.stage is not None else None,
+            subdomain=info.subdomain,
+            host=_space_host(info, raw),
+            title=str(card_dict.get("title") or name),
+            description=card_dict.get("short_description") or None,
+            last_modified=info.last_modified,
+        )
+
+    def fetch(self, owner: str, name: str, sha: str, dest: Path) -> Path:
+        from huggingface_hub import snapshot_download
+
+        if dest.exists():
+            shutil.rmtree(dest)
+        try:
+            path = snapshot_download(
+                repo_id=f"{owner}/{name}", repo_type="space", revision=sha, local_dir=dest,
+                endpoint=self.endpoint, token=self.token,
+            ) if _accepts_endpoint() else self.api.snapshot_download(repo_id=f"{owner}/{name}", repo_type="space", revision=sha, local_dir=dest)
+        except Exception as exc:
+            raise SourceError(f"fetching {owner}/{name}@{sha[:12]} failed: {exc}") from exc
+        cache = Path(path) / ".cache"
+        if cache.is_dir():
+            shutil.rmtree(cache, ignore_errors=True)
+        return Path(path)
+
+
+def _accepts_endpoint() -> bool:
+    import inspect
+
+    from huggingface_hub import snapshot_download
+
+    return "endpoint" in inspect.signature(snapshot_download).parameters
+
+
+def _space_host(info: Any, runtime_raw: dict[str, Any]) -> str | None:
+    """The Space's URL as the Hub reports it: `host`, else a READY runtime domain, else the subdomain."""
+    host = getattr(info, "host", None)
+    if host:
+        return str(host).rstrip("/")
+    for domain in runtime_raw.get("domains") or []:
+        if isinstance(domain, dict) and domain.get("domain") and domain.get("stage", "READY") == "READY":
+            return f"https://{domain['domain']}"
+    if getattr(info, "subdomain", None):
+        return f"https://{info.subdomain}.hf.space"
+    return None

@@ -1,0 +1,10 @@
+"""Every table of the service, imported in one place (Alembic and tests use it)."""
+
+from __future__ import annotations
+
+__all__ = ["import_all"]
+
+
+def import_all() -> None:
+    import hub_service.catalog.models
+    import hub_service.pipeline.models  # noqa: F401

@@ -1,0 +1,52 @@
+"""Pipeline tables: jobs that workers claim, and the log and timing of every stage."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from hub_service.db import Base, utcnow
+
+__all__ = ["JOB_STATES", "Job", "StageRun"]
+
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+
+
+class Job(Base):
+    """Run the pipeline for one version. Claimed atomically by one worker at a time."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_state_priority_id", "state", "priority", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), default="pipeline")
+    version_id: Mapped[int] = mapped_column(ForeignKey("env_versions.id", ondelete="CASCADE"), index=True)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    priority: Mapped[int] = mapped_column(Integer, default=100)  # lower runs first
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    worker_id: Mapped[str | None] = mapped_column(String(128), default=None)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    claimed_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+class StageRun(Base):
+    """One stage (fetch, validate, build, smoke, publish) of one attempt of a job."""
+
+    __tablename__ = "stage_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("env_versions.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    stage: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running | passed | failed | skipped
+    log: Mapped[str] = mapped_column(Text, default="")
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    seconds: Mapped[float | None] = mapped_column(Float, default=None)

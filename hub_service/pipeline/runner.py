@@ -1,0 +1,223 @@
+"""Run one claimed job: the stages in order, each recorded with its log and timing.
+
+Every outcome is written down: a stage that fails records why (and the version fails), an error
+outside the env (source down, engine gone) gives the job back for another attempt, and an
+unexpected bug in this code fails the version with the error rather than losing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.service import apply_verdict
+from hub_service.db import session_scope, utcnow
+from hub_service.errors import SourceError
+from hub_service.indexer.sources import HfSource, LocalSource, Source
+from hub_service.pipeline import jobs, stages
+from hub_service.pipeline.models import StageRun
+from hub_service.settings import HubSettings
+
+__all__ = ["JobRunner", "source_for"]
+
+log = logging.getLogger("hub_service.pipeline")
+
+
+def source_for(settings: HubSettings, kind: str) -> Source:
+    if kind == "local":
+        if not settings.local_source:
+            raise SourceError("no local source is configured (OPENENV_HUB_LOCAL_SOURCE)")
+        return LocalSource(settings.local_source, owner=settings.local_owner, trusted=settings.local_trusted)
+    if kind == "hf":
+        token = settings.hf_token.get_secret_value() if settings.hf_token else None
+        return HfSource(settings.hf_endpoint, token, tag=settings.hf_tag)
+    raise SourceError(f"unknown source {kind!r}")
+
+
+class _Heartbeat(threading.Thread):
+    """Keeps the job's heartbeat fresh while stages run; notices when the job is taken away."""
+
+    def __init__(self, factory: sessionmaker[Session], job_id: int, worker_id: str, every_s: float) -> None:
+        super().__init__(name=f"heartbeat-{job_id}", daemon=True)
+        self.factory, self.job_id, self.worker_id, self.every_s = factory, job_id, worker_id, every_s
+        self.stop_event = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.every_s):
+            try:
+                if not jobs.heartbeat(self.factory, self.job_id, self.worker_id):
+                    self.lost = True
+                    return
+            except Exception:  # the database may be restarting: keep trying, the job is still ours
+                log.warning("heartbeat of job %s failed; retrying", self.job_id, exc_info=True)
+
+
+class JobRunner:
+    """Runs claimed jobs for one worker."""
+
+    def __init__(self, settings: HubSettings, factory: sessionmaker[Session], worker_id: str) -> None:
+        self.settings = settings
+        self.factory = factory
+        self.worker_id = worker_id
+
+    def run(self, claim: jobs.Claim) -> str:
+        """Run the job to its end; returns "passed", "failed", "retry" or "lost"."""
+        beat = _Heartbeat(self.factory, claim.job_id, self.worker_id, self.settings.heartbeat_s)
+        beat.start()
+        workdir = self.settings.data_dir / "work" / f"job-{claim.job_id}-{claim.attempt}"
+        try:
+            return self._run(claim, workdir)
+        finally:
+            beat.stop_event.set()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    # -- orchestration ------------------------------------------------------------------------------
+
+    def _run(self, claim: jobs.Claim, workdir: Path) -> str:
+        with session_scope(self.factory) as session:
+            version = session.get(EnvVersion, claim.version_id)
+            env = session.get(EnvRecord, version.env_id) if version is not None else None
+            if version is None or env is None:
+                jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error="its version no longer exists")
+                return "failed"
+            info = {"owner": env.owner, "name": env.name, "sha": version.sha, "source": env.source, "trusted": env.trusted, "ref": version.ref}
+            version.failure_stage = version.failure_reason = None
+        try:
+            folder = self._stage(claim, "fetch", lambda lg: self._fetch(info, workdir, lg))
+            report = self._stage(claim, "validate", lambda lg: stages.validate(folder, f"{info['owner']}/{info['name']}", lg, run_code=info["trusted"]))
+            self._update(claim.version_id, validation=report, validation_status=report.get("status"), manifest=report.get("manifest"), readme=_readme(folder))
+            built = self._stage(claim, "build", lambda lg: stages.build(self.settings, folder, info["owner"], info["name"], info["sha"], info["trusted"], lg))
+            self._update(claim.version_id, build_status="passed", builder=built.builder, image_ref=built.image_ref, build_seconds=round(built.seconds, 2))
+            smoke = self._stage(claim, "smoke", lambda lg: stages.smoke(self.settings, built, folder, lg))
+            merged = _merge_reports(report, smoke.runtime_report)
+            self._update(
+                claim.version_id, smoke_status="passed", cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms,
+                step_p95_ms=smoke.step_p95_ms, validation=merged, validation_status=merged.get("status"),
+            )
+            self._stage(claim, "publish", lambda lg: self._publish(claim, lg))
+        except stages.Transient as exc:
+            state = jobs.requeue(self.factory, claim.job_id, self.worker_id, str(exc))
+            if state == "failed":
+                self._fail_version(claim, "worker", f"gave up after repeated errors outside the env: {exc}")
+                return "failed"
+            self._update(claim.version_id, state="queued")
+            return "retry" if state == "queued" else "lost"
+        except _Failed as exc:
+            self._fail_version(claim, exc.stage, exc.reason, extra=exc.extra)
+            jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error=f"{exc.stage}: {exc.reason}")
+            return "failed"
+        jobs.finish(self.factory, claim.job_id, self.worker_id, ok=True)
+        return "passed"
+
+    def _stage(self, claim: jobs.Claim, name: str, fn: Any) -> Any:
+        stage_log = stages.StageLog()
+        with session_scope(self.factory) as session:
+            run = StageRun(job_id=claim.job_id, version_id=claim.version_id, attempt=claim.attempt, stage=name, status="running")
+            session.add(run)
+            session.flush()
+            run_id = run.id
+        status, result, failure = "passed", None, None
+        start = time.monotonic()
+        try:
+            result = fn(stage_log)
+        except stages.ValidationFailed as exc:
+            status, failure = "failed", _Failed(name, exc.reason, {"validation": exc.report, "validation_status": exc.report.get("status"), "manifest": exc.report.get("manifest")})
+        except stages.StageFailed as exc:
+            status, failure = "failed", _Failed(name, exc.reason)
+        except stages.Transient as exc:
+            stage_log(f"transient error, the job will be retried: {exc}")
+            status = "failed"
+            self._close_stage(run_id, status, stage_log, start)
+            raise
+        except SourceError as exc:
+            stage_log(f"source error, the job will be retried: {exc}")
+            self._close_stage(run_id, "failed", stage_log, start)
+            raise stages.Transient(str(exc)) from exc
+        except Exception as exc:  # a bug of ours, or a library's: fail the version with the error, keep the log
+            log.exception("stage %s of job %s crashed", name, claim.job_id)
+            status, failure = "failed", _Failed(name, f"internal error: {stages.describe_exception(exc)}")
+        if failure is not None:
+            stage_log(f"FAILED: {failure.reason}")
+        self._close_stage(run_id, status, stage_log, start)
+        if failure is not None:
+            raise failure
+        return result
+
+    def _close_stage(self, run_id: int, status: str, stage_log: stages.StageLog, start: float) -> None:
+        with session_scope(self.factory) as session:
+            run = session.get(StageRun, run_id)
+            if run is not None:
+                run.status, run.log, run.finished_at = status, stage_log.text(), utcnow()
+                run.seconds = round(time.monotonic() - start, 3)
+
+    # -- stages that touch the database or sources ---------------------------------------------------
+
+    def _fetch(self, info: dict[str, Any], workdir: Path, lg: stages.StageLog) -> Path:
+        source = source_for(self.settings, info["source"])
+        lg(f"fetching {info['owner']}/{info['name']}@{info['sha'][:12]} from {info['source']}")
+        folder = source.fetch(info["owner"], info["name"], info["sha"], workdir / "files")
+        files = [p for p in folder.rglob("*") if p.is_file()]
+        lg(f"{len(files)} files, {sum(p.stat().st_size for p in files)} bytes")
+        return folder
+
+    def _publish(self, claim: jobs.Claim, lg: stages.StageLog) -> None:
+        with session_scope(self.factory) as session:
+            version = session.get(EnvVersion, claim.version_id)
+            env = session.get(EnvRecord, version.env_id)
+            version.state, version.finished_at = "passed", utcnow()
+            if env.sha == version.sha and version.ref == "main":
+                apply_verdict(env, version)
+                lg(f"{env.repo_id} is passing at {version.sha[:12]}")
+            else:
+                lg(f"{version.sha[:12]} passed ({version.ref}); the env's current revision is {str(env.sha)[:12]}")
+
+    def _update(self, version_id: int, **values: Any) -> None:
+        with session_scope(self.factory) as session:
+            version = session.get(EnvVersion, version_id)
+            for key, value in values.items():
+                setattr(version, key, value)
+
+    def _fail_version(self, claim: jobs.Claim, stage: str, reason: str, extra: dict[str, Any] | None = None) -> None:
+        status_field = {"build": "build_status", "smoke": "smoke_status"}.get(stage)
+        with session_scope(self.factory) as session:
+            version = session.get(EnvVersion, claim.version_id)
+            env = session.get(EnvRecord, version.env_id)
+            for key, value in (extra or {}).items():
+                setattr(version, key, value)
+            version.state, version.finished_at = "failed", utcnow()
+            version.failure_stage, version.failure_reason = stage, reason[:4000]
+            if status_field:
+                setattr(version, status_field, "failed")
+            if env.sha == version.sha:
+                apply_verdict(env, version)
+        log.info("job %s failed at %s: %s", claim.job_id, stage, reason)
+
+
+class _Failed(Exception):
+    def __init__(self, stage: str, reason: str, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{stage}: {reason}")
+        self.stage, self.reason, self.extra = stage, reason, extra
+
+
+def _readme(folder: Path) -> str | None:
+    path = folder / "README.md"
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[:200_000]
+    except OSError:
+        return None
+
+
+def _merge_reports(static: dict[str, Any], runtime: dict[str, Any] | None) -> dict[str, Any]:
+    if not runtime:
+        return static
+    from openenv.validation import Report
+
+    return Report.model_validate(static).merge(Report.model_validate(runtime)).model_dump(mode="json")

@@ -1,0 +1,344 @@
+"""The pipeline's stages, free of database code: fetch → validate → build → smoke.
+
+Each stage takes a `StageLog` to write to and returns what the next needs; a failure the env is
+responsible for raises `StageFailed(reason)`, a transient one (source unreachable, engine
+restarting) raises `Transient(reason)` so the job is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import statistics
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hub_service.settings import HubSettings
+
+__all__ = ["BuildOutput", "SmokeOutput", "StageFailed", "StageLog", "Transient", "ValidationFailed", "build", "smoke", "validate"]
+
+_MAX_LOG = 400_000  # characters kept per stage log (the tail wins)
+
+
+class StageFailed(Exception):
+    """The environment failed this stage; `reason` is what users see."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ValidationFailed(StageFailed):
+    """Validation failed; `report` is the report, kept even though the stage failed."""
+
+    def __init__(self, reason: str, report: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.report = report
+
+
+class Transient(Exception):
+    """Something outside the environment failed; the job should be retried."""
+
+
+class StageLog:
+    """Lines of one stage's log, with a time offset, capped in size."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.size = 0
+        self.start = time.monotonic()
+
+    def __call__(self, line: str) -> None:
+        text = f"[{time.monotonic() - self.start:7.2f}s] {line.rstrip()}"
+        self.lines.append(text)
+        self.size += len(text) + 1
+        while self.size > _MAX_LOG and len(self.lines) > 1:
+            self.size -= len(self.lines.pop(0)) + 1
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+# -- validate ------------------------------------------------------------------------------------
+
+
+def validate(folder: Path, repo_id: str, log: StageLog, *, run_code: bool) -> dict[str, Any]:
+    """Static checks of the fetched files (`openenv validate`'s report).
+
+    Args:
+        run_code: whether the checks may import the env's code on this machine (trusted sources
+            only; untrusted code is imported only inside its container, in the smoke stage).
+
+    Raises:
+        StageFailed: the report's status is fail or unsupported.
+    """
+    from openenv.validation import validate_folder
+
+    report = validate_folder(folder, **_validate_options(run_code, repo_id))
+    for result in report.checks:
+        log(f"{result.status:4s} {result.id}: {result.message}")
+    log(f"status: {report.status}")
+    data = report.model_dump(mode="json")
+    if report.status in ("fail", "unsupported", "error"):
+        problems = [c for c in report.problems() if c.status == "fail"] or report.problems()
+        reason = "; ".join(f"{c.id}: {c.message}" for c in problems[:3]) or report.unsupported_reason or report.error or report.status
+        raise ValidationFailed(f"validation {report.status}: {reason}", data)
+    return data
+
+
+def _validate_options(run_code: bool, repo_id: str) -> dict[str, Any]:
+    import inspect
+
+    from openenv.validation import validate_folder
+
+    params = inspect.signature(validate_folder).parameters
+    options: dict[str, Any] = {}
+    if "import_app" in params:
+        options["import_app"] = run_code
+    if "space_id" in params:
+        options["space_id"] = repo_id
+    return options
+
+
+# -- build ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class BuildOutput:
+    builder: str
+    image_ref: str | None = None
+    python: str | None = None
+    seconds: float = 0.0
+
+
+def image_tag(settings: HubSettings, owner: str, name: str, sha: str) -> str:
+    slug = re.sub(r"[^a-z0-9_.-]+", "-", f"{owner}-{name}".lower()).strip("-.")
+    return f"{settings.image_prefix}/{slug}:{sha[:12]}"
+
+
+def choose_builder(settings: HubSettings, trusted: bool) -> str:
+    """docker or process; untrusted code never runs outside a container."""
+    if settings.builder == "process":
+        if not trusted:
+            raise StageFailed("this revision is not from a trusted source: it is built and run only in containers, and the Hub's builder is 'process'")
+        return "process"
+    if settings.builder == "docker" or not trusted:
+        return "docker"
+    return "docker" if docker_available() else "process"
+
+
+def docker_available() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=5).ping()
+    except Exception:  # no SDK, no engine, no permission: all mean "not available here"
+        return False
+    return True
+
+
+def build(settings: HubSettings, folder: Path, owner: str, name: str, sha: str, trusted: bool, log: StageLog) -> BuildOutput:
+    """Build the env: an image with the Docker engine, or a cached virtual environment.
+
+    Raises:
+        StageFailed: the Dockerfile or the dependencies do not build.
+        Transient: no Docker engine answered.
+    """
+    builder = choose_builder(settings, trusted)
+    start = time.monotonic()
+    if builder == "docker":
+        from openenv.images import ImageBuildError, build_image
+
+        tag = image_tag(settings, owner, name, sha)
+        log(f"building image {tag}")
+        try:
+            result = build_image(
+                folder, tag, base_image=settings.base_image, on_log=log, timeout_s=settings.build_timeout_s,
+                labels={"org.openenv.hub.repo": f"{owner}/{name}", "org.openenv.hub.sha": sha},
+            )
+        except ImageBuildError as exc:
+            text = str(exc)
+            if "no Docker engine" in text:
+                raise Transient(text) from exc
+            raise StageFailed(_last_error_line(exc.log, text)) from exc
+        log(f"built {tag} ({result.image_id[:19]}) in {result.seconds:.1f}s with SDK {result.sdk}")
+        return BuildOutput(builder="docker", image_ref=tag, seconds=time.monotonic() - start)
+    from openenv.client.providers import ProcessProvider
+
+    log("preparing a virtual environment for the env's dependencies")
+    try:
+        provider = ProcessProvider(folder)
+        python = provider.interpreter
+    except Exception as exc:
+        raise StageFailed(f"installing the dependencies failed: {exc}") from exc
+    log(f"interpreter: {python}")
+    return BuildOutput(builder="process", python=str(python), seconds=time.monotonic() - start)
+
+
+def _last_error_line(log: str, fallback: str) -> str:
+    for line in reversed((log or "").splitlines()):
+        if re.search(r"error|failed|not found|no such", line, re.I):
+            return f"build failed: {line.strip()[:300]}"
+    return fallback[:500]
+
+
+# -- smoke ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class SmokeOutput:
+    cold_start_s: float
+    step_p50_ms: float
+    step_p95_ms: float
+    steps: int
+    runtime_report: dict[str, Any] | None = None
+    server_log: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+def smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog) -> SmokeOutput:
+    """Start the built env, drive it like a client would, time it, stop it.
+
+    Start → /health → /schema → reset → N steps with actions generated from the action schema →
+    state → close, with a time limit on every call; then the runtime checks of `openenv validate
+    --url`. Records the cold start (start → first reset reply) and step latency.
+
+    Raises:
+        StageFailed: the server does not start, answers wrongly, crashes or hangs.
+    """
+    return asyncio.run(_smoke(settings, built, folder, log))
+
+
+def _provider(settings: HubSettings, built: BuildOutput, folder: Path) -> Any:
+    from openenv.client.providers import DockerProvider, ProcessProvider
+
+    timeout = settings.smoke_timeout_s
+    if built.builder == "docker":
+        return DockerProvider(built.image_ref, pull="never", startup_timeout_s=timeout, run_options=container_limits(settings))
+    return ProcessProvider(folder, startup_timeout_s=timeout)
+
+
+def container_limits(settings: HubSettings) -> dict[str, Any]:
+    """How smoke-test containers are confined (see issue 10 for the hardening)."""
+    return {"mem_limit": "1g", "nano_cpus": 1_000_000_000, "pids_limit": 256}
+
+
+async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog) -> SmokeOutput:
+    from openenv import GenericEnvClient
+    from openenv.errors import OpenEnvError
+
+    provider = _provider(settings, built, folder)
+    start = time.monotonic()
+    errors: list[str] = []
+    try:
+        try:
+            url = await provider.astart()
+        except OpenEnvError as exc:
+            raise StageFailed(f"the server did not start: {exc}") from exc
+        log(f"server up at {url} after {time.monotonic() - start:.2f}s")
+        schema = await _get_json(url + "/schema", settings.step_timeout_s, log)
+        action_schema = schema.get("action") if isinstance(schema, dict) else None
+        if not isinstance(action_schema, dict):
+            raise StageFailed("GET /schema did not return an action schema")
+        client = GenericEnvClient(url, message_timeout_s=settings.step_timeout_s, connect_timeout_s=settings.step_timeout_s)
+        latencies: list[float] = []
+        try:
+            try:
+                await client.reset(seed=0)
+            except OpenEnvError as exc:
+                raise StageFailed(f"reset failed: {exc}") from exc
+            cold_start = time.monotonic() - start
+            log(f"first reset reply after {cold_start:.2f}s (cold start)")
+            actions = _actions(action_schema, settings.smoke_steps)
+            for i, action in enumerate(actions):
+                t0 = time.perf_counter()
+                try:
+                    result = await client.step(action)
+                except OpenEnvError as exc:
+                    raise StageFailed(f"step {i + 1} with {_short(action)} failed: {exc}") from exc
+                latencies.append((time.perf_counter() - t0) * 1e3)
+                log(f"step {i + 1}: action {_short(action)} → reward {result.reward}, done {result.done} ({latencies[-1]:.1f} ms)")
+                if result.done:
+                    await client.reset()
+            try:
+                state = await client.state()
+            except OpenEnvError as exc:
+                raise StageFailed(f"state failed: {exc}") from exc
+            log(f"state: {_short(state)}")
+        finally:
+            await client.close()
+        runtime_report = await _runtime_checks(url, log, errors)
+        return SmokeOutput(
+            cold_start_s=round(cold_start, 3),
+            step_p50_ms=round(statistics.median(latencies), 3),
+            step_p95_ms=round(_p95(latencies), 3),
+            steps=len(latencies),
+            runtime_report=runtime_report,
+            errors=errors,
+        )
+    except StageFailed:
+        raise
+    except Exception as exc:
+        raise StageFailed(f"smoke test error: {type(exc).__name__}: {exc}") from exc
+    finally:
+        server_log = provider.logs() if provider.running() or provider.base_url else ""
+        for line in (server_log or "").splitlines()[-200:]:
+            log(f"server| {line}")
+        await provider.astop()
+
+
+async def _runtime_checks(url: str, log: StageLog, errors: list[str]) -> dict[str, Any] | None:
+    from openenv.validation import validate_url_async
+
+    try:
+        report = await validate_url_async(url)
+    except Exception as exc:  # the checks are extra information; the smoke verdict stands on its own
+        log(f"runtime checks could not run: {exc}")
+        errors.append(str(exc))
+        return None
+    for result in report.checks:
+        log(f"{result.status:4s} {result.id}: {result.message}")
+    if report.status in ("fail", "error"):
+        failed = [c for c in report.checks if c.status == "fail"]
+        raise StageFailed("runtime checks failed: " + "; ".join(f"{c.id}: {c.message}" for c in failed[:3]))
+    return report.model_dump(mode="json")
+
+
+async def _get_json(url: str, timeout: float, log: StageLog) -> Any:
+    import json
+    import urllib.request
+
+    def fetch() -> Any:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            return json.loads(reply.read())
+
+    try:
+        return await asyncio.to_thread(fetch)
+    except Exception as exc:
+        raise StageFailed(f"GET {url.rsplit('/', 1)[-1]} failed: {exc}") from exc
+
+
+def _actions(schema: dict[str, Any], n: int) -> list[Any]:
+    from openenv.validation import SchemaExampleError, example_from_schema
+
+    try:
+        return [example_from_schema(schema, variant=i) for i in range(n)]
+    except SchemaExampleError as exc:
+        raise StageFailed(f"cannot make an action from the action schema: {exc}") from exc
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))] if ordered else 0.0
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def describe_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

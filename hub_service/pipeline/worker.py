@@ -1,0 +1,81 @@
+"""A pipeline worker: reclaim stale jobs, claim the next, run it; repeat until stopped.
+
+Run several (`openenv hub worker`, or the ones `openenv hub serve` starts): they never take the
+same job, and the job of a worker that dies is taken up again once its heartbeat is stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.db import make_engine, sessionmaker_for
+from hub_service.pipeline import jobs
+from hub_service.pipeline.runner import JobRunner
+from hub_service.settings import HubSettings
+
+__all__ = ["Worker", "main"]
+
+log = logging.getLogger("hub_service.worker")
+
+
+class Worker:
+    def __init__(self, settings: HubSettings, factory: sessionmaker[Session] | None = None, worker_id: str | None = None) -> None:
+        self.settings = settings
+        self.factory = factory or sessionmaker_for(make_engine(settings.sqlalchemy_url))
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.runner = JobRunner(settings, self.factory, self.worker_id)
+        self.stopping = threading.Event()
+
+    def run_once(self) -> str | None:
+        """Reclaim stale jobs, then run one job if there is one; returns its outcome or None."""
+        for job_id, state in jobs.reclaim_stale(self.factory, self.settings.job_stale_after_s):
+            log.warning("job %s had a dead worker; now %s", job_id, state)
+        claim = jobs.claim(self.factory, self.worker_id)
+        if claim is None:
+            return None
+        log.info("worker %s runs job %s (attempt %s)", self.worker_id, claim.job_id, claim.attempt)
+        return self.runner.run(claim)
+
+    def run_until_idle(self) -> list[str]:
+        """Run jobs until the queue is empty (tests, `openenv hub index --wait`)."""
+        outcomes = []
+        while not self.stopping.is_set():
+            outcome = self.run_once()
+            if outcome is None:
+                return outcomes
+            outcomes.append(outcome)
+        return outcomes
+
+    def run_forever(self, poll_s: float = 1.0) -> None:
+        log.info("worker %s started", self.worker_id)
+        while not self.stopping.is_set():
+            try:
+                outcome = self.run_once()
+            except Exception:  # the database may be down for a moment: wait and try again
+                log.exception("worker %s: error between jobs; retrying", self.worker_id)
+                outcome = None
+            if outcome is None:
+                self.stopping.wait(poll_s)
+        log.info("worker %s stopped", self.worker_id)
+
+
+def main() -> None:
+    """`python -m hub_service.pipeline.worker`: one worker process with the environment's settings."""
+    from hub_service.settings import get_settings
+
+    logging.basicConfig(level=os.environ.get("OPENENV_HUB_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    worker = Worker(get_settings())
+    signal.signal(signal.SIGTERM, lambda *_: worker.stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: worker.stopping.set())
+    worker.run_forever()
+
+
+if __name__ == "__main__":
+    main()

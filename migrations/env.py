@@ -1,0 +1,43 @@
+"""Alembic environment for the Hub service's database (SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from hub_service.db import Base, make_engine
+from hub_service.models import import_all
+
+import_all()
+config = context.config
+target_metadata = Base.metadata
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=target_metadata, literal_binds=True, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connectable = config.attributes.get("connection")
+    if connectable is not None:
+        _run(connectable)
+        return
+    engine = make_engine(config.get_main_option("sqlalchemy.url"))
+    try:
+        with engine.connect() as connection:
+            _run(connection)
+    finally:
+        engine.dispose()
+
+
+def _run(connection) -> None:  # type: ignore[no-untyped-def]
+    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True, compare_type=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

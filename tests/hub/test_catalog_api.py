@@ -1,0 +1,138 @@
+"""The JSON API: search, filters, sorting, cursor pagination, ETags, detail, resolve, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from sqlalchemy import select, update
+
+from hub_service.app import create_app
+from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.indexer.service import index_source
+from hub_service.settings import HubSettings
+from tests.hub.helpers import ListSource, space
+from tests.support.servers import serve_app
+
+
+@pytest.fixture()
+def api(clean_factory, hub_settings: HubSettings) -> Iterator[str]:
+    index_source(clean_factory, ListSource([space(i) for i in range(120)]))
+    with clean_factory.begin() as s:
+        # Give a few envs a verdict, as the pipeline would.
+        for name, state, cold in (("env_00001", "passed", 1.5), ("env_00002", "failed", None), ("env_00003", "passed", 0.7)):
+            env = s.scalar(select(EnvRecord).where(EnvRecord.name == name))
+            version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
+            version.state, version.cold_start_s = state, cold
+            version.image_ref = f"openenv-hub/{name}:abc" if state == "passed" else None
+            env.latest_version_id = version.id
+            env.status = "passing" if state == "passed" else "failing"
+            env.cold_start_s = cold
+    with serve_app(create_app(hub_settings, run_migrations=False)) as url:
+        yield url
+
+
+def test_list_pages_through_everything_with_cursors(api: str) -> None:
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 25, **({"cursor": cursor} if cursor else {})}
+        page = httpx.get(f"{api}/api/v1/envs", params=params).json()
+        assert page["total"] == 120
+        seen += [item["id"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == 120 and len(set(seen)) == 120
+    assert [s.split("/")[1] for s in seen] == sorted(s.split("/")[1] for s in seen)
+
+
+@pytest.mark.parametrize("sort", ["-likes", "likes", "-updated", "updated", "cold_start", "-name"])
+def test_every_sort_pages_consistently(api: str, sort: str) -> None:
+    full = httpx.get(f"{api}/api/v1/envs", params={"sort": sort, "limit": 500}).json()["items"]
+    paged, cursor = [], None
+    while True:
+        page = httpx.get(f"{api}/api/v1/envs", params={"sort": sort, "limit": 17, **({"cursor": cursor} if cursor else {})}).json()
+        paged += page["items"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert [i["id"] for i in paged] == [i["id"] for i in full]
+    if sort == "-likes":
+        assert [i["likes"] for i in full] == sorted((i["likes"] for i in full), reverse=True)
+    if sort == "cold_start":
+        assert [i["name"] for i in full[:2]] == ["env_00003", "env_00001"]
+
+
+def test_search_tags_and_status_filters(api: str) -> None:
+    chess = httpx.get(f"{api}/api/v1/envs", params={"q": "chess", "limit": 500}).json()
+    assert chess["total"] == 12 and all("chess" in i["description"] for i in chess["items"])
+    both = httpx.get(f"{api}/api/v1/envs", params={"q": "chess puzzle user0", "limit": 500}).json()
+    assert all(i["owner"] == "user0" for i in both["items"]) and both["total"] >= 1
+    tagged = httpx.get(f"{api}/api/v1/envs", params=[("tag", "t1"), ("tag", "openenv"), ("limit", "500")]).json()
+    assert tagged["total"] == 40 and all("t1" in i["tags"] for i in tagged["items"])
+    passing = httpx.get(f"{api}/api/v1/envs", params={"status": "passing"}).json()
+    assert {i["name"] for i in passing["items"]} == {"env_00001", "env_00003"}
+    assert httpx.get(f"{api}/api/v1/envs", params={"q": "100%_\\"}).json()["total"] == 0
+
+
+def test_etag_gives_304_until_something_changes(api: str, clean_factory) -> None:
+    first = httpx.get(f"{api}/api/v1/envs", params={"q": "chess"})
+    etag = first.headers["etag"]
+    again = httpx.get(f"{api}/api/v1/envs", params={"q": "chess"}, headers={"If-None-Match": etag})
+    assert again.status_code == 304 and again.content == b""
+    with clean_factory.begin() as s:
+        s.execute(update(EnvRecord).where(EnvRecord.name == "env_00000").values(likes=12345))
+    changed = httpx.get(f"{api}/api/v1/envs", params={"q": "chess"}, headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+
+
+def test_bad_queries_are_typed_400s(api: str) -> None:
+    for params, needle in (({"sort": "bogus"}, "unknown sort"), ({"status": "great"}, "unknown status"),
+                           ({"cursor": "garbage!!"}, "cursor")):
+        reply = httpx.get(f"{api}/api/v1/envs", params=params)
+        assert reply.status_code == 400
+        assert reply.json()["error"]["code"] == "invalid_request" and needle in reply.json()["error"]["message"]
+    assert httpx.get(f"{api}/api/v1/envs", params={"limit": 0}).status_code == 422
+
+
+def test_env_detail_and_did_you_mean(api: str) -> None:
+    detail = httpx.get(f"{api}/api/v1/envs/user1/env_00001").json()
+    assert detail["id"] == "user1/env_00001" and detail["status"] == "passing"
+    assert detail["versions"][0]["state"] == "passed"
+    assert 'from_hub("user1/env_00001")' in detail["usage"]["python"]
+    missing = httpx.get(f"{api}/api/v1/envs/user1/env_0001")
+    assert missing.status_code == 404
+    body = missing.json()["error"]
+    assert body["code"] == "not_found" and "user1/env_00001" in body["suggestions"]
+
+
+def test_resolve_records(api: str) -> None:
+    running = httpx.get(f"{api}/api/v1/envs/user1/env_00001/resolve").json()
+    assert running["status"] == "passing" and running["stage"] == "RUNNING"
+    assert running["url"] == "https://user1-env-00001.hf.space"
+    assert running["revision"] == f"{1:040x}" and running["image"] == "openenv-hub/env_00001:abc"
+    assert "docker run" in running["local"]["docker"]
+    sleeping = httpx.get(f"{api}/api/v1/envs/user2/env_00002/resolve").json()
+    assert sleeping["url"] is None and sleeping["stage"] == "SLEEPING"
+    assert sleeping["image"] == "registry.hf.space/user2-env-00002:latest"
+    pinned = httpx.get(f"{api}/api/v1/envs/user1/env_00001/resolve", params={"revision": f"{1:040x}"[:10]}).json()
+    assert pinned["revision"] == f"{1:040x}"
+    assert httpx.get(f"{api}/api/v1/envs/user1/env_00001/resolve", params={"revision": "deadbeef00"}).status_code == 404
+
+
+def test_yanked_revision_is_refused_unless_pinned(api: str, clean_factory) -> None:
+    with clean_factory.begin() as s:
+        env = s.scalar(select(EnvRecord).where(EnvRecord.name == "env_00003"))
+        s.execute(update(EnvVersion).where(EnvVersion.env_id == env.id).values(yanked=True))
+    refused = httpx.get(f"{api}/api/v1/envs/user3/env_00003/resolve")
+    assert refused.status_code == 409 and "yanked" in refused.json()["error"]["message"]
+    pinned = httpx.get(f"{api}/api/v1/envs/user3/env_00003/resolve", params={"revision": f"{3:040x}"})
+    assert pinned.status_code == 200 and pinned.json()["yanked"] is True
+
+
+def test_openapi_and_health(api: str) -> None:
+    spec = httpx.get(f"{api}/openapi.json").json()
+    assert "/api/v1/envs/{owner}/{name}/resolve" in spec["paths"]
+    assert httpx.get(f"{api}/api/v1/health").json() == {"status": "ok"}

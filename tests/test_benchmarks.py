@@ -1,0 +1,27 @@
+"""The benchmark scripts still run (tiny durations; the numbers are not asserted: not a timed test)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.servers import ROOT
+
+
+@pytest.mark.slow
+def test_step_throughput_benchmark_runs(upstream_python: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "step_throughput.py"), "--seconds", "0.3", "--rounds", "1",
+         "--sessions", "1", "4", "--idle", "50", "--upstream-python", upstream_python, "--json"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    for stack in ("ceiling", "upstream", "ours"):
+        for n in ("1", "4"):
+            assert report["throughput"][stack][n]["steps_per_s"] > 0
+    assert report["idle_sessions"]["sessions"] == 50
+    assert report["idle_sessions"]["threads_after"] < 50
