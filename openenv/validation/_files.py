@@ -217,9 +217,11 @@ def local_module_names(root: Path) -> set[str]:
 
 
 def imported_modules(root: Path) -> dict[str, tuple[str, int]]:
-    """Top-level names of absolute imports in the env's code → (file, line) of the first one.
+    """Top-level names of the env's module-level absolute imports → (file, line) of the first one.
 
-    Imports inside `try:` blocks are left out: code that handles ImportError has a fallback.
+    What a module needs to import at all. Left out: imports inside functions (lazy, often
+    optional), inside `try:` (code that handles ImportError has a fallback), and under
+    `if TYPE_CHECKING:`.
     """
     found: dict[str, tuple[str, int]] = {}
     for path in _python_files(root):
@@ -227,22 +229,21 @@ def imported_modules(root: Path) -> dict[str, tuple[str, int]]:
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
         except (SyntaxError, ValueError):
             continue
-        guarded: set[int] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Try):
-                for inner in node.body:
-                    for sub in ast.walk(inner):
-                        guarded.add(id(sub))
-        for node in ast.walk(tree):
-            if id(node) in guarded:
-                continue
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
+        for node in _module_level_imports(tree.body):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
                 top = name.split(".")[0]
-                if top not in sys.stdlib_module_names and top != "__future__":
+                if top and top not in sys.stdlib_module_names and top != "__future__":
                     found.setdefault(top, (str(path.relative_to(root)), node.lineno))
     return found
+
+
+def _module_level_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    out: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+            out.append(node)
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            out.extend(_module_level_imports(node.body))
+            out.extend(_module_level_imports(node.orelse))
+    return out

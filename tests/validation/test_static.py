@@ -170,3 +170,12 @@ def test_a_shutil_copy_of_echo_env_validates_against_its_folder_name(tmp_path: P
 def test_every_reference_env_passes_validate(env: str) -> None:
     report = validate_folder(ROOT / "envs" / env)
     assert report.exit_code == 0, [(c.id, c.status, c.message) for c in report.problems()]
+
+
+def test_lazy_optional_and_type_only_imports_need_no_declaration(make_env) -> None:
+    env = make_env("good_env")
+    _edit(env / "server" / "environment.py", "import uuid\n", "import uuid\nfrom typing import TYPE_CHECKING\n\n"
+          "if TYPE_CHECKING:\n    import typing_only_xyz\ntry:\n    import optional_xyz\nexcept ImportError:\n    optional_xyz = None\n\n\n"
+          "def _lazy():\n    import lazy_xyz\n\n    return lazy_xyz\n")
+    result = validate_folder(env, import_app=False).results("deps.imports")
+    assert [r.status for r in result] == ["pass"], result
