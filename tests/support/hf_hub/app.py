@@ -8,45 +8,19 @@ from __future__ import annotations
 
 import base64
 import json
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
 
 import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from tests.support.hf_hub.store import HubError, HubStore, Repo, comment_event, now_iso, object_id
-from tests.support.hf_hub.views import card_and_tags, discussion_details, discussion_summary, repo_info, tree_entries, url_prefix
+from tests.support.hf_hub.access import KINDS, Access, HubState, User
+from tests.support.hf_hub.discussions import add_discussion_routes
+from tests.support.hf_hub.spaces import add_space_routes
+from tests.support.hf_hub.store import HubError, now_iso, object_id
+from tests.support.hf_hub.views import card_and_tags, repo_info, tree_entries, url_prefix
 
 __all__ = ["HubState", "User", "create_hub_app"]
-
-_KINDS = {"models": "model", "datasets": "dataset", "spaces": "space"}
-_DISCUSSIONS_PAGE = 50
-
-
-@dataclass
-class User:
-    name: str
-    token: str
-    orgs: list[str] = field(default_factory=list)
-    role: str = "write"  # or "read"
-
-    def can_write(self, owner: str) -> bool:
-        return self.role == "write" and (owner == self.name or owner in self.orgs)
-
-
-@dataclass
-class HubState:
-    """What the app serves: the store, the users, settings, and the request counter."""
-
-    store: HubStore
-    users: dict[str, User] = field(default_factory=dict)  # token -> user
-    page_size: int = 100
-    auto_run: bool = True  # a Space whose main gets a Dockerfile goes RUNNING (the stand-in builds nothing)
-    requests: Counter[tuple[str, str]] = field(default_factory=Counter)
-    endpoint: str = ""
 
 
 def _error(exc: HubError) -> JSONResponse:
@@ -72,69 +46,9 @@ def create_hub_app(state: HubState) -> FastAPI:
         state.requests[(request.method, getattr(route, "path", request.url.path))] += 1
         return response
 
-    def endpoint(request: Request) -> str:
-        return state.endpoint or str(request.base_url).rstrip("/")
-
-    def user_of(request: Request, *, required: bool = False) -> User | None:
-        auth = request.headers.get("authorization", "")
-        if not auth:
-            if required:
-                raise HubError(401, "You must be authenticated to access this resource")
-            return None
-        token = auth.removeprefix("Bearer ").strip()
-        user = state.users.get(token)
-        if user is None:
-            raise HubError(401, "Invalid credentials in Authorization header")
-        return user
-
-    def readable(request: Request, kind: str, owner: str, name: str) -> tuple[Repo, User | None]:
-        if kind not in _KINDS:
-            raise HubError(404, f"Unknown repo type {kind}")
-        repo = store.get(_KINDS[kind], f"{owner}/{name}")
-        user = user_of(request)
-        if repo.private and (user is None or not (user.name == repo.owner or repo.owner in user.orgs)):
-            raise HubError(404, "Repository not found", "RepoNotFound")
-        return repo, user
-
-    def writable(request: Request, kind: str, owner: str, name: str) -> tuple[Repo, User]:
-        repo, user = readable(request, kind, owner, name)
-        if user is None:
-            raise HubError(401, "You must be authenticated to write to this repo")
-        if not user.can_write(repo.owner):
-            raise HubError(403, f"You don't have the rights to write to {repo.id}")
-        return repo, user
-
-    def committer(request: Request, kind: str, owner: str, name: str, revision: str) -> tuple[Repo, User]:
-        # Like the Hub: anyone signed in may open a pull request on a repo they can read, and push
-        # to the refs/pr/N of a pull request they opened; everything else needs write access.
-        repo, user = readable(request, kind, owner, name)
-        if user is None:
-            raise HubError(401, "You must be authenticated to write to this repo")
-        if user.can_write(repo.owner) or user.role != "write":
-            return writable(request, kind, owner, name)
-        if request.query_params.get("create_pr") in ("1", "true"):
-            return repo, user
-        if revision.startswith("refs/pr/") and revision.rsplit("/", 1)[1].isdigit():
-            if store.discussion(repo, int(revision.rsplit("/", 1)[1])).author == user.name:
-                return repo, user
-        raise HubError(403, f"You don't have the rights to write to {repo.id}")
-
-    def split_revision(rest: str) -> tuple[str, str]:
-        # Revisions are URL-quoted by the client, but the path arrives decoded: refs/pr/N has slashes.
-        parts = rest.split("/")
-        if len(parts) >= 3 and parts[0] == "refs" and parts[1] in ("pr", "convert", "heads"):
-            rev = "/".join(parts[:3])
-            return (rev[len("refs/heads/"):] if parts[1] == "heads" else rev), "/".join(parts[3:])
-        return parts[0], "/".join(parts[1:])
-
-    def paged(request: Request, items: list[Any], size: int) -> JSONResponse:
-        start = int(request.query_params.get("cursor") or 0)
-        page = items[start:start + size]
-        headers = {}
-        if start + size < len(items):
-            query = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor"] + [("cursor", str(start + size))]
-            headers["Link"] = f'<{endpoint(request)}{request.url.path}?{urlencode(query)}>; rel="next"'
-        return JSONResponse(page, headers=headers)
+    access = Access(state)
+    endpoint, user_of, readable, writable = access.endpoint, access.user_of, access.readable, access.writable
+    committer, split_revision, paged = access.committer, access.split_revision, access.paged
 
     # -- account and repos --------------------------------------------------------------------------
 
@@ -203,14 +117,14 @@ def create_hub_app(state: HubState) -> FastAPI:
         except yaml.YAMLError as exc:
             return JSONResponse({"errors": [{"message": f"invalid YAML: {exc}"}], "warnings": []}, status_code=400)
         if body.get("repoType") == "space" and isinstance(data, dict) and data.get("sdk") not in (None, "gradio", "docker", "static", "streamlit"):
-            return JSONResponse({"errors": [{"message": f'"sdk" must be one of gradio, docker, static, streamlit'}], "warnings": []}, status_code=400)
+            return JSONResponse({"errors": [{"message": '"sdk" must be one of gradio, docker, static, streamlit'}], "warnings": []}, status_code=400)
         return JSONResponse({"errors": [], "warnings": []})
 
     # -- listing and info ---------------------------------------------------------------------------
 
     @app.get("/api/{kind}")
     def list_repos(request: Request, kind: str) -> JSONResponse:
-        if kind not in _KINDS:
+        if kind not in KINDS:
             raise HubError(404, f"Unknown listing {kind}")
         q = request.query_params
         user = user_of(request)
@@ -220,7 +134,7 @@ def create_hub_app(state: HubState) -> FastAPI:
         expand = q.getlist("expand") or q.getlist("expand[]")
         full = q.get("full") in ("1", "true", "True")
         with store.lock:
-            repos = [r for (t, _), r in store.repos.items() if t == _KINDS[kind]]
+            repos = [r for (t, _), r in store.repos.items() if t == KINDS[kind]]
         out: list[dict[str, Any]] = []
         for repo in repos:
             if repo.private and (user is None or not (user.name == repo.owner or repo.owner in user.orgs)):
@@ -392,182 +306,6 @@ def create_hub_app(state: HubState) -> FastAPI:
 
         app.add_api_route(f"{prefix}/{{owner}}/{{name}}/resolve/{{rest:path}}", _resolve, methods=["GET", "HEAD"])
 
-    # -- Space settings and duplication -------------------------------------------------------------
-
-    @app.get("/api/spaces/{owner}/{name}/variables")
-    def get_variables(request: Request, owner: str, name: str) -> dict[str, Any]:
-        repo, _ = writable(request, "spaces", owner, name)
-        return repo.variables
-
-    @app.post("/api/spaces/{owner}/{name}/variables")
-    async def add_variable(request: Request, owner: str, name: str) -> dict[str, Any]:
-        repo, _ = writable(request, "spaces", owner, name)
-        body = await request.json()
-        repo.variables[body["key"]] = {"value": str(body.get("value", "")), "description": body.get("description"), "updatedAt": now_iso()}
-        store.save(repo)
-        return repo.variables
-
-    @app.delete("/api/spaces/{owner}/{name}/variables")
-    async def delete_variable(request: Request, owner: str, name: str) -> dict[str, Any]:
-        repo, _ = writable(request, "spaces", owner, name)
-        repo.variables.pop((await request.json())["key"], None)
-        store.save(repo)
-        return repo.variables
-
-    @app.get("/api/spaces/{owner}/{name}/secrets")
-    def get_secrets(request: Request, owner: str, name: str) -> list[dict[str, Any]]:
-        repo, _ = writable(request, "spaces", owner, name)
-        return [{"key": k, "description": v.get("description"), "updatedAt": v["updatedAt"]} for k, v in repo.secrets.items()]
-
-    @app.post("/api/spaces/{owner}/{name}/secrets")
-    async def add_secret(request: Request, owner: str, name: str) -> dict[str, Any]:
-        repo, _ = writable(request, "spaces", owner, name)
-        body = await request.json()
-        repo.secrets[body["key"]] = {"value": str(body.get("value", "")), "description": body.get("description"), "updatedAt": now_iso()}
-        store.save(repo)
-        return {}
-
-    @app.delete("/api/spaces/{owner}/{name}/secrets")
-    async def delete_secret(request: Request, owner: str, name: str) -> dict[str, Any]:
-        repo, _ = writable(request, "spaces", owner, name)
-        repo.secrets.pop((await request.json())["key"], None)
-        store.save(repo)
-        return {}
-
-    @app.post("/api/{kind}/{owner}/{name}/duplicate")
-    async def duplicate(request: Request, kind: str, owner: str, name: str) -> JSONResponse:
-        source, user = readable(request, kind, owner, name)
-        if user is None:
-            raise HubError(401, "You must be authenticated to duplicate a repo")
-        body = await request.json()
-        target = body.get("repository") or f"{user.name}/{name}"
-        to_owner = target.split("/")[0]
-        if not user.can_write(to_owner):
-            raise HubError(403, f"You don't have the rights to create a repo under {to_owner}")
-        head = source.head()
-        files = {p: store.blob(e) for p, e in (head.tree if head else {}).items()}
-        private = bool(body.get("private")) or body.get("visibility") == "private" if ("private" in body or "visibility" in body) else source.private
-        with store.lock:
-            repo = store.create(source.repo_type, target, private=private, sdk=source.sdk, author=user.name)
-            store.commit(repo, "main", files, [], title=f"Duplicate from {source.id}", author=user.name)
-            for item in body.get("variables") or []:
-                repo.variables[item["key"]] = {"value": str(item.get("value", "")), "description": item.get("description"), "updatedAt": now_iso()}
-            for item in body.get("secrets") or []:
-                repo.secrets[item["key"]] = {"value": str(item.get("value", "")), "description": item.get("description"), "updatedAt": now_iso()}
-            if repo.repo_type == "space":
-                hardware = body.get("hardware") or "cpu-basic"
-                stage = "RUNNING" if state.auto_run and "Dockerfile" in files else "BUILDING"
-                repo.runtime = {**repo.runtime, "stage": stage, "hardware": {"current": hardware if stage == "RUNNING" else None, "requested": hardware}}
-            store.save(repo)
-        return JSONResponse({"url": f"{endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}", "filesCopyPending": False})
-
-    # -- discussions and pull requests --------------------------------------------------------------
-
-    @app.get("/api/{kind}/{owner}/{name}/discussions")
-    def list_discussions(request: Request, kind: str, owner: str, name: str) -> dict[str, Any]:
-        repo, _ = readable(request, kind, owner, name)
-        q = request.query_params
-        items = list(reversed(repo.discussions))
-        if q.get("type") in ("discussion", "pull_request"):
-            items = [d for d in items if d.is_pull_request == (q["type"] == "pull_request")]
-        if q.get("status") in ("open", "closed"):
-            items = [d for d in items if (d.status in ("open", "draft")) == (q["status"] == "open")]
-        if q.get("author"):
-            items = [d for d in items if d.author == q["author"]]
-        start = int(q.get("p") or 0) * _DISCUSSIONS_PAGE
-        return {"discussions": [discussion_summary(repo, d) for d in items[start:start + _DISCUSSIONS_PAGE]],
-                "count": len(items), "start": start, "numClosedDiscussions": sum(d.status in ("closed", "merged") for d in repo.discussions)}
-
-    @app.post("/api/{kind}/{owner}/{name}/discussions")
-    async def open_discussion(request: Request, kind: str, owner: str, name: str) -> dict[str, Any]:
-        repo, user = readable(request, kind, owner, name)
-        if user is None:
-            raise HubError(401, "You must be authenticated to open a discussion")
-        body = await request.json()
-        if not (body.get("title") or "").strip():
-            raise HubError(400, "title is required")
-        d = store.open_discussion(repo, title=body["title"], author=user.name, description=body.get("description") or "",
-                                  pull_request=bool(body.get("pullRequest")))
-        return {"num": d.num, "url": f"{endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}/discussions/{d.num}"}
-
-    @app.get("/api/{kind}/{owner}/{name}/discussions/{num}")
-    def get_discussion(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:
-        repo, _ = readable(request, kind, owner, name)
-        return discussion_details(store, repo, store.discussion(repo, num))
-
-    @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/comment")
-    async def comment(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:
-        repo, user = readable(request, kind, owner, name)
-        if user is None:
-            raise HubError(401, "You must be authenticated to comment")
-        d = store.discussion(repo, num)
-        event = comment_event(user.name, (await request.json())["comment"])
-        d.events.append(event)
-        store.save(repo)
-        return {"newMessage": event}
-
-    @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/comment/{comment_id}/edit")
-    async def edit_comment(request: Request, kind: str, owner: str, name: str, num: int, comment_id: str) -> dict[str, Any]:
-        repo, user = readable(request, kind, owner, name)
-        d = store.discussion(repo, num)
-        event = next((e for e in d.events if e["id"] == comment_id and e["type"] == "comment"), None)
-        if event is None:
-            raise HubError(404, f"Comment {comment_id} not found")
-        if user is None or user.name != event["author"]["name"]:
-            raise HubError(403, "Only the author of a comment can edit it")
-        data = event["data"]
-        data["latest"] = {**data["latest"], "raw": (await request.json())["content"], "updatedAt": now_iso()}
-        data["edited"], data["numEdits"] = True, data.get("numEdits", 0) + 1
-        store.save(repo)
-        return {"updatedComment": event}
-
-    @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/status")
-    async def change_status(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:
-        repo, user = readable(request, kind, owner, name)
-        d = store.discussion(repo, num)
-        if user is None or not (user.can_write(repo.owner) or user.name == d.author):
-            raise HubError(403, "Only the repo's owners and the discussion's author can change its status")
-        body = await request.json()
-        if body.get("status") not in ("open", "closed"):
-            raise HubError(400, "status must be open or closed")
-        d.status = body["status"]
-        event = {"id": object_id(), "type": "status-change", "createdAt": now_iso(), "author": {"name": user.name},
-                 "data": {"status": d.status}}
-        d.events.append(event)
-        if body.get("comment"):
-            d.events.append(comment_event(user.name, body["comment"]))
-        store.save(repo)
-        return {"newStatus": event}
-
-    @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/title")
-    async def change_title(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:
-        repo, user = readable(request, kind, owner, name)
-        d = store.discussion(repo, num)
-        if user is None or not (user.can_write(repo.owner) or user.name == d.author):
-            raise HubError(403, "Only the repo's owners and the discussion's author can rename it")
-        new = (await request.json())["title"]
-        event = {"id": object_id(), "type": "title-change", "createdAt": now_iso(), "author": {"name": user.name},
-                 "data": {"from": d.title, "to": new}}
-        d.title = new
-        d.events.append(event)
-        store.save(repo)
-        return {"newTitle": event}
-
-    @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/merge")
-    async def merge(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:
-        repo, user = writable(request, kind, owner, name)
-        d = store.discussion(repo, num)
-        pr_head = repo.head(d.ref or "")
-        if not d.is_pull_request or pr_head is None or d.status in ("merged", "closed"):
-            raise HubError(400, "Only an open pull request can be merged")
-        base = repo.head(d.target_branch)
-        files = {p: store.blob(e) for p, e in pr_head.tree.items()}
-        deletes = [p for p in (base.tree if base else {}) if p not in pr_head.tree]
-        made = store.commit(repo, d.target_branch, files, deletes, title=f"Merge pull request #{num}: {d.title}", author=user.name)
-        d.status, d.merge_commit = "merged", made.oid
-        d.events.append({"id": object_id(), "type": "status-change", "createdAt": now_iso(), "author": {"name": user.name},
-                         "data": {"status": "merged"}})
-        store.save(repo)
-        return {}
-
+    add_space_routes(app, access)
+    add_discussion_routes(app, access)
     return app

@@ -182,7 +182,7 @@ class HubStore:
             tmp = path.with_name(f"{sha256}.{threading.get_ident()}.tmp")
             tmp.write_bytes(content)
             os.replace(tmp, path)
-        git_oid = hashlib.sha1(b"blob %d\x00" % len(content) + content).hexdigest()  # noqa: S324 - git's blob id
+        git_oid = hashlib.sha1(b"blob %d\x00" % len(content) + content).hexdigest()
         return {"sha256": sha256, "oid": git_oid, "size": len(content)}
 
     def blob(self, entry: dict[str, Any]) -> bytes:
@@ -262,7 +262,7 @@ class HubStore:
             parents = [head.oid] if head else []
             if oid is None:
                 seed = json.dumps([parents, sorted((p, e["oid"]) for p, e in tree.items()), title, message, author, date, object_id()])
-                oid = hashlib.sha1(seed.encode()).hexdigest()  # noqa: S324 - an id, like git's
+                oid = hashlib.sha1(seed.encode()).hexdigest()
             commit = Commit(oid=oid, parents=parents, tree=tree, title=title, message=message, author=author, date=date)
             repo.commits[oid] = commit
             repo.refs[ref] = oid
