@@ -272,7 +272,7 @@ def list_running(*, labels: dict[str, str] | None = None, docker: bool = True) -
     return sorted(items, key=lambda i: i.started_at or 0.0)
 
 
-def gc(*, everything: bool = False, labels: dict[str, str] | None = None, dry_run: bool = False) -> list[RunningItem]:
+def gc(*, everything: bool = False, labels: dict[str, str] | None = None, dry_run: bool = False, docker: bool = True) -> list[RunningItem]:
     """Remove leftovers: what clients started and did not stop because they crashed.
 
     Args:
@@ -280,11 +280,12 @@ def gc(*, everything: bool = False, labels: dict[str, str] | None = None, dry_ru
             stops servers that running clients use, and those of clients on other hosts).
         labels: only items carrying all of these labels.
         dry_run: only say what would be removed.
+        docker: also look at the Docker engine's containers and services.
 
     Returns:
         The items removed (or that would be).
     """
-    doomed = [i for i in list_running(labels=labels) if everything or i.orphaned]
+    doomed = [i for i in list_running(labels=labels, docker=docker) if everything or i.orphaned]
     if dry_run:
         return doomed
     for item in doomed:
