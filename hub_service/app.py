@@ -62,4 +62,8 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     from hub_service.catalog.routes import router as catalog_router
 
     app.include_router(catalog_router)
+    from hub_service.live import routers as live_routers  # webhooks, audit trail, health, maintainer actions
+
+    for router in live_routers():
+        app.include_router(router)
     return app

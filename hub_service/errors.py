@@ -7,6 +7,8 @@ HubError
 ├── Conflict          409 conflict         e.g. a revision that is yanked
 ├── Unauthorized      401 unauthorized     maintainer action without a token
 ├── Forbidden         403 forbidden        wrong token
+├── PayloadTooLarge   413 payload_too_large  a webhook body over the limit
+├── InvalidPayload    422 invalid_payload  a webhook body that is not a Hub webhook payload
 └── SourceError       502 source_error     the Hugging Face Hub (or another source) failed
 ```
 Replies are `{"error": {"code": ..., "message": ..., **details}}`.
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Conflict", "Forbidden", "HubError", "InvalidRequest", "NotFound", "SourceError", "Unauthorized"]
+__all__ = ["Conflict", "Forbidden", "HubError", "InvalidPayload", "InvalidRequest", "NotFound", "PayloadTooLarge", "SourceError",
+           "Unauthorized"]
 
 
 class HubError(Exception):
@@ -50,6 +53,14 @@ class Unauthorized(HubError):
 
 class Forbidden(HubError):
     status, code = 403, "forbidden"
+
+
+class PayloadTooLarge(HubError):
+    status, code = 413, "payload_too_large"
+
+
+class InvalidPayload(HubError):
+    status, code = 422, "invalid_payload"
 
 
 class SourceError(HubError):

@@ -6,5 +6,9 @@ __all__ = ["import_all"]
 
 
 def import_all() -> None:
+    import hub_service.audit.models
     import hub_service.catalog.models
-    import hub_service.pipeline.models  # noqa: F401
+    import hub_service.health.models
+    import hub_service.pipeline.models
+    import hub_service.prbot.models
+    import hub_service.webhooks.models  # noqa: F401

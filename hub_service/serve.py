@@ -1,4 +1,5 @@
-"""Running the service: the API server, its pipeline workers, and the periodic index.
+"""Running the service: the API server, its pipeline workers, the periodic reconcile crawl and
+the health polls.
 
 `openenv hub serve` calls `serve()`; with no configuration at all it keeps its SQLite database
 under ~/.cache/openenv-hub, indexes this repository's `envs/`, and runs the pipeline on them.
@@ -19,7 +20,7 @@ from hub_service.indexer.service import IndexReport, index_source
 from hub_service.pipeline.runner import source_for
 from hub_service.settings import HubSettings
 
-__all__ = ["WorkerSupervisor", "index_all", "serve", "settings_env"]
+__all__ = ["WorkerSupervisor", "index_all", "poll_health", "reconcile", "serve", "settings_env"]
 
 log = logging.getLogger("hub_service")
 
@@ -85,15 +86,49 @@ class WorkerSupervisor(threading.Thread):
                 proc.kill()
 
 
-class _Reindexer(threading.Thread):
-    def __init__(self, settings: HubSettings, every_s: float) -> None:
-        super().__init__(name="hub-reindex", daemon=True)
-        self.settings, self.every_s = settings, every_s
+def reconcile(settings: HubSettings) -> list[IndexReport]:
+    """The periodic crawl that catches what webhooks missed: index every source (new, changed and
+    gone Spaces), and sync every open pull request the bot follows."""
+    reports = index_all(settings)
+    if settings.pr_bot:
+        from hub_service.db import session_scope
+        from hub_service.prbot.service import reconcile_open
+
+        engine = make_engine(settings.sqlalchemy_url)
+        try:
+            with session_scope(sessionmaker_for(engine)) as session:
+                reconcile_open(session)
+        except Exception:  # the next round tries again; the service keeps serving
+            log.exception("queueing the pull-request reconcile failed")
+        finally:
+            engine.dispose()
+    return reports
+
+
+def poll_health(settings: HubSettings) -> None:
+    """One health poll of the indexed Spaces (one listing of their runtime)."""
+    from hub_service.health.service import poll
+
+    engine = make_engine(settings.sqlalchemy_url)
+    try:
+        poll(sessionmaker_for(engine), source_for(settings, "hf"))
+    except Exception:  # the Hub may be down: the next poll tries again
+        log.exception("polling the health of Spaces failed")
+    finally:
+        engine.dispose()
+
+
+class _Every(threading.Thread):
+    """Calls `fn(settings)` now and then every `every_s` seconds (once when every_s <= 0)."""
+
+    def __init__(self, name: str, fn: Any, settings: HubSettings, every_s: float) -> None:
+        super().__init__(name=name, daemon=True)
+        self.fn, self.settings, self.every_s = fn, settings, every_s
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while True:
-            index_all(self.settings)
+            self.fn(self.settings)
             if self.every_s <= 0 or self.stopping.wait(self.every_s):
                 return
 
@@ -109,12 +144,16 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
     migrate(settings.sqlalchemy_url)
     app = create_app(settings, run_migrations=False)
     supervisor = WorkerSupervisor(settings, settings.embedded_workers if workers is None else workers)
-    reindexer = _Reindexer(settings, reindex_every_s)
+    schedulers = [_Every("hub-reconcile", reconcile, settings, reindex_every_s)]
+    if settings.hf_enabled and settings.health_poll_s > 0:
+        schedulers.append(_Every("hub-health", poll_health, settings, settings.health_poll_s))
     if supervisor.count:
         supervisor.start()
-    reindexer.start()
+    for thread in schedulers:
+        thread.start()
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level)
     finally:
-        reindexer.stopping.set()
+        for thread in schedulers:
+            thread.stopping.set()
         supervisor.stop()

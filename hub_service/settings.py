@@ -54,7 +54,13 @@ class HubSettings(BaseSettings):
 
     # API
     page_size: int = Field(default=50, ge=1, le=500)
-    maintainer_token: SecretStr | None = None
+    maintainer_token: SecretStr | None = Field(default=None, description="Bearer token for maintainer actions (re-run, yank, deprecate).")
+
+    # Keeping the index live
+    webhook_secret: SecretStr | None = Field(default=None, description="The Hub webhook's secret (X-Webhook-Secret); webhooks are refused while unset.")
+    webhook_max_bytes: int = Field(default=1_000_000, ge=1024, description="Largest webhook body accepted.")
+    pr_bot: bool = Field(default=True, description="Check pull requests on indexed Spaces and comment the verdict (needs hf_token).")
+    health_poll_s: float = Field(default=300.0, ge=0, description="Poll the runtime stage of indexed Spaces this often (0: never).")
 
     @field_validator("data_dir")
     @classmethod

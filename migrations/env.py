@@ -26,9 +26,28 @@ def run_migrations_online() -> None:
     engine = make_engine(config.get_main_option("sqlalchemy.url"))
     try:
         with engine.connect() as connection:
-            _run(connection)
+            if engine.dialect.name == "sqlite":
+                _without_sqlite_foreign_keys(connection)
+            else:
+                _run(connection)
     finally:
         engine.dispose()
+
+
+def _without_sqlite_foreign_keys(connection) -> None:  # type: ignore[no-untyped-def]
+    # SQLite changes a column by copying the table and dropping the old one. With foreign keys on,
+    # that drop would delete (cascade) every row pointing at the table, so the pragma goes off for
+    # the migration. It only takes effect outside a transaction: set it on the raw connection
+    # before Alembic begins one, then check nothing dangles and turn it back on.
+    raw = connection.connection.driver_connection
+    raw.execute("PRAGMA foreign_keys=OFF")
+    try:
+        _run(connection)
+        problems = raw.execute("PRAGMA foreign_key_check").fetchall()
+        if problems:
+            raise RuntimeError(f"the migration left rows pointing at nothing: {problems[:5]}")
+    finally:
+        raw.execute("PRAGMA foreign_keys=ON")
 
 
 def _run(connection) -> None:  # type: ignore[no-untyped-def]

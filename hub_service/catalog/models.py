@@ -54,6 +54,14 @@ class EnvRecord(Base):
     cold_start_s: Mapped[float | None] = mapped_column(Float, default=None)
     step_p50_ms: Mapped[float | None] = mapped_column(Float, default=None)
     latest_version_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    # Runtime health from the scheduler's polls (hub_service/health): running, sleeping, ...
+    health: Mapped[str | None] = mapped_column(String(16), default=None)
+    health_since: Mapped[dt.datetime | None] = mapped_column(default=None)
+    health_checked_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    # Set by a maintainer: the env still resolves, and clients are pointed at the successor.
+    deprecated: Mapped[bool] = mapped_column(Boolean, default=False)
+    deprecation_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    successor: Mapped[str | None] = mapped_column(String(200), default=None)
 
     versions: Mapped[list[EnvVersion]] = relationship(
         back_populates="env", order_by="EnvVersion.id.desc()", cascade="all, delete-orphan", lazy="raise_on_sql"
@@ -92,5 +100,6 @@ class EnvVersion(Base):
     failure_stage: Mapped[str | None] = mapped_column(String(16), default=None)
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
     yanked: Mapped[bool] = mapped_column(Boolean, default=False)
+    yank_reason: Mapped[str | None] = mapped_column(Text, default=None)
 
     env: Mapped[EnvRecord] = relationship(back_populates="versions", lazy="raise_on_sql")

@@ -52,6 +52,7 @@ def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
     latest = next((v for v in versions if v.id == env.latest_version_id), versions[0] if versions else None)
     detail = EnvDetail(
         **service.summary(env).model_dump(),
+        deprecation_reason=env.deprecation_reason,
         readme=latest.readme if latest else None,
         manifest=latest.manifest if latest else None,
         versions=[service.version_summary(v) for v in versions],

@@ -27,6 +27,9 @@ class EnvSummary(BaseModel):
     step_p50_ms: float | None = None
     updated_at: dt.datetime
     gone: bool = False
+    health: str | None = Field(default=None, description="running, sleeping, building, error, stopped, unknown (from the health polls)")
+    deprecated: bool = False
+    successor: str | None = Field(default=None, description="The env to use instead, when deprecated")
 
 
 class EnvPage(BaseModel):
@@ -48,6 +51,7 @@ class VersionSummary(BaseModel):
     failure_stage: str | None = None
     failure_reason: str | None = None
     yanked: bool = False
+    yank_reason: str | None = None
     created_at: dt.datetime
     finished_at: dt.datetime | None = None
 
@@ -72,6 +76,7 @@ class VersionDetail(VersionSummary):
 
 
 class EnvDetail(EnvSummary):
+    deprecation_reason: str | None = None
     readme: str | None = None
     manifest: dict[str, Any] | None = None
     versions: list[VersionSummary] = []
@@ -90,3 +95,6 @@ class ResolveRecord(BaseModel):
     source: str
     local: dict[str, Any] = Field(default_factory=dict, description="How to run it locally: docker / process commands")
     yanked: bool = False
+    deprecated: bool = False
+    successor: str | None = Field(default=None, description="The env to use instead, when deprecated")
+    deprecation_reason: str | None = None

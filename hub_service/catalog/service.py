@@ -173,7 +173,8 @@ def summary(env: EnvRecord) -> EnvSummary:
         id=env.repo_id, owner=env.owner, name=env.name, source=env.source, title=env.title,
         description=env.description, tags=list(env.tags or []), likes=env.likes, status=env.status,
         stage=env.stage, sha=env.sha, url=env.host, cold_start_s=env.cold_start_s,
-        step_p50_ms=env.step_p50_ms, updated_at=env.updated_at, gone=env.gone,
+        step_p50_ms=env.step_p50_ms, updated_at=env.updated_at, gone=env.gone, health=env.health,
+        deprecated=env.deprecated, successor=env.successor,
     )
 
 
@@ -181,7 +182,7 @@ def version_summary(v: EnvVersion) -> VersionSummary:
     return VersionSummary(
         sha=v.sha, ref=v.ref, state=v.state, validation_status=v.validation_status, build_status=v.build_status,
         smoke_status=v.smoke_status, cold_start_s=v.cold_start_s, step_p50_ms=v.step_p50_ms, step_p95_ms=v.step_p95_ms,
-        failure_stage=v.failure_stage, failure_reason=v.failure_reason, yanked=v.yanked, created_at=v.created_at,
+        failure_stage=v.failure_stage, failure_reason=v.failure_reason, yanked=v.yanked, yank_reason=v.yank_reason, created_at=v.created_at,
         finished_at=v.finished_at,
     )
 
@@ -213,4 +214,5 @@ def resolve(session: Session, settings: HubSettings, owner: str, name: str, revi
     return ResolveRecord(
         repo_id=env.repo_id, revision=version.sha, status=env.status, stage=env.stage,
         url=env.host if running else None, image=image, source=env.source, local=local, yanked=version.yanked,
+        deprecated=env.deprecated, successor=env.successor, deprecation_reason=env.deprecation_reason,
     )

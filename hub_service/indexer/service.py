@@ -7,6 +7,7 @@ never deleted — and comes back if it reappears.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -14,13 +15,14 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service.audit.service import record
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
 from hub_service.db import session_scope, utcnow
 from hub_service.indexer.sources import Source, SourceEnv
 from hub_service.pipeline.models import Job
 
-__all__ = ["IndexReport", "index_source", "search_text"]
+__all__ = ["IndexReport", "index_one", "index_source", "search_text"]
 
 log = logging.getLogger("hub_service.indexer")
 
@@ -50,50 +52,97 @@ def search_text(owner: str, name: str, title: str | None, description: str | Non
     return words + " " + "".join(f"#{t.lower()} " for t in tags)
 
 
-def index_source(factory: sessionmaker[Session], source: Source, max_attempts: int = 3, priority: int = 100) -> IndexReport:
+def index_source(factory: sessionmaker[Session], source: Source, max_attempts: int = 3, priority: int = 100,
+                 cause: str | None = None) -> IndexReport:
     """Index everything `source` lists; returns what changed. One transaction for the whole pass."""
     start = time.monotonic()
     report = IndexReport(source=source.name)
+    cause = cause or f"{source.name} crawl"
     listed = list(source.list())  # read the source before touching the database
     now = utcnow()
     with session_scope(factory) as session:
         existing = {(e.owner, e.name): e for e in session.scalars(select(EnvRecord).where(EnvRecord.source == source.name))}
         seen: set[tuple[str, str]] = set()
         to_version: list[tuple[EnvRecord, str]] = []
+        events: list[_Event] = []
         for item in listed:
             key = (item.owner, item.name)
             if key in seen or not item.sha:
                 continue
             seen.add(key)
-            report.seen += 1
-            env = existing.get(key)
-            if env is None:
-                env = _new_env(source, item, now)
-                session.add(env)
-                report.new += 1
-                to_version.append((env, item.sha))
-                continue
-            if env.gone:
-                env.gone, env.gone_at = False, None
-                report.returned += 1
-            if env.sha != item.sha:
-                report.changed += 1
-                env.sha, env.indexed_at = item.sha, now
-                _refresh(env, item)
-                to_version.append((env, item.sha))
-            else:
-                report.unchanged += 1
-                if _refresh(env, item):
-                    report.refreshed += 1
+            _apply(session, source, existing.get(key), item, now, report, to_version, events)
         for key, env in existing.items():
             if key not in seen and not env.gone:
-                env.gone, env.gone_at = True, now
-                report.gone += 1
+                _mark_gone(env, now, report, events)
         session.flush()  # ids for the new envs
+        _record(session, events, cause)
         report.jobs = _enqueue(session, to_version, max_attempts, priority)
     report.seconds = round(time.monotonic() - start, 3)
     log.info("indexed %s: %s", source.name, report.as_dict())
     return report
+
+
+def index_one(factory: sessionmaker[Session], source: Source, owner: str, name: str, item: SourceEnv | None, *,
+              max_attempts: int = 3, priority: int = 50, cause: str) -> IndexReport:
+    """Index one env as `source` describes it now (`item`; None when the source no longer has it:
+    deleted, private, or untagged). The same rules as a full pass, for one key."""
+    report = IndexReport(source=source.name)
+    now = utcnow()
+    with session_scope(factory) as session:
+        env = session.scalar(select(EnvRecord).where(EnvRecord.source == source.name, EnvRecord.owner == owner, EnvRecord.name == name))
+        to_version: list[tuple[EnvRecord, str]] = []
+        events: list[_Event] = []
+        if item is None or not item.sha:
+            if env is not None and not env.gone:
+                _mark_gone(env, now, report, events)
+        else:
+            _apply(session, source, env, item, now, report, to_version, events)
+        session.flush()
+        _record(session, events, cause)
+        report.jobs = _enqueue(session, to_version, max_attempts, priority)
+    return report
+
+
+# (env, kind, summary, details): audit events, recorded once new envs have ids
+_Event = tuple[EnvRecord, str, str, dict[str, object]]
+
+
+def _apply(session: Session, source: Source, env: EnvRecord | None, item: SourceEnv, now: dt.datetime, report: IndexReport,
+           to_version: list[tuple[EnvRecord, str]], events: list[_Event]) -> None:
+    """Bring one env in line with `item`: create it, note a new sha, or refresh cheap fields."""
+    report.seen += 1
+    if env is None:
+        env = _new_env(source, item, now)
+        session.add(env)
+        report.new += 1
+        to_version.append((env, item.sha))
+        events.append((env, "indexed", f"indexed from {source.name} at {item.sha[:12]}", {"sha": item.sha}))
+        return
+    if env.gone:
+        env.gone, env.gone_at = False, None
+        report.returned += 1
+        events.append((env, "returned", f"{env.repo_id} is listed by {source.name} again", {}))
+    if env.sha != item.sha:
+        report.changed += 1
+        events.append((env, "revision", f"main moved from {str(env.sha)[:12]} to {item.sha[:12]}", {"old_sha": env.sha, "new_sha": item.sha}))
+        env.sha, env.indexed_at = item.sha, now
+        _refresh(env, item)
+        to_version.append((env, item.sha))
+    else:
+        report.unchanged += 1
+        if _refresh(env, item):
+            report.refreshed += 1
+
+
+def _mark_gone(env: EnvRecord, now: dt.datetime, report: IndexReport, events: list[_Event]) -> None:
+    env.gone, env.gone_at = True, now
+    report.gone += 1
+    events.append((env, "gone", f"{env.repo_id} is no longer listed by {env.source}", {}))
+
+
+def _record(session: Session, events: list[_Event], cause: str) -> None:
+    for env, kind, summary, details in events:
+        record(session, env, kind, summary, cause=cause, **details)
 
 
 def _enqueue(session: Session, pairs: list[tuple[EnvRecord, str]], max_attempts: int, priority: int) -> int:
@@ -109,20 +158,27 @@ def _enqueue(session: Session, pairs: list[tuple[EnvRecord, str]], max_attempts:
             if (v.env_id, v.sha) in wanted:
                 known[(v.env_id, v.sha)] = v
     fresh: list[EnvVersion] = []
+    again = 0
     for env, sha in pairs:
         version = known.get((env.id, sha))
         if version is not None:
+            version.ref = "main"  # a pull request's head that is now main's (a fast-forward merge)
             if version.state in ("passed", "failed"):
                 apply_verdict(env, version)
-            continue  # queued or running: its job exists already
+            if version.state != "cancelled":
+                continue  # finished, or queued or running: its job exists already
+            version.state = "queued"  # checked for a pull request that closed before it finished
+            session.add(Job(version_id=version.id, max_attempts=max_attempts, priority=priority))
+            again += 1
+            continue
         fresh.append(EnvVersion(env_id=env.id, sha=sha, ref="main", state="queued"))
     session.add_all(fresh)
     session.flush()
     session.add_all([Job(version_id=v.id, max_attempts=max_attempts, priority=priority) for v in fresh])
-    return len(fresh)
+    return len(fresh) + again
 
 
-def _new_env(source: Source, item: SourceEnv, now: object) -> EnvRecord:
+def _new_env(source: Source, item: SourceEnv, now: dt.datetime) -> EnvRecord:
     env = EnvRecord(
         source=source.name, owner=item.owner, name=item.name, sha=item.sha, trusted=source.trusted,
         status="pending", indexed_at=now, tags=[], likes=0,

@@ -150,6 +150,35 @@ class HfSource:
         except Exception as exc:
             raise SourceError(f"listing Spaces tagged {self.tag!r} failed: {exc}") from exc
 
+    def get(self, owner: str, name: str) -> SourceEnv | None:
+        """One Space as the Hub describes it now; None when it is gone, private to us, or untagged.
+
+        Raises:
+            SourceError: the Hub did not answer (try again later).
+        """
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        try:
+            info = self.api.space_info(f"{owner}/{name}", expand=_EXPAND)  # type: ignore[arg-type]
+        except RepositoryNotFoundError:
+            return None
+        except Exception as exc:
+            raise SourceError(f"reading Space {owner}/{name} failed: {exc}") from exc
+        if self.tag not in (info.tags or []):
+            return None
+        return self._convert(info)
+
+    def stages(self) -> Iterator[tuple[str, str, str | None]]:
+        """(owner, name, runtime stage) of every tagged Space: one listing, runtime only."""
+        try:
+            for info in self.api.list_spaces(filter=self.tag, expand=["runtime"]):  # type: ignore[list-item]
+                owner, _, name = str(info.id).partition("/")
+                runtime = getattr(info, "runtime", None)
+                stage = getattr(runtime, "stage", None)
+                yield owner, name, str(stage) if stage is not None else None
+        except Exception as exc:
+            raise SourceError(f"listing the runtime of Spaces tagged {self.tag!r} failed: {exc}") from exc
+
     def _convert(self, info: Any) -> SourceEnv:
         owner, _, name = str(info.id).partition("/")
         runtime = getattr(info, "runtime", None)

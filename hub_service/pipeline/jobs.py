@@ -8,9 +8,10 @@ runs under the database's single writer lock. Either way no two workers get the 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.models import EnvRecord, EnvVersion
@@ -18,14 +19,17 @@ from hub_service.catalog.service import apply_verdict
 from hub_service.db import session_scope, utcnow
 from hub_service.pipeline.models import Job
 
-__all__ = ["Claim", "claim", "enqueue", "finish", "heartbeat", "reclaim_stale", "requeue"]
+__all__ = ["Claim", "cancel", "claim", "defer", "enqueue", "enqueue_task", "finish", "heartbeat", "next_due_in", "reclaim_stale",
+           "requeue"]
 
 
 @dataclass(frozen=True)
 class Claim:
     job_id: int
-    version_id: int
+    version_id: int | None
     attempt: int
+    kind: str = "pipeline"
+    payload: dict[str, Any] = field(default_factory=dict)
 
 
 def enqueue(session: Session, version_id: int, *, priority: int = 100, max_attempts: int = 3, kind: str = "pipeline") -> Job:
@@ -35,12 +39,46 @@ def enqueue(session: Session, version_id: int, *, priority: int = 100, max_attem
     return job
 
 
+def enqueue_task(session: Session, kind: str, subject: str, payload: dict[str, Any], *, priority: int = 50,
+                 max_attempts: int = 5) -> tuple[Job, bool]:
+    """Queue a task job unless one for the same kind and subject is already waiting.
+
+    A waiting job takes the newer payload (tasks read the current state when they run, so one run
+    covers every request made while it waited). Returns the job and whether it is new.
+    """
+    waiting = session.scalar(
+        select(Job).where(Job.subject == subject, Job.kind == kind, Job.state == "queued").order_by(Job.id).limit(1)
+    )
+    if waiting is not None:
+        waiting.payload = {**(waiting.payload or {}), **payload}
+        waiting.priority = min(waiting.priority, priority)
+        return waiting, False
+    job = Job(kind=kind, subject=subject, payload=payload, priority=priority, max_attempts=max_attempts)
+    session.add(job)
+    session.flush()
+    return job, True
+
+
+def cancel(session: Session, job_ids: list[int], reason: str) -> int:
+    """Cancel queued or running jobs; a running one's worker notices at its next heartbeat.
+
+    Returns how many were cancelled.
+    """
+    if not job_ids:
+        return 0
+    result = session.execute(
+        update(Job).where(Job.id.in_(job_ids), Job.state.in_(("queued", "running")))
+        .values(state="cancelled", finished_at=utcnow(), error=reason)
+    )
+    return result.rowcount or 0
+
+
 def claim(factory: sessionmaker[Session], worker_id: str) -> Claim | None:
     """Take the next queued job for `worker_id`, or None when the queue is empty."""
     now = utcnow()
     next_id = (
         select(Job.id)
-        .where(Job.state == "queued")
+        .where(Job.state == "queued", or_(Job.run_after.is_(None), Job.run_after <= now))
         .order_by(Job.priority, Job.id)
         .limit(1)
         .with_for_update(skip_locked=True)
@@ -50,14 +88,15 @@ def claim(factory: sessionmaker[Session], worker_id: str) -> Claim | None:
         update(Job)
         .where(and_(Job.id == next_id, Job.state == "queued"))
         .values(state="running", worker_id=worker_id, claimed_at=now, heartbeat_at=now, attempts=Job.attempts + 1)
-        .returning(Job.id, Job.version_id, Job.attempts)
+        .returning(Job.id, Job.version_id, Job.attempts, Job.kind, Job.payload)
     )
     with session_scope(factory) as session:
         row = session.execute(stmt).first()
         if row is None:
             return None
-        session.execute(update(EnvVersion).where(EnvVersion.id == row.version_id).values(state="running"))
-        return Claim(job_id=row.id, version_id=row.version_id, attempt=row.attempts)
+        if row.kind == "pipeline":
+            session.execute(update(EnvVersion).where(EnvVersion.id == row.version_id).values(state="running"))
+        return Claim(job_id=row.id, version_id=row.version_id, attempt=row.attempts, kind=row.kind, payload=row.payload or {})
 
 
 def heartbeat(factory: sessionmaker[Session], job_id: int, worker_id: str) -> bool:
@@ -80,11 +119,9 @@ def finish(factory: sessionmaker[Session], job_id: int, worker_id: str, *, ok: b
         return result.rowcount == 1
 
 
-def requeue(factory: sessionmaker[Session], job_id: int, worker_id: str, error: str) -> str:
-    """Give a job back after a transient failure: queued again, or failed when out of attempts.
-
-    Returns the job's new state.
-    """
+def requeue(factory: sessionmaker[Session], job_id: int, worker_id: str, error: str, delay_s: float = 0.0) -> str:
+    """Give a job back after a transient failure: queued again (due after `delay_s`), or failed
+    when out of attempts. Returns the job's new state."""
     with session_scope(factory) as session:
         job = session.get(Job, job_id, with_for_update=True)
         if job is None or job.worker_id != worker_id or job.state != "running":
@@ -93,7 +130,31 @@ def requeue(factory: sessionmaker[Session], job_id: int, worker_id: str, error: 
             job.state, job.finished_at, job.error = "failed", utcnow(), f"gave up after {job.attempts} attempts: {error}"
         else:
             job.state, job.worker_id, job.error = "queued", None, error
+            job.run_after = utcnow() + dt.timedelta(seconds=delay_s) if delay_s > 0 else None
         return job.state
+
+
+def defer(factory: sessionmaker[Session], job_id: int, worker_id: str, delay_s: float, reason: str) -> bool:
+    """Put a job back to run again after `delay_s`, without using up an attempt (it waited on
+    something, it did not fail). False if it was no longer ours."""
+    with session_scope(factory) as session:
+        result = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == "running")
+            .values(state="queued", worker_id=None, attempts=Job.attempts - 1, error=reason,
+                    run_after=utcnow() + dt.timedelta(seconds=delay_s))
+        )
+        return result.rowcount == 1
+
+
+def next_due_in(factory: sessionmaker[Session]) -> float | None:
+    """Seconds until the next queued job may be claimed (0 when one is due now), None when none is queued."""
+    with factory() as session:
+        queued = session.execute(select(Job.run_after).where(Job.state == "queued").order_by(Job.run_after.asc().nulls_first()).limit(1)).first()
+    if queued is None:
+        return None
+    due = queued[0]
+    return 0.0 if due is None else max(0.0, (due - utcnow()).total_seconds())
 
 
 def reclaim_stale(factory: sessionmaker[Session], stale_after_s: float) -> list[tuple[int, str]]:
@@ -110,18 +171,24 @@ def reclaim_stale(factory: sessionmaker[Session], stale_after_s: float) -> list[
         ).all()
         for job in stale:
             reason = f"worker {job.worker_id} stopped responding during attempt {job.attempts}"
+            pipeline = job.kind == "pipeline" and job.version_id is not None
             if job.attempts >= job.max_attempts:
                 job.state, job.finished_at, job.error = "failed", utcnow(), f"{reason}; gave up after {job.attempts} attempts"
-                version = session.get(EnvVersion, job.version_id)
-                if version is not None and version.state not in ("passed", "failed"):
+                version = session.get(EnvVersion, job.version_id) if pipeline else None
+                if version is not None and version.state not in ("passed", "failed", "cancelled"):
                     version.state, version.finished_at = "failed", utcnow()
                     version.failure_stage = version.failure_stage or "worker"
                     version.failure_reason = job.error
                     env = session.get(EnvRecord, version.env_id)
-                    if env is not None and env.sha == version.sha:
-                        apply_verdict(env, version)
+                    if env is not None:
+                        if env.sha == version.sha:
+                            apply_verdict(env, version)
+                        from hub_service.pipeline.hooks import version_finished
+
+                        version_finished(session, env, version, cause=f"pipeline job {job.id}")
             else:
                 job.state, job.worker_id, job.error = "queued", None, reason
-                session.execute(update(EnvVersion).where(EnvVersion.id == job.version_id).values(state="queued"))
+                if pipeline:
+                    session.execute(update(EnvVersion).where(EnvVersion.id == job.version_id).values(state="queued"))
             touched.append((job.id, job.state))
     return touched

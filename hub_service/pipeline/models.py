@@ -4,25 +4,37 @@ from __future__ import annotations
 
 import datetime as dt
 
+from typing import Any
+
 from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from hub_service.db import Base, utcnow
 
-__all__ = ["JOB_STATES", "Job", "StageRun"]
+__all__ = ["JOB_KINDS", "JOB_STATES", "Job", "StageRun"]
 
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+# pipeline: run the stages on `version_id`. The others carry their arguments in `payload`
+# (see hub_service/pipeline/tasks.py): index one repo, sync a pull request, post its report.
+JOB_KINDS = ("pipeline", "index_repo", "pr_sync", "pr_report")
 
 
 class Job(Base):
-    """Run the pipeline for one version. Claimed atomically by one worker at a time."""
+    """A unit of background work (a pipeline run, or a task). Claimed atomically by one worker."""
 
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_state_priority_id", "state", "priority", "id"),)
+    __table_args__ = (
+        Index("ix_jobs_state_priority_id", "state", "priority", "id"),
+        Index("ix_jobs_subject_state", "subject", "state"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(32), default="pipeline")
-    version_id: Mapped[int] = mapped_column(ForeignKey("env_versions.id", ondelete="CASCADE"), index=True)
+    version_id: Mapped[int | None] = mapped_column(ForeignKey("env_versions.id", ondelete="CASCADE"), index=True, default=None)
+    payload: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    # What the job is about ("repo:hf:owner/name", "pr:12:3"): a queued job per subject is enough.
+    subject: Mapped[str | None] = mapped_column(String(300), default=None)
+    run_after: Mapped[dt.datetime | None] = mapped_column(default=None)  # not claimed before this time
     state: Mapped[str] = mapped_column(String(16), default="queued")
     priority: Mapped[int] = mapped_column(Integer, default=100)  # lower runs first
     attempts: Mapped[int] = mapped_column(Integer, default=0)

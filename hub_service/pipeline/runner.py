@@ -21,8 +21,8 @@ from hub_service.catalog.service import apply_verdict
 from hub_service.db import session_scope, utcnow
 from hub_service.errors import SourceError
 from hub_service.indexer.sources import HfSource, LocalSource, Source
-from hub_service.pipeline import jobs, stages
-from hub_service.pipeline.models import StageRun
+from hub_service.pipeline import hooks, jobs, stages
+from hub_service.pipeline.models import Job, StageRun
 from hub_service.settings import HubSettings
 
 __all__ = ["JobRunner", "source_for"]
@@ -69,12 +69,15 @@ class JobRunner:
         self.worker_id = worker_id
 
     def run(self, claim: jobs.Claim) -> str:
-        """Run the job to its end; returns "passed", "failed", "retry" or "lost"."""
+        """Run the job to its end; returns "passed", "failed", "retry", "cancelled" or "lost"."""
         beat = _Heartbeat(self.factory, claim.job_id, self.worker_id, self.settings.heartbeat_s)
         beat.start()
+        self._beat = beat
         workdir = self.settings.data_dir / "work" / f"job-{claim.job_id}-{claim.attempt}"
         try:
             return self._run(claim, workdir)
+        except _Lost:
+            return self._lost(claim)
         finally:
             beat.stop_event.set()
             shutil.rmtree(workdir, ignore_errors=True)
@@ -94,22 +97,28 @@ class JobRunner:
             folder = self._stage(claim, "fetch", lambda lg: self._fetch(info, workdir, lg))
             report = self._stage(claim, "validate", lambda lg: stages.validate(folder, f"{info['owner']}/{info['name']}", lg, run_code=info["trusted"]))
             self._update(claim.version_id, validation=report, validation_status=report.get("status"), manifest=report.get("manifest"), readme=_readme(folder))
+            self._event(claim, "validated", f"validation {report.get('status')}", summary=report.get("summary"))
             built = self._stage(claim, "build", lambda lg: stages.build(self.settings, folder, info["owner"], info["name"], info["sha"], info["trusted"], lg))
             self._update(claim.version_id, build_status="passed", builder=built.builder, image_ref=built.image_ref, build_seconds=round(built.seconds, 2))
+            self._event(claim, "built", f"built with {built.builder} in {built.seconds:.1f}s", image=built.image_ref)
             smoke = self._stage(claim, "smoke", lambda lg: stages.smoke(self.settings, built, folder, lg))
             merged = _merge_reports(report, smoke.runtime_report)
             self._update(
                 claim.version_id, smoke_status="passed", cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms,
                 step_p95_ms=smoke.step_p95_ms, validation=merged, validation_status=merged.get("status"),
             )
+            self._event(claim, "smoke_tested", f"smoke test passed: cold start {smoke.cold_start_s:.2f}s, step p50 {smoke.step_p50_ms:.1f} ms",
+                        cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms)
             self._stage(claim, "publish", lambda lg: self._publish(claim, lg))
         except stages.Transient as exc:
             state = jobs.requeue(self.factory, claim.job_id, self.worker_id, str(exc))
             if state == "failed":
                 self._fail_version(claim, "worker", f"gave up after repeated errors outside the env: {exc}")
                 return "failed"
+            if state != "queued":
+                return "lost"
             self._update(claim.version_id, state="queued")
-            return "retry" if state == "queued" else "lost"
+            return "retry"
         except _Failed as exc:
             self._fail_version(claim, exc.stage, exc.reason, extra=exc.extra)
             jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error=f"{exc.stage}: {exc.reason}")
@@ -118,6 +127,8 @@ class JobRunner:
         return "passed"
 
     def _stage(self, claim: jobs.Claim, name: str, fn: Any) -> Any:
+        if self._beat.lost:  # cancelled (a closed pull request) or reclaimed: stop before the next stage
+            raise _Lost()
         stage_log = stages.StageLog()
         with session_scope(self.factory) as session:
             run = StageRun(job_id=claim.job_id, version_id=claim.version_id, attempt=claim.attempt, stage=name, status="running")
@@ -172,12 +183,16 @@ class JobRunner:
         with session_scope(self.factory) as session:
             version = session.get(EnvVersion, claim.version_id)
             env = session.get(EnvRecord, version.env_id)
+            if version.state == "cancelled":  # the pull request closed before the heartbeat told us
+                lg(f"{version.sha[:12]} was cancelled; nothing to publish")
+                return
             version.state, version.finished_at = "passed", utcnow()
             if env.sha == version.sha and version.ref == "main":
                 apply_verdict(env, version)
                 lg(f"{env.repo_id} is passing at {version.sha[:12]}")
             else:
                 lg(f"{version.sha[:12]} passed ({version.ref}); the env's current revision is {str(env.sha)[:12]}")
+            hooks.version_finished(session, env, version, cause=_cause(claim))
 
     def _update(self, version_id: int, **values: Any) -> None:
         with session_scope(self.factory) as session:
@@ -190,6 +205,8 @@ class JobRunner:
         with session_scope(self.factory) as session:
             version = session.get(EnvVersion, claim.version_id)
             env = session.get(EnvRecord, version.env_id)
+            if version.state == "cancelled":  # the pull request closed while this stage ran
+                return
             for key, value in (extra or {}).items():
                 setattr(version, key, value)
             version.state, version.finished_at = "failed", utcnow()
@@ -198,7 +215,37 @@ class JobRunner:
                 setattr(version, status_field, "failed")
             if env.sha == version.sha:
                 apply_verdict(env, version)
+            hooks.version_finished(session, env, version, cause=_cause(claim))
         log.info("job %s failed at %s: %s", claim.job_id, stage, reason)
+
+    def _event(self, claim: jobs.Claim, kind: str, summary: str, **details: Any) -> None:
+        with session_scope(self.factory) as session:
+            version = session.get(EnvVersion, claim.version_id)
+            if version is not None:
+                hooks.stage_passed(session, version.env_id, version, kind, summary, cause=_cause(claim), **details)
+
+    def _lost(self, claim: jobs.Claim) -> str:
+        """The job stopped being ours mid-run: cancelled (its version says so), or reclaimed."""
+        with session_scope(self.factory) as session:
+            job = session.get(Job, claim.job_id)
+            if job is None or job.state != "cancelled":
+                log.warning("job %s was taken from worker %s; stopping", claim.job_id, self.worker_id)
+                return "lost"
+            version = session.get(EnvVersion, claim.version_id)
+            if version is not None and version.state not in ("passed", "failed", "cancelled"):
+                version.state, version.finished_at = "cancelled", utcnow()
+                env = session.get(EnvRecord, version.env_id)
+                hooks.version_finished(session, env, version, cause=f"{_cause(claim)}: {job.error or 'cancelled'}")
+        log.info("job %s was cancelled; stopped", claim.job_id)
+        return "cancelled"
+
+
+class _Lost(Exception):
+    """The heartbeat found the job cancelled or taken by another worker."""
+
+
+def _cause(claim: jobs.Claim) -> str:
+    return f"pipeline job {claim.job_id} (attempt {claim.attempt})"
 
 
 class _Failed(Exception):

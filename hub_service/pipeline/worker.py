@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.db import make_engine, sessionmaker_for
 from hub_service.pipeline import jobs
 from hub_service.pipeline.runner import JobRunner
+from hub_service.pipeline.tasks import run_task
 from hub_service.settings import HubSettings
 
 __all__ = ["Worker", "main"]
@@ -40,16 +41,23 @@ class Worker:
         claim = jobs.claim(self.factory, self.worker_id)
         if claim is None:
             return None
-        log.info("worker %s runs job %s (attempt %s)", self.worker_id, claim.job_id, claim.attempt)
+        log.info("worker %s runs %s job %s (attempt %s)", self.worker_id, claim.kind, claim.job_id, claim.attempt)
+        if claim.kind != "pipeline":
+            return run_task(self.settings, self.factory, self.worker_id, claim)
         return self.runner.run(claim)
 
-    def run_until_idle(self) -> list[str]:
-        """Run jobs until the queue is empty (tests, `openenv hub index --wait`)."""
+    def run_until_idle(self, max_wait_s: float = 120.0) -> list[str]:
+        """Run jobs until the queue is empty (tests, `openenv hub index --wait`); waits for jobs
+        that are queued but not due yet (retries, deferred tasks) up to `max_wait_s` each."""
         outcomes = []
         while not self.stopping.is_set():
             outcome = self.run_once()
             if outcome is None:
-                return outcomes
+                due = jobs.next_due_in(self.factory)
+                if due is None or due > max_wait_s:
+                    return outcomes
+                self.stopping.wait(max(due, 0.05))
+                continue
             outcomes.append(outcome)
         return outcomes
 

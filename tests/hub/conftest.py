@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.settings import HubSettings
 
-_TABLES = ("stage_runs", "jobs", "env_versions", "environments")
+_TABLES = ("stage_runs", "jobs", "pr_checks", "env_events", "health_transitions", "env_versions", "environments", "webhook_deliveries")
 
 
 def _postgres_url() -> str | None:

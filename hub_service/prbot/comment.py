@@ -1,0 +1,158 @@
+"""The bot's comment on a pull request: one markdown document, rewritten as the check progresses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MARKER", "ReportView", "render"]
+
+# Finds our comment again even if the database lost its id (and tells people what wrote it).
+MARKER = "<!-- openenv-hub:pr-check -->"
+
+_STAGE_HELP = {
+    "fetch": "The Hub service could not download this revision. Push again, or ask a maintainer to re-run the check.",
+    "validate": "Run `openenv validate . --json` in the Space's folder to see the same checks.",
+    "build": "The image does not build. Run `openenv build .` (or `docker build .`) locally and fix the first error of the build log.",
+    "smoke": "The server did not survive the smoke test (start → reset → step → state). Run `openenv validate . --run` to reproduce it locally.",
+    "worker": "The check could not finish for reasons outside the Space. A maintainer can re-run it.",
+}
+
+
+@dataclass
+class ReportView:
+    """Everything the comment shows, read from the database in one go."""
+
+    repo_id: str
+    num: int
+    pr_status: str
+    sha: str
+    state: str  # queued | running | passed | failed | cancelled
+    report_url: str
+    validation: dict[str, Any] | None = None
+    validation_status: str | None = None
+    build_status: str | None = None
+    smoke_status: str | None = None
+    failure_stage: str | None = None
+    failure_reason: str | None = None
+    figures: dict[str, float | None] = field(default_factory=dict)  # cold_start_s, step_p50_ms, step_p95_ms
+    main_sha: str | None = None
+    main_figures: dict[str, float | None] = field(default_factory=dict)
+    log_url: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What the comment says, in short: the same key means the same comment."""
+        return f"{self.sha}:{self.state}"
+
+
+def render(view: ReportView) -> str:
+    """The markdown comment for `view`."""
+    short = view.sha[:12]
+    head = {
+        "queued": f"### ⏳ OpenEnv checks queued for `{short}`",
+        "running": f"### ⏳ OpenEnv checks running on `{short}`",
+        "passed": f"### ✅ OpenEnv checks passed for `{short}`",
+        "failed": f"### ❌ OpenEnv checks failed for `{short}`",
+        "cancelled": f"### ⏹️ OpenEnv checks stopped for `{short}`",
+    }.get(view.state, f"### OpenEnv checks: {view.state} for `{short}`")
+    parts = [MARKER, head, ""]
+    if view.state == "cancelled":
+        parts.append(f"This pull request is {view.pr_status}; its checks were stopped." if view.pr_status in ("closed", "merged")
+                     else "The checks of this revision were stopped (a newer push replaced it).")
+        parts.append("")
+    parts += _stages(view)
+    failures = _failures(view)
+    if failures:
+        parts += ["", "**What failed, and how to fix it**", "", *failures]
+    warnings = _warnings(view)
+    if warnings:
+        parts += ["", f"<details><summary>{len(warnings)} warning(s)</summary>", "", *warnings, "", "</details>"]
+    if view.state == "passed":
+        parts += ["", *_latency(view)]
+    parts += ["", f"[Full report]({view.report_url})" + (f" · [log of the failing stage]({view.log_url})" if view.log_url else "")]
+    parts += ["", f"<sub>Checked by the OpenEnv Hub: validate → build → smoke test of `refs/pr/{view.num}` at `{short}`. "
+                  "This comment is updated on every push.</sub>"]
+    return "\n".join(parts) + "\n"
+
+
+def _mark(status: str | None, running: bool) -> str:
+    if status in ("pass", "passed"):
+        return "✅ passed"
+    if status == "warn":
+        return "⚠️ passed with warnings"
+    if status in ("fail", "failed", "unsupported", "error"):
+        return f"❌ {'failed' if status in ('fail', 'failed') else status}"
+    return "⏳ running" if running else "— not run"
+
+
+def _stages(view: ReportView) -> list[str]:
+    running = view.state in ("queued", "running")
+    rows = [("validate", view.validation_status), ("build", view.build_status), ("smoke test", view.smoke_status)]
+    lines = ["| stage | result |", "|---|---|"]
+    waiting = False
+    for name, status in rows:
+        lines.append(f"| {name} | {_mark(status, running and not waiting)} |")
+        waiting = waiting or status is None
+    return lines
+
+
+def _checks(view: ReportView, status: str) -> list[dict[str, Any]]:
+    checks = (view.validation or {}).get("checks") or []
+    return [c for c in checks if isinstance(c, dict) and c.get("status") == status]
+
+
+def _where(check: dict[str, Any]) -> str:
+    if not check.get("file"):
+        return ""
+    return f" (`{check['file']}`" + (f" line {check['line']}" if check.get("line") else "") + ")"
+
+
+def _failures(view: ReportView) -> list[str]:
+    lines = []
+    for check in _checks(view, "fail")[:20]:
+        lines.append(f"- **`{check.get('id')}`**{_where(check)}: {check.get('message')}")
+        if check.get("remediation"):
+            lines.append(f"  - Fix: {check['remediation']}")
+    if view.state == "failed" and view.failure_stage not in (None, "validate"):
+        lines.append(f"- **{view.failure_stage}**: {_one_line(view.failure_reason)}")
+        lines.append(f"  - Fix: {_STAGE_HELP.get(view.failure_stage or '', _STAGE_HELP['worker'])}")
+    elif view.state == "failed" and not lines:
+        lines.append(f"- **{view.failure_stage or 'check'}**: {_one_line(view.failure_reason)}")
+        lines.append(f"  - Fix: {_STAGE_HELP['validate']}")
+    return lines
+
+
+def _warnings(view: ReportView) -> list[str]:
+    return [f"- `{c.get('id')}`{_where(c)}: {c.get('message')}" + (f" — {c['remediation']}" if c.get("remediation") else "")
+            for c in _checks(view, "warn")[:20]]
+
+
+def _latency(view: ReportView) -> list[str]:
+    rows = [("cold start", "cold_start_s", "s", 2), ("step p50", "step_p50_ms", "ms", 1), ("step p95", "step_p95_ms", "ms", 1)]
+    if not view.main_sha or not any(view.main_figures.get(k) for _, k, _, _ in rows):
+        lines = ["**Latency** (main has no measured revision to compare with yet)", "", "| | this PR |", "|---|---|"]
+        for label, key, unit, digits in rows:
+            lines.append(f"| {label} | {_num(view.figures.get(key), unit, digits)} |")
+        return lines
+    lines = [f"**Latency** against `main` at `{view.main_sha[:12]}`", "", "| | this PR | main | change |", "|---|---|---|---|"]
+    for label, key, unit, digits in rows:
+        mine, theirs = view.figures.get(key), view.main_figures.get(key)
+        lines.append(f"| {label} | {_num(mine, unit, digits)} | {_num(theirs, unit, digits)} | {_change(mine, theirs)} |")
+    return lines
+
+
+def _num(value: float | None, unit: str, digits: int) -> str:
+    return "—" if value is None else f"{value:.{digits}f} {unit}"
+
+
+def _change(mine: float | None, theirs: float | None) -> str:
+    if mine is None or not theirs:
+        return "—"
+    pct = (mine - theirs) / theirs * 100
+    return f"{pct:+.0f}%"
+
+
+def _one_line(text: str | None) -> str:
+    flat = " ".join((text or "no reason recorded").split())
+    return flat if len(flat) <= 500 else flat[:497] + "..."

@@ -1,0 +1,165 @@
+"""Receiving Hub webhooks: check the secret, validate, record the delivery once, queue the work.
+
+The endpoint does no work beyond one short transaction: the jobs it queues read the current state
+from the Hub when they run. A webhook is a hint that something changed, never the truth about
+what: a duplicate, a replay, or a delivery that arrives after a newer one re-reads the same current
+state and changes nothing, and a forged sha in a payload cannot put a revision into the catalog.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.catalog.models import EnvRecord
+from hub_service.db import session_scope
+from hub_service.errors import Forbidden, InvalidPayload, PayloadTooLarge, Unauthorized
+from hub_service.pipeline.jobs import enqueue_task
+from hub_service.settings import HubSettings
+from hub_service.webhooks.models import WebhookDelivery
+from hub_service.webhooks.schemas import WebhookPayload
+
+__all__ = ["Accepted", "check_secret", "parse", "receive"]
+
+log = logging.getLogger("hub_service.webhooks")
+
+# Webhook work runs before the crawl's pipeline jobs (priority 100): it is what people wait for.
+PRIORITY_INDEX = 20
+PRIORITY_PR = 30
+
+
+@dataclass
+class Accepted:
+    """What became of a delivery: queued (with jobs), ignored (with the reason), or a duplicate."""
+
+    delivery: int | None
+    status: str
+    reason: str | None = None
+    jobs: list[int] = field(default_factory=list)
+
+    def body(self) -> dict[str, Any]:
+        return {"delivery": self.delivery, "status": self.status, "reason": self.reason, "jobs": self.jobs}
+
+
+def check_secret(settings: HubSettings, given: str | None) -> None:
+    """Compare `X-Webhook-Secret` with the configured secret in constant time.
+
+    Raises:
+        Forbidden: webhooks are not configured, or the secret is wrong.
+        Unauthorized: no secret was sent.
+    """
+    if settings.webhook_secret is None:
+        raise Forbidden("webhooks are not enabled on this service: set OPENENV_HUB_WEBHOOK_SECRET and give the Hub the same secret")
+    if not given:
+        raise Unauthorized("send the webhook's secret in the X-Webhook-Secret header")
+    expected = settings.webhook_secret.get_secret_value().encode("utf-8")
+    if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
+        raise Forbidden("the X-Webhook-Secret does not match this service's webhook secret")
+
+
+def parse(body: bytes, max_bytes: int) -> tuple[WebhookPayload, str]:
+    """The payload and its idempotency key (sha256 of its canonical JSON).
+
+    Raises:
+        PayloadTooLarge: more than `max_bytes`.
+        InvalidPayload: not JSON, or not a Hub webhook payload (the message says what is wrong).
+    """
+    if len(body) > max_bytes:
+        raise PayloadTooLarge(f"the webhook body has {len(body)} bytes; the limit is {max_bytes} (OPENENV_HUB_WEBHOOK_MAX_BYTES)")
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidPayload(f"the webhook body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidPayload("the webhook body must be a JSON object with `event`, `repo` and `webhook`")
+    try:
+        payload = WebhookPayload.model_validate(data)
+    except ValidationError as exc:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        first = errors[0]
+        where = ".".join(str(p) for p in first["loc"]) or "payload"
+        raise InvalidPayload(
+            f"not a Hugging Face webhook payload (version 3): {where}: {first['msg']}; see https://huggingface.co/docs/hub/webhooks",
+            errors=errors,
+        ) from exc
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return payload, hashlib.sha256(canonical).hexdigest()
+
+
+def receive(factory: sessionmaker[Session], settings: HubSettings, payload: WebhookPayload, key: str) -> Accepted:
+    """Record a delivery and queue its work, once per distinct payload."""
+    try:
+        with session_scope(factory) as session:
+            known = session.scalar(select(WebhookDelivery).where(WebhookDelivery.key == key))
+            if known is not None:
+                return Accepted(known.id, "duplicate", f"delivery {known.id} had this payload ({known.outcome})")
+            delivery = WebhookDelivery(
+                key=key, scope=payload.event.scope, action=payload.event.action, repo_type=payload.repo.type,
+                repo=payload.repo.name, head_sha=payload.repo.headSha, webhook_id=payload.webhook.id,
+                discussion_num=payload.discussion.num if payload.discussion else None, outcome="ignored", job_ids=[],
+            )
+            session.add(delivery)
+            session.flush()
+            cause = f"webhook delivery {delivery.id} ({payload.event.scope} {payload.event.action})"
+            job_ids, reason = _plan(session, settings, payload, cause)
+            delivery.job_ids = [str(j) for j in job_ids]
+            delivery.outcome, delivery.reason = ("queued", None) if job_ids else ("ignored", reason)
+            result = Accepted(delivery.id, delivery.outcome, delivery.reason, job_ids)
+    except IntegrityError:  # the same payload, delivered twice at the same moment: the other one won
+        with factory() as session:
+            known_id = session.scalar(select(WebhookDelivery.id).where(WebhookDelivery.key == key))
+        return Accepted(known_id, "duplicate", f"delivery {known_id} had this payload")
+    log.info("webhook %s %s %s: %s %s", payload.event.scope, payload.event.action, payload.repo.name, result.status, result.reason or result.jobs)
+    return result
+
+
+def _plan(session: Session, settings: HubSettings, payload: WebhookPayload, cause: str) -> tuple[list[int], str]:
+    """Queue the jobs a payload calls for; returns their ids, or none and why."""
+    if payload.repo.type != "space":
+        return [], f"a {payload.repo.type} repo, not a Space"
+    repo, scope = payload.repo.name, payload.event.scope
+    if scope.startswith("discussion"):
+        assert payload.discussion is not None  # the schema requires it
+        if scope != "discussion":
+            return [], "comments do not change a pull request"
+        if not payload.discussion.isPullRequest:
+            return [], "a discussion, not a pull request"
+        return _pr_jobs(session, settings, repo, [payload.discussion.num], cause)
+    if not scope.startswith("repo"):
+        return [], f"scope {scope!r} is not one this service acts on"
+    job_ids: list[int] = []
+    if payload.touches_main():
+        args: dict[str, Any] = {"repo": repo, "cause": cause, "action": payload.event.action}
+        if payload.repo.headSha:
+            args["sha_hint"] = payload.repo.headSha
+        if payload.movedTo is not None:
+            args["moved_to"] = payload.movedTo.name
+        job, _ = enqueue_task(session, "index_repo", f"repo:hf:{repo}", args, priority=PRIORITY_INDEX)
+        job_ids.append(job.id)
+    pr_ids, reason = _pr_jobs(session, settings, repo, payload.pr_refs(), cause) if payload.pr_refs() else ([], "")
+    job_ids += pr_ids
+    return job_ids, reason or "no change to main or to a pull request"
+
+
+def _pr_jobs(session: Session, settings: HubSettings, repo: str, nums: list[int], cause: str) -> tuple[list[int], str]:
+    if not settings.pr_bot:
+        return [], "the pull-request bot is off (OPENENV_HUB_PR_BOT)"
+    owner, _, name = repo.partition("/")
+    env = session.scalar(select(EnvRecord.id).where(EnvRecord.source == "hf", EnvRecord.owner == owner, EnvRecord.name == name,
+                                                   EnvRecord.gone.is_(False)))
+    if env is None:
+        return [], f"{repo} is not an indexed Space"
+    ids = []
+    for num in nums:
+        job, _ = enqueue_task(session, "pr_sync", f"pr:{repo}#{num}", {"repo": repo, "num": num, "cause": cause}, priority=PRIORITY_PR)
+        ids.append(job.id)
+    return ids, ""

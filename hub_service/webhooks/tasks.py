@@ -1,0 +1,52 @@
+"""The `index_repo` task: index one Space as the Hub has it now (after a webhook said it changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hub_service.audit.service import record
+from hub_service.catalog.models import EnvRecord
+from hub_service.db import session_scope, utcnow
+from hub_service.indexer.service import index_one
+from hub_service.indexer.sources import HfSource
+from hub_service.pipeline.runner import source_for
+from hub_service.pipeline.tasks import TaskContext
+
+__all__ = ["index_repo"]
+
+
+def index_repo(ctx: TaskContext, payload: dict[str, Any]) -> str:
+    """Index `payload["repo"]` (and its new name after a move); returns what changed."""
+    source = source_for(ctx.settings, "hf")
+    assert isinstance(source, HfSource)
+    repo, cause = str(payload["repo"]), str(payload.get("cause") or "webhook")
+    moved_to = payload.get("moved_to")
+    if moved_to:
+        with session_scope(ctx.factory) as session:
+            _move(session, repo, str(moved_to), cause)
+        repo = str(moved_to)
+    owner, _, name = repo.partition("/")
+    item = source.get(owner, name)  # the truth, whatever sha the payload named
+    report = index_one(ctx.factory, source, owner, name, item, max_attempts=ctx.settings.job_max_attempts, cause=cause)
+    return f"{repo}: " + ", ".join(f"{k} {v}" for k, v in report.as_dict().items() if isinstance(v, int) and v)
+
+
+def _move(session: Session, old: str, new: str, cause: str) -> None:
+    """Follow a renamed Space: the env keeps its history under the new name (unless the new name
+    is already in the catalog, and then the old entry is gone)."""
+    envs = {e.repo_id: e for e in session.scalars(select(EnvRecord).where(
+        EnvRecord.source == "hf", ((EnvRecord.owner == old.split("/")[0]) & (EnvRecord.name == old.split("/")[1]))
+        | ((EnvRecord.owner == new.split("/")[0]) & (EnvRecord.name == new.split("/")[1])),
+    ))}
+    env = envs.get(old)
+    if env is None or env.gone:
+        return
+    if new in envs:
+        env.gone, env.gone_at = True, utcnow()
+        record(session, env, "moved", f"{old} moved to {new}, which the catalog already has; {old} is gone", cause=cause, moved_to=new)
+        return
+    env.owner, env.name = new.split("/")
+    record(session, env, "moved", f"{old} moved to {new}", cause=cause, moved_from=old, moved_to=new)
