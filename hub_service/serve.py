@@ -52,26 +52,30 @@ def index_all(settings: HubSettings) -> list[IndexReport]:
 
 
 class WorkerSupervisor(threading.Thread):
-    """Keeps N worker processes running: a worker that dies is replaced (its job is reclaimed)."""
+    """Keeps N worker processes running (plus `task_workers` that run only tasks, so webhooks and
+    pull-request comments never wait behind builds): a worker that dies is replaced (its job is
+    reclaimed)."""
 
-    def __init__(self, settings: HubSettings, count: int) -> None:
+    def __init__(self, settings: HubSettings, count: int, task_workers: int = 0) -> None:
         super().__init__(name="hub-workers", daemon=True)
         self.settings = settings
         self.count = count
+        self.task_workers = task_workers
         self.procs: list[subprocess.Popen[bytes]] = []
         self.stopping = threading.Event()
 
-    def _spawn(self) -> subprocess.Popen[bytes]:
+    def _spawn(self, tasks_only: bool) -> subprocess.Popen[bytes]:
         env = {**os.environ, **settings_env(self.settings)}
-        return subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker"], env=env)
+        return subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker", *(["--tasks-only"] if tasks_only else [])], env=env)
 
     def run(self) -> None:
-        self.procs = [self._spawn() for _ in range(self.count)]
+        kinds = [False] * self.count + [True] * self.task_workers
+        self.procs = [self._spawn(tasks_only) for tasks_only in kinds]
         while not self.stopping.wait(1.0):
             for i, proc in enumerate(self.procs):
                 if proc.poll() is not None:
                     log.warning("worker pid %s exited with %s; starting another", proc.pid, proc.returncode)
-                    self.procs[i] = self._spawn()
+                    self.procs[i] = self._spawn(kinds[i])
 
     def stop(self) -> None:
         self.stopping.set()
@@ -143,11 +147,13 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     migrate(settings.sqlalchemy_url)
     app = create_app(settings, run_migrations=False)
-    supervisor = WorkerSupervisor(settings, settings.embedded_workers if workers is None else workers)
+    count = settings.embedded_workers if workers is None else workers
+    live = settings.webhook_secret is not None or settings.hf_enabled
+    supervisor = WorkerSupervisor(settings, count, task_workers=1 if live and count else 0)
     schedulers = [_Every("hub-reconcile", reconcile, settings, reindex_every_s)]
     if settings.hf_enabled and settings.health_poll_s > 0:
         schedulers.append(_Every("hub-health", poll_health, settings, settings.health_poll_s))
-    if supervisor.count:
+    if supervisor.count or supervisor.task_workers:
         supervisor.start()
     for thread in schedulers:
         thread.start()

@@ -73,12 +73,16 @@ def cancel(session: Session, job_ids: list[int], reason: str) -> int:
     return result.rowcount or 0
 
 
-def claim(factory: sessionmaker[Session], worker_id: str) -> Claim | None:
-    """Take the next queued job for `worker_id`, or None when the queue is empty."""
+def claim(factory: sessionmaker[Session], worker_id: str, kinds: tuple[str, ...] | None = None) -> Claim | None:
+    """Take the next queued job (of one of `kinds`, default any) for `worker_id`, or None when
+    there is none due."""
     now = utcnow()
+    due = [Job.state == "queued", or_(Job.run_after.is_(None), Job.run_after <= now)]
+    if kinds is not None:
+        due.append(Job.kind.in_(kinds))
     next_id = (
         select(Job.id)
-        .where(Job.state == "queued", or_(Job.run_after.is_(None), Job.run_after <= now))
+        .where(*due)
         .order_by(Job.priority, Job.id)
         .limit(1)
         .with_for_update(skip_locked=True)
@@ -147,10 +151,14 @@ def defer(factory: sessionmaker[Session], job_id: int, worker_id: str, delay_s: 
         return result.rowcount == 1
 
 
-def next_due_in(factory: sessionmaker[Session]) -> float | None:
-    """Seconds until the next queued job may be claimed (0 when one is due now), None when none is queued."""
+def next_due_in(factory: sessionmaker[Session], kinds: tuple[str, ...] | None = None) -> float | None:
+    """Seconds until the next queued job (of `kinds`) may be claimed (0 when one is due now), None
+    when none is queued."""
+    stmt = select(Job.run_after).where(Job.state == "queued")
+    if kinds is not None:
+        stmt = stmt.where(Job.kind.in_(kinds))
     with factory() as session:
-        queued = session.execute(select(Job.run_after).where(Job.state == "queued").order_by(Job.run_after.asc().nulls_first()).limit(1)).first()
+        queued = session.execute(stmt.order_by(Job.run_after.asc().nulls_first()).limit(1)).first()
     if queued is None:
         return None
     due = queued[0]

@@ -17,18 +17,26 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.db import make_engine, sessionmaker_for
 from hub_service.pipeline import jobs
+from hub_service.pipeline.models import JOB_KINDS
 from hub_service.pipeline.runner import JobRunner
 from hub_service.pipeline.tasks import run_task
 from hub_service.settings import HubSettings
 
-__all__ = ["Worker", "main"]
+__all__ = ["TASK_KINDS", "Worker", "main"]
+
+TASK_KINDS = tuple(k for k in JOB_KINDS if k != "pipeline")
 
 log = logging.getLogger("hub_service.worker")
 
 
 class Worker:
-    def __init__(self, settings: HubSettings, factory: sessionmaker[Session] | None = None, worker_id: str | None = None) -> None:
+    """Runs jobs; `kinds` limits it to some job kinds (e.g. TASK_KINDS: a worker that keeps
+    webhooks and pull-request comments moving while others build)."""
+
+    def __init__(self, settings: HubSettings, factory: sessionmaker[Session] | None = None, worker_id: str | None = None,
+                 kinds: tuple[str, ...] | None = None) -> None:
         self.settings = settings
+        self.kinds = kinds
         self.factory = factory or sessionmaker_for(make_engine(settings.sqlalchemy_url))
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.runner = JobRunner(settings, self.factory, self.worker_id)
@@ -38,7 +46,7 @@ class Worker:
         """Reclaim stale jobs, then run one job if there is one; returns its outcome or None."""
         for job_id, state in jobs.reclaim_stale(self.factory, self.settings.job_stale_after_s):
             log.warning("job %s had a dead worker; now %s", job_id, state)
-        claim = jobs.claim(self.factory, self.worker_id)
+        claim = jobs.claim(self.factory, self.worker_id, self.kinds)
         if claim is None:
             return None
         log.info("worker %s runs %s job %s (attempt %s)", self.worker_id, claim.kind, claim.job_id, claim.attempt)
@@ -53,7 +61,7 @@ class Worker:
         while not self.stopping.is_set():
             outcome = self.run_once()
             if outcome is None:
-                due = jobs.next_due_in(self.factory)
+                due = jobs.next_due_in(self.factory, self.kinds)
                 if due is None or due > max_wait_s:
                     return outcomes
                 self.stopping.wait(max(due, 0.05))
@@ -75,11 +83,13 @@ class Worker:
 
 
 def main() -> None:
-    """`python -m hub_service.pipeline.worker`: one worker process with the environment's settings."""
+    """`python -m hub_service.pipeline.worker [--tasks-only]`: one worker process with the environment's settings."""
     from hub_service.settings import get_settings
 
     logging.basicConfig(level=os.environ.get("OPENENV_HUB_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    worker = Worker(get_settings())
+    import sys
+
+    worker = Worker(get_settings(), kinds=TASK_KINDS if "--tasks-only" in sys.argv[1:] else None)
     signal.signal(signal.SIGTERM, lambda *_: worker.stopping.set())
     signal.signal(signal.SIGINT, lambda *_: worker.stopping.set())
     worker.run_forever()

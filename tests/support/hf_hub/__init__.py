@@ -12,7 +12,8 @@ What it speaks: whoami; create/delete repo; preupload + commit (also `create_pr`
 and downloads at any revision; duplicate; list spaces (filter, search, author, expand, full,
 limit, sort, Link-header pagination); space info and runtime (stages incl. SLEEPING, domains);
 variables and secrets; refs and commits; discussions, pull requests, comments (edit), status,
-merge. Uploads are stored inline (it never asks for LFS/Xet).
+merge; move; webhooks (registered with `HfApi.create_webhook`, delivered like the Hub's, see
+webhooks.py). Uploads are stored inline (it never asks for LFS/Xet).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from tests.support.hf_hub.app import HubState, User, create_hub_app
 from tests.support.hf_hub.store import Commit, Discussion, HubError, HubStore, Repo, comment_event
+from tests.support.hf_hub.webhooks import WebhookSender
 from tests.support.servers import ThreadServer
 
 __all__ = ["STAGES", "Commit", "Discussion", "HubError", "HubStandIn", "HubStore", "Repo", "User", "hub_stand_in", "space_readme"]
@@ -111,6 +113,13 @@ class HubStandIn:
     def reset_requests(self) -> None:
         self.state.requests.clear()
 
+    # -- webhooks -----------------------------------------------------------------------------------
+
+    @property
+    def webhooks(self) -> WebhookSender:
+        """Registered webhooks (`.hooks`), what was sent (`.deliveries`), `.wait()` and `.replay(i)`."""
+        return self.state.webhooks
+
     @property
     def auto_run(self) -> bool:
         return self.state.auto_run
@@ -172,8 +181,12 @@ class HubStandIn:
                message: str = "update", branch: str = "main", sha: str | None = None, repo_type: str = "space") -> Commit:
         """Commit to a repo directly (as if someone pushed); returns the commit."""
         repo = self.store.get(repo_type, repo_id)
-        return self.store.commit(repo, branch, {k: _bytes(v) for k, v in (files or {}).items()}, list(deletes),
+        before = repo.refs.get(branch)
+        made = self.store.commit(repo, branch, {k: _bytes(v) for k, v in (files or {}).items()}, list(deletes),
                                  title=message, author=repo.owner, oid=sha)
+        ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
+        self.state.webhooks.emit(repo, "repo.content", "update", updated_refs=[{"ref": ref, "oldSha": before, "newSha": made.oid}])
+        return made
 
     def set_runtime(self, repo_id: str, *, stage: str | None = None, hardware: str | None = None,
                     domains: Iterable[str] | None = None, **raw: Any) -> dict[str, Any]:

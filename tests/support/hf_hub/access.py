@@ -38,6 +38,7 @@ class HubState:
     auto_run: bool = True  # a Space whose main gets a Dockerfile goes RUNNING (the stand-in builds nothing)
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)
     endpoint: str = ""
+    webhooks: Any = None  # the WebhookSender (webhooks.py), made by create_hub_app
 
 
 class Access:

@@ -19,6 +19,7 @@ from tests.support.hf_hub.discussions import add_discussion_routes
 from tests.support.hf_hub.spaces import add_space_routes
 from tests.support.hf_hub.store import HubError, now_iso, object_id
 from tests.support.hf_hub.views import card_and_tags, repo_info, tree_entries, url_prefix
+from tests.support.hf_hub.webhooks import WebhookSender, add_webhook_routes
 
 __all__ = ["HubState", "User", "create_hub_app"]
 
@@ -49,6 +50,10 @@ def create_hub_app(state: HubState) -> FastAPI:
     access = Access(state)
     endpoint, user_of, readable, writable = access.endpoint, access.user_of, access.readable, access.writable
     committer, split_revision, paged = access.committer, access.split_revision, access.paged
+    if state.webhooks is None:
+        state.webhooks = WebhookSender(state)
+    hooks: WebhookSender = state.webhooks
+    add_webhook_routes(app, access, hooks)  # before /api/{kind}/{owner}/{name} would take its paths
 
     # -- account and repos --------------------------------------------------------------------------
 
@@ -80,6 +85,7 @@ def create_hub_app(state: HubState) -> FastAPI:
             if exc.status == 409:
                 return JSONResponse({"error": exc.message, "url": url}, status_code=409, headers={"X-Error-Message": exc.message})
             raise
+        hooks.emit(repo, "repo", "create")
         return JSONResponse({"url": url, "name": repo_id, "id": repo.mongo_id})
 
     @app.delete("/api/repos/delete")
@@ -91,7 +97,21 @@ def create_hub_app(state: HubState) -> FastAPI:
         repo_type = body.get("type") or "model"
         if not user.can_write(owner):
             raise HubError(403, f"You don't have the rights to delete repos of {owner}")
-        store.delete(repo_type, f"{owner}/{body.get('name')}")
+        repo = store.get(repo_type, f"{owner}/{body.get('name')}")
+        store.delete(repo_type, repo.id)
+        hooks.emit(repo, "repo", "delete")
+        return {}
+
+    @app.post("/api/repos/move")
+    async def move_repo(request: Request) -> dict[str, Any]:
+        user = user_of(request, required=True)
+        assert user is not None
+        body = await request.json()
+        repo_type, old, new = body.get("type") or "model", str(body.get("fromRepo")), str(body.get("toRepo"))
+        if not (user.can_write(old.split("/")[0]) and user.can_write(new.split("/")[0])):
+            raise HubError(403, f"You don't have the rights to move {old} to {new}")
+        repo = store.rename(repo_type, old, new)
+        hooks.emit(repo, "repo", "move", moved_to=new, name=old)
         return {}
 
     @app.put("/api/{kind}/{owner}/{name}/settings")
@@ -101,6 +121,7 @@ def create_hub_app(state: HubState) -> FastAPI:
         if "private" in body or "visibility" in body:
             repo.private = bool(body.get("private")) or body.get("visibility") == "private"
             store.save(repo)
+            hooks.emit(repo, "repo.config", "update", updated_config={"private": repo.private})
         return {}
 
     @app.post("/api/validate-yaml")
@@ -225,6 +246,7 @@ def create_hub_app(state: HubState) -> FastAPI:
         elif ref not in repo.refs:
             repo.resolve(ref)  # a commit id is not something to commit on
             raise HubError(400, f"Invalid revision {ref}: commit on a branch or a pull request ref")
+        before = repo.refs.get(ref) if pr is None else None
         made = store.commit(repo, ref, adds, deletes, title=title, message=header.get("description") or "", author=user.name,
                             deleted_folders=folders, parent_commit=header.get("parentCommit"))
         if ref.startswith("refs/pr/"):
@@ -235,6 +257,10 @@ def create_hub_app(state: HubState) -> FastAPI:
         elif repo.repo_type == "space" and state.auto_run and "Dockerfile" in made.tree:
             repo.runtime = {**repo.runtime, "stage": "RUNNING", "hardware": {"current": "cpu-basic", "requested": "cpu-basic"}}
             store.save(repo)
+        if pr is not None:
+            hooks.emit(repo, "discussion", "create", discussion=pr, comment=pr.events[0])
+        full_ref = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
+        hooks.emit(repo, "repo.content", "update", updated_refs=[{"ref": full_ref, "oldSha": before, "newSha": made.oid}])
         base = f"{endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}"
         out: dict[str, Any] = {"success": True, "commitOid": made.oid, "commitUrl": f"{base}/commit/{made.oid}", "hookOutput": ""}
         out["pullRequestUrl"] = f"{base}/discussions/{pr.num}" if pr else None

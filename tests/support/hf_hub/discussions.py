@@ -17,6 +17,7 @@ _DISCUSSIONS_PAGE = 50
 
 def add_discussion_routes(app: FastAPI, access: Access) -> None:
     """Add the routes to `app`."""
+    hooks = access.state.webhooks
     # -- discussions and pull requests --------------------------------------------------------------
 
     @app.get("/api/{kind}/{owner}/{name}/discussions")
@@ -44,6 +45,7 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
             raise HubError(400, "title is required")
         d = access.store.open_discussion(repo, title=body["title"], author=user.name, description=body.get("description") or "",
                                   pull_request=bool(body.get("pullRequest")))
+        hooks.emit(repo, "discussion", "create", discussion=d, comment=d.events[0])
         return {"num": d.num, "url": f"{access.endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}/discussions/{d.num}"}
 
     @app.get("/api/{kind}/{owner}/{name}/discussions/{num}")
@@ -60,6 +62,7 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         event = comment_event(user.name, (await request.json())["comment"])
         d.events.append(event)
         access.store.save(repo)
+        hooks.emit(repo, "discussion.comment", "create", discussion=d, comment=event)
         return {"newMessage": event}
 
     @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/comment/{comment_id}/edit")
@@ -75,6 +78,7 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         data["latest"] = {**data["latest"], "raw": (await request.json())["content"], "updatedAt": now_iso()}
         data["edited"], data["numEdits"] = True, data.get("numEdits", 0) + 1
         access.store.save(repo)
+        hooks.emit(repo, "discussion.comment", "update", discussion=d, comment=event)
         return {"updatedComment": event}
 
     @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/status")
@@ -93,6 +97,7 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         if body.get("comment"):
             d.events.append(comment_event(user.name, body["comment"]))
         access.store.save(repo)
+        hooks.emit(repo, "discussion", "update", discussion=d)
         return {"newStatus": event}
 
     @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/title")
@@ -107,6 +112,7 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         d.title = new
         d.events.append(event)
         access.store.save(repo)
+        hooks.emit(repo, "discussion", "update", discussion=d)
         return {"newTitle": event}
 
     @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/merge")
@@ -119,9 +125,12 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         base = repo.head(d.target_branch)
         files = {p: access.store.blob(e) for p, e in pr_head.tree.items()}
         deletes = [p for p in (base.tree if base else {}) if p not in pr_head.tree]
+        before = base.oid if base else None
         made = access.store.commit(repo, d.target_branch, files, deletes, title=f"Merge pull request #{num}: {d.title}", author=user.name)
         d.status, d.merge_commit = "merged", made.oid
         d.events.append({"id": object_id(), "type": "status-change", "createdAt": now_iso(), "author": {"name": user.name},
                          "data": {"status": "merged"}})
         access.store.save(repo)
+        hooks.emit(repo, "discussion", "update", discussion=d)
+        hooks.emit(repo, "repo.content", "update", updated_refs=[{"ref": f"refs/heads/{d.target_branch}", "oldSha": before, "newSha": made.oid}])
         return {}

@@ -218,6 +218,23 @@ class HubStore:
             self.commit(repo, "main", files, [], title="initial commit", author=author or owner, oid=sha)
             return repo
 
+    def rename(self, repo_type: str, old: str, new: str) -> Repo:
+        """Move a repo to a new owner/name (refs, commits and discussions go with it).
+
+        Raises:
+            HubError: 404 when `old` does not exist, 409 when `new` does.
+        """
+        with self.lock:
+            repo = self.get(repo_type, old)
+            if (repo_type, new) in self.repos:
+                raise HubError(409, f"{new} already exists")
+            self._path(repo).unlink(missing_ok=True)
+            del self.repos[(repo_type, old)]
+            repo.owner, _, repo.name = new.partition("/")
+            self.repos[(repo_type, new)] = repo
+            self.save(repo)
+            return repo
+
     def delete(self, repo_type: str, repo_id: str) -> None:
         with self.lock:
             repo = self.get(repo_type, repo_id)
