@@ -97,7 +97,7 @@ class JobRunner:
             folder = self._stage(claim, "fetch", lambda lg: self._fetch(info, workdir, lg))
             report = self._stage(claim, "validate", lambda lg: stages.validate(folder, f"{info['owner']}/{info['name']}", lg, run_code=info["trusted"]))
             self._update(claim.version_id, validation=report, validation_status=report.get("status"), manifest=report.get("manifest"), readme=_readme(folder))
-            self._event(claim, "validated", f"validation {report.get('status')}", summary=report.get("summary"))
+            self._event(claim, "validated", f"validation {report.get('status')}", counts=report.get("summary"))
             built = self._stage(claim, "build", lambda lg: stages.build(self.settings, folder, info["owner"], info["name"], info["sha"], info["trusted"], lg))
             self._update(claim.version_id, build_status="passed", builder=built.builder, image_ref=built.image_ref, build_seconds=round(built.seconds, 2))
             self._event(claim, "built", f"built with {built.builder} in {built.seconds:.1f}s", image=built.image_ref)

@@ -129,7 +129,7 @@ def _warnings(view: ReportView) -> list[str]:
 
 
 def _latency(view: ReportView) -> list[str]:
-    rows = [("cold start", "cold_start_s", "s", 2), ("step p50", "step_p50_ms", "ms", 1), ("step p95", "step_p95_ms", "ms", 1)]
+    rows = [("cold start", "cold_start_s", "s", 2), ("step p50", "step_p50_ms", "ms", 2), ("step p95", "step_p95_ms", "ms", 2)]
     if not view.main_sha or not any(view.main_figures.get(k) for _, k, _, _ in rows):
         lines = ["**Latency** (main has no measured revision to compare with yet)", "", "| | this PR |", "|---|---|"]
         for label, key, unit, digits in rows:
