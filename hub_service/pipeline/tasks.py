@@ -33,7 +33,7 @@ class TaskContext:
     attempt: int
 
 
-class Deferred(Exception):  # noqa: N818 - not an error: the job waits its turn
+class Deferred(Exception):
     """The task must wait (another worker holds what it needs); it runs again after `delay_s`."""
 
     def __init__(self, reason: str, delay_s: float = 1.0) -> None:

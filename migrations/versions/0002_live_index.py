@@ -15,7 +15,6 @@ from alembic import op
 
 import hub_service.db
 
-
 revision = '0002'
 down_revision = '0001'
 branch_labels = None

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.settings import HubSettings
+from tests.hub.live import live  # noqa: F401  (fixture: the stand-in Hub wired to a running service)
 
 _TABLES = ("stage_runs", "jobs", "pr_checks", "env_events", "health_transitions", "env_versions", "environments", "webhook_deliveries")
 

@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from hub_service.app import create_app
+from hub_service.audit.models import EnvEvent
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
@@ -115,6 +116,10 @@ def test_trusted_local_env_builds_and_runs_as_a_process(clean_factory, hub_setti
     assert Worker(settings, clean_factory).run_until_idle() == ["passed"]
     echo = verdicts(clean_factory)["echo_env"]
     assert echo.builder == "process" and echo.image_ref is None and echo.cold_start_s > 0
+    with clean_factory() as s:  # the audit trail: every state change, with its cause
+        trail = [(e.kind, e.cause) for e in s.scalars(select(EnvEvent).order_by(EnvEvent.id))]
+    assert [k for k, _ in trail] == ["indexed", "validated", "built", "smoke_tested", "passed"]
+    assert trail[0][1] == "local crawl" and all(c.startswith("pipeline job ") for _, c in trail[1:])
 
 
 def test_untrusted_code_is_never_run_as_a_process(clean_factory, hub_settings: HubSettings) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from hub_service.catalog.models import EnvVersion
 from hub_service.pipeline.models import StageRun
 from hub_service.pipeline.worker import Worker
-from tests.hub.live import Live, env_files, live  # noqa: F401  (fixture)
+from tests.hub.live import Live, env_files
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = "alice/echo_env"

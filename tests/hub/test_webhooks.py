@@ -13,7 +13,7 @@ from hub_service.audit.models import EnvEvent
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.pipeline.models import Job
 from hub_service.webhooks.models import WebhookDelivery
-from tests.hub.live import SECRET, Live, env_files, live  # noqa: F401  (fixture)
+from tests.hub.live import SECRET, Live, env_files
 
 
 def _events(live: Live, repo_id: str) -> list[dict]:

@@ -1,0 +1,100 @@
+"""docs/ci.md: the example workflow's steps run as GitHub would run them (on a good env and a
+broken one), the report script reads real reports, and every snippet of the page runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.servers import ROOT
+
+DOC = ROOT / "docs" / "ci.md"
+WORKFLOW = ROOT / "docs" / "examples" / "openenv-validate.yml"
+SCRIPT = ROOT / "docs" / "examples" / "openenv_report.py"
+
+
+def _run_steps(env_dir: Path, tmp_path: Path) -> list[tuple[str, subprocess.CompletedProcess[str]]]:
+    """The workflow's `run:` steps in order, in a checkout of `env_dir`, like a GitHub runner:
+    bash -e per step, GITHUB_STEP_SUMMARY set, stop at the first failing step. The install step
+    is what this test's environment already did (the CLI is on PATH)."""
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    assert set(workflow[True]) == {"pull_request", "push"}  # YAML reads the key `on` as True
+    steps = workflow["jobs"]["validate"]["steps"]
+    checkout = tmp_path / env_dir.name  # a runner checks out into a folder named after the repository
+    shutil.copytree(env_dir, checkout, ignore=shutil.ignore_patterns("__pycache__"))
+    (checkout / ".github" / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, checkout / ".github" / "scripts" / "openenv_report.py")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    ran = []
+    for step in steps:
+        if "run" not in step or step["name"] == "Install the OpenEnv CLI":
+            continue
+        proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+        ran.append((step["name"], proc))
+        if proc.returncode != 0:
+            break
+    return ran
+
+
+def test_the_workflow_passes_a_good_env(tmp_path: Path) -> None:
+    ran = _run_steps(ROOT / "envs" / "echo_env", tmp_path)
+    assert [(name, p.returncode) for name, p in ran] == [("Validate", 0), ("Report", 0)]
+    summary = (tmp_path / "summary.md").read_text()
+    assert "✅ openenv validate: pass" in summary and "0 failed" in summary
+
+
+def test_the_workflow_fails_a_broken_env_and_points_at_the_lines(tmp_path: Path) -> None:
+    ran = _run_steps(ROOT / "tests" / "hub" / "envs" / "bad_manifest", tmp_path)
+    assert [(name, p.returncode) for name, p in ran] == [("Validate", 0), ("Report", 1)]
+    summary = (tmp_path / "summary.md").read_text()
+    assert "❌ openenv validate: fail" in summary
+    assert "| ❌ `manifest.schema` | openenv.yaml:6 |" in summary and "use a port number such as 8000" in summary
+    report_out = ran[-1][1].stdout
+    assert "::error file=openenv.yaml,line=6::manifest.schema: port: input should be a valid integer" in report_out
+
+
+def test_the_script_outside_github_and_with_strict(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    folder = tmp_path / "env"
+    shutil.copytree(ROOT / "envs" / "echo_env", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "README.md").write_text((folder / "README.md").read_text().replace("  - openenv\n", "  - demo\n"))  # a warning: no openenv tag
+    out = subprocess.run([sys.executable, "-m", "openenv.cli", "validate", str(folder), "--json", "--no-import"], capture_output=True, text=True)
+    report.write_text(out.stdout)
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    plain = subprocess.run([sys.executable, str(SCRIPT), str(report)], capture_output=True, text=True, env=env)
+    assert plain.returncode == 0 and "⚠️ openenv validate: warn" in plain.stdout and "::warning file=README.md" in plain.stdout
+    strict = subprocess.run([sys.executable, str(SCRIPT), str(report), "--strict"], capture_output=True, text=True, env=env)
+    assert strict.returncode == 1
+    assert subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True).returncode == 3
+
+
+def test_the_yaml_in_the_page_is_the_workflows() -> None:
+    [block] = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
+    assert block.strip() in WORKFLOW.read_text()
+
+
+@pytest.mark.parametrize("lang", ["python", "bash"])
+def test_the_pages_snippets_run(lang: str, tmp_path: Path) -> None:
+    blocks = re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), re.S)
+    assert blocks
+    for code in blocks:
+        if lang == "python":
+            proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            assert "openenv.yaml:6: manifest.schema" in proc.stdout
+        else:  # in a broken env's folder, with the script next to it: exits 1 like the report
+            folder = tmp_path / "env"
+            shutil.copytree(ROOT / "tests" / "hub" / "envs" / "bad_manifest", folder)
+            shutil.copy(SCRIPT, folder / "openenv_report.py")
+            env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+            env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+            proc = subprocess.run(["bash", "-c", code], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 1 and "❌ openenv validate: fail" in proc.stdout
