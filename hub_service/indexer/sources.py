@@ -85,9 +85,11 @@ def _front_matter(readme: Path) -> dict[str, Any]:
         return {}
     import yaml
 
+    from openenv._yaml import load_limited
+
     try:
-        data = yaml.safe_load(text[3:end])
-    except yaml.YAMLError:
+        data = load_limited(text[3:end])
+    except (yaml.YAMLError, ValueError):  # invalid or over the limits: no usable front matter
         return {}
     return data if isinstance(data, dict) else {}
 
