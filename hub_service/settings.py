@@ -62,6 +62,17 @@ class HubSettings(BaseSettings):
 
     # API
     page_size: int = Field(default=50, ge=1, le=500)
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, description="Larger request bodies get 413.")
+    rate_api_burst: int = Field(default=120, ge=1, description="API requests a client may make at once...")
+    rate_api_per_minute: float = Field(default=600, gt=0, description="...and per minute after that.")
+    rate_webhook_burst: int = Field(default=60, ge=1)
+    rate_webhook_per_minute: float = Field(default=600, gt=0)
+    rate_play_burst: int = Field(default=10, ge=1, description="Play sessions a visitor may start at once...")
+    rate_play_per_minute: float = Field(default=20, gt=0)
+    rate_model_burst: int = Field(default=3, ge=1, description="Model-try runs a visitor may start at once...")
+    rate_model_per_minute: float = Field(default=6, gt=0)
+    trust_forwarded_for: bool = Field(default=False, description="Take the client address from X-Forwarded-For (behind a proxy).")
+    forwarded_allow_ips: str = Field(default="127.0.0.1", description="Proxies whose X-Forwarded-For is believed, when trusted.")
     maintainer_token: SecretStr | None = None
 
     @field_validator("data_dir")
