@@ -158,7 +158,10 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
     for thread in schedulers:
         thread.start()
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        # Client addresses come from X-Forwarded-For only behind a proxy we were told about;
+        # otherwise anyone could claim any address and dodge the rate limits.
+        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=settings.trust_forwarded_for,
+                    forwarded_allow_ips=settings.forwarded_allow_ips)
     finally:
         for thread in schedulers:
             thread.stopping.set()

@@ -43,3 +43,16 @@ def test_cold_start_benchmark_runs(upstream_python: str) -> None:
     }
     assert all(s > 0 for s in report["medians_s"].values())
     assert [(p["size"], p["network"]) for p in report["pools"]] == [(1, "bridge"), (1, "host"), (2, "bridge"), (2, "host")]
+
+
+@pytest.mark.slow
+def test_hub_benchmark_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "hub.py"), "--spaces", "300", "--page-size", "100", "--search-rounds", "2", "--no-build", "--json"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    assert report["index"]["jobs_created"] == 300 and report["index"]["reindex_jobs"] == 0
+    assert report["index"]["full_index_requests"] <= report["index"]["request_budget"]
+    assert report["search"]["requests"] > 0
