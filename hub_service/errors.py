@@ -7,7 +7,6 @@ HubError
 ├── Conflict          409 conflict         e.g. a revision that is yanked
 ├── Unauthorized      401 unauthorized     maintainer action without a token
 ├── Forbidden         403 forbidden        wrong token
-├── PayloadTooLarge   413 payload_too_large  a webhook body over the limit
 ├── InvalidPayload    422 invalid_payload  a webhook body that is not a Hub webhook payload
 └── SourceError       502 source_error     the Hugging Face Hub (or another source) failed
 ```
@@ -18,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Conflict", "Forbidden", "HubError", "InvalidPayload", "InvalidRequest", "NotFound", "PayloadTooLarge", "SourceError",
+__all__ = ["Conflict", "Forbidden", "HubError", "InvalidPayload", "InvalidRequest", "NotFound", "SourceError",
            "Unauthorized"]
 
 
@@ -53,10 +52,6 @@ class Unauthorized(HubError):
 
 class Forbidden(HubError):
     status, code = 403, "forbidden"
-
-
-class PayloadTooLarge(HubError):
-    status, code = 413, "payload_too_large"
 
 
 class InvalidPayload(HubError):

@@ -77,7 +77,6 @@ class HubSettings(BaseSettings):
 
     # Keeping the index live
     webhook_secret: SecretStr | None = Field(default=None, description="The Hub webhook's secret (X-Webhook-Secret); webhooks are refused while unset.")
-    webhook_max_bytes: int = Field(default=1_000_000, ge=1024, description="Largest webhook body accepted.")
     pr_bot: bool = Field(default=True, description="Check pull requests on indexed Spaces and comment the verdict (needs hf_token).")
     health_poll_s: float = Field(default=300.0, ge=0, description="Poll the runtime stage of indexed Spaces this often (0: never).")
 

@@ -56,3 +56,16 @@ def test_hub_benchmark_runs() -> None:
     assert report["index"]["jobs_created"] == 300 and report["index"]["reindex_jobs"] == 0
     assert report["index"]["full_index_requests"] <= report["index"]["request_budget"]
     assert report["search"]["requests"] > 0
+
+
+@pytest.mark.slow
+def test_live_index_benchmark_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "live.py"), "--spaces", "120", "--page-size", "50", "--webhooks", "10", "--json"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    assert report["webhook"]["receive"]["n"] == 10 and report["end_to_end"]["n"] == 10
+    assert report["health"]["poll"]["requests"] == report["health"]["poll"]["request_budget"] == 3
+    assert report["health"]["per_space"]["requests"] == 120

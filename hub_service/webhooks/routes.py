@@ -8,7 +8,6 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from hub_service.errors import PayloadTooLarge
 from hub_service.webhooks import service
 
 __all__ = ["router"]
@@ -25,9 +24,6 @@ router = APIRouter(tags=["webhooks"])
 async def receive(request: Request, x_webhook_secret: Annotated[str | None, Header()] = None) -> JSONResponse:
     settings = request.app.state.settings
     service.check_secret(settings, x_webhook_secret)  # before reading the body: strangers get nothing
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > settings.webhook_max_bytes:
-        raise PayloadTooLarge(f"the webhook body has {declared} bytes; the limit is {settings.webhook_max_bytes}")
-    payload, key = service.parse(await request.body(), settings.webhook_max_bytes)
+    payload, key = service.parse(await request.body())
     accepted = await run_in_threadpool(service.receive, request.app.state.sessionmaker, settings, payload, key)
     return JSONResponse(accepted.body(), status_code=202 if accepted.status == "queued" else 200)

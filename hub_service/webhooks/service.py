@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.models import EnvRecord
 from hub_service.db import session_scope
-from hub_service.errors import Forbidden, InvalidPayload, PayloadTooLarge, Unauthorized
+from hub_service.errors import Forbidden, InvalidPayload, Unauthorized
 from hub_service.pipeline.jobs import enqueue_task
 from hub_service.settings import HubSettings
 from hub_service.webhooks.models import WebhookDelivery
@@ -66,15 +66,13 @@ def check_secret(settings: HubSettings, given: str | None) -> None:
         raise Forbidden("the X-Webhook-Secret does not match this service's webhook secret")
 
 
-def parse(body: bytes, max_bytes: int) -> tuple[WebhookPayload, str]:
-    """The payload and its idempotency key (sha256 of its canonical JSON).
+def parse(body: bytes) -> tuple[WebhookPayload, str]:
+    """The payload and its idempotency key (sha256 of its canonical JSON). The body's size is
+    capped before it gets here (hub_service/limits.py: OPENENV_HUB_MAX_BODY_BYTES).
 
     Raises:
-        PayloadTooLarge: more than `max_bytes`.
         InvalidPayload: not JSON, or not a Hub webhook payload (the message says what is wrong).
     """
-    if len(body) > max_bytes:
-        raise PayloadTooLarge(f"the webhook body has {len(body)} bytes; the limit is {max_bytes} (OPENENV_HUB_WEBHOOK_MAX_BYTES)")
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -22,6 +22,7 @@ openenv hub serve --port 8080 --workers 2 --data-dir /srv/hub
 openenv hub index --source hf                   # index Spaces tagged openenv (HF_ENDPOINT, HF_TOKEN)
 openenv hub index --source envs/ --wait         # a local folder, then run the pipeline until done
 openenv hub worker                              # one more pipeline worker on the same database
+openenv hub worker --tasks-only                 # a worker for webhooks and pull-request comments only
 """
 
 
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _common(index)
 
     worker = sub.add_parser("worker", help="run a pipeline worker until interrupted")
+    worker.add_argument("--tasks-only", action="store_true", help="run only short tasks (webhooks, pull-request comments), never builds")
     _common(worker)
 
 
@@ -128,7 +130,9 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
 
     settings = _settings(args)
     migrate(settings.sqlalchemy_url)
-    worker = Worker(settings)
+    from hub_service.pipeline.worker import TASK_KINDS
+
+    worker = Worker(settings, kinds=TASK_KINDS if args.tasks_only else None)
     signal.signal(signal.SIGTERM, lambda *_: worker.stopping.set())
     out.line(f"worker {worker.worker_id} on {_redact(settings.sqlalchemy_url)}")
     try:
