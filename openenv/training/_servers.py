@@ -76,7 +76,12 @@ class ServerSet:
         return max(0.0, self._down_until[url] - time.monotonic())
 
     def mark_down(self, url: str) -> None:
-        """`url` lost a session or refused one: route around it for a while (longer each time)."""
+        """`url` lost a session or refused one: route around it for a while (longer each time).
+
+        The sessions that one outage breaks all report it; only the first one lengthens the rest.
+        """
+        if self._down_until[url] > time.monotonic():
+            return
         self._failures[url] += 1
         rest = min(_MAX_COOLDOWN_S, _COOLDOWN_S * 2 ** (self._failures[url] - 1))
         self._down_until[url] = max(self._down_until[url], time.monotonic() + rest)
