@@ -117,8 +117,9 @@ class ChatFormat(TurnFormat):
         tail = following[cut:]
         if last_ids:
             emitted = self.tokenizer.decode(last_ids[-1:], skip_special_tokens=False)
-            if emitted and tail.startswith(emitted) and last_ids[-1] in _special_ids(self.tokenizer):
-                tail = tail[len(emitted) :]  # the model already produced the end-of-turn token
+            stripped = tail.lstrip()
+            if emitted and stripped.startswith(emitted) and last_ids[-1] in _special_ids(self.tokenizer):
+                tail = stripped[len(emitted) :]  # the model already produced the end-of-turn token
         return list(self.tokenizer(tail, add_special_tokens=False)["input_ids"])
 
 
