@@ -2,6 +2,8 @@
 
 Environment authors subclass `Environment` and serve it with `create_app`; trainers and
 notebooks drive any OpenEnv server with `EnvClient` (async), `.sync()`, or `GenericEnvClient`.
+Environments expose MCP tools with `@tool` and compute rewards with rubrics (`Rubric`,
+`WeightedSum`, `Gate`, `Sequential`, `TrajectoryRubric`).
 Server-side names load lazily, so a client-only install never imports the web stack.
 """
 
@@ -14,6 +16,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Action",
+    "CallToolAction",
+    "CallToolObservation",
     "CapacityReachedError",
     "ConfigurationError",
     "EnvClient",
@@ -26,16 +30,29 @@ __all__ = [
     "EnvTimeoutError",
     "Environment",
     "EnvironmentMetadata",
+    "Gate",
     "GenericEnvClient",
     "InvalidActionError",
+    "ListToolsAction",
+    "ListToolsObservation",
     "Observation",
     "OpenEnvError",
     "ProtocolError",
+    "Rubric",
+    "RubricError",
+    "Sequential",
     "ServerSettings",
     "State",
     "StepResult",
     "SyncEnvClient",
+    "Tool",
+    "ToolCallError",
+    "ToolError",
+    "ToolErrorType",
+    "TrajectoryRubric",
+    "WeightedSum",
     "create_app",
+    "tool",
 ]
 
 _LAZY = {
@@ -44,6 +61,20 @@ _LAZY = {
     "State": "openenv.types",
     "StepResult": "openenv.types",
     "EnvironmentMetadata": "openenv.types",
+    **{
+        name: "openenv.mcp.types"
+        for name in (
+            "CallToolAction",
+            "CallToolObservation",
+            "ListToolsAction",
+            "ListToolsObservation",
+            "Tool",
+            "ToolError",
+            "ToolErrorType",
+        )
+    },
+    "tool": "openenv.mcp.tools",
+    **{name: "openenv.rubrics" for name in ("Gate", "Rubric", "Sequential", "TrajectoryRubric", "WeightedSum")},
     "Environment": "openenv.env",
     "EnvClient": "openenv.client",
     "SyncEnvClient": "openenv.client",
@@ -65,6 +96,8 @@ _LAZY = {
             "InvalidActionError",
             "OpenEnvError",
             "ProtocolError",
+            "RubricError",
+            "ToolCallError",
         )
     },
 }
@@ -112,7 +145,20 @@ if TYPE_CHECKING:
         InvalidActionError,
         OpenEnvError,
         ProtocolError,
+        RubricError,
+        ToolCallError,
     )
+    from openenv.mcp.tools import tool
+    from openenv.mcp.types import (
+        CallToolAction,
+        CallToolObservation,
+        ListToolsAction,
+        ListToolsObservation,
+        Tool,
+        ToolError,
+        ToolErrorType,
+    )
+    from openenv.rubrics import Gate, Rubric, Sequential, TrajectoryRubric, WeightedSum
     from openenv.server.app import create_app
     from openenv.server.settings import ServerSettings
     from openenv.types import Action, EnvironmentMetadata, Observation, State, StepResult

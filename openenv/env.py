@@ -14,13 +14,25 @@ How the server runs synchronous methods is set by `EXECUTION`:
 - ``"inline"``: always on the event loop (tiny, CPU-light methods only).
 
 No mode makes a thread per session.
+
+Tools: methods decorated with `openenv.tool` become MCP tools of every instance (see
+`openenv.mcp`); `after_tool_call` may give a tool call sent as a step its reward.
+
+Rewards: set `self.rubric` (an `openenv.rubrics.Rubric`, one object per instance) and finish
+`step` with `return self.apply_rubric(action, observation)`; call `self.reset_rubric()` in
+`reset`. The observation then carries the reward and `metadata["reward_components"]`.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
+from openenv.rubrics.base import Rubric
+from openenv.rubrics.reporting import attach_reward
 from openenv.types import Action, EnvironmentMetadata, Observation, State
+
+if TYPE_CHECKING:
+    from openenv.mcp.types import CallToolAction, CallToolObservation
 
 __all__ = ["Environment"]
 
@@ -36,10 +48,15 @@ class Environment(Generic[ActT, ObsT, StateT]):
         SUPPORTS_CONCURRENT_SESSIONS: True when several instances can live in one process
             without sharing mutable state. When False, the server allows one session at a time.
         EXECUTION: how synchronous methods are run; see the module docstring.
+
+    Attributes:
+        rubric: the reward function `apply_rubric` uses (None: no rubric). Give each instance
+            its own, since rubrics may keep per-episode state.
     """
 
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
     EXECUTION: ClassVar[Literal["auto", "thread", "inline"]] = "auto"
+    rubric: Rubric | None = None
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
         """Start a new episode and return its first observation.
@@ -76,6 +93,48 @@ class Environment(Generic[ActT, ObsT, StateT]):
     async def step_async(self, action: ActT, timeout_s: float | None = None, **kwargs: Any) -> ObsT:
         """Async twin of `step`; override it instead of `step` in an asyncio environment."""
         return self.step(action, timeout_s=timeout_s, **kwargs)
+
+    # -- rewards ---------------------------------------------------------------------------------
+
+    def apply_rubric(self, action: Any, observation: ObsT) -> ObsT:
+        """Score `observation` with `self.rubric` and record the verdict in it.
+
+        Sets `observation.reward` and `observation.metadata["reward_components"]` (and, when an
+        episode-level rubric finishes, `metadata["trajectory_rewards"]`). Without a rubric the
+        observation is returned unchanged.
+
+        Returns:
+            The same observation, so `step` can end with `return self.apply_rubric(action, obs)`.
+
+        Raises:
+            RubricError: the rubric is async (use `apply_rubric_async` in `step_async`) or
+                returned something that is not a number.
+        """
+        rubric = self.rubric
+        if rubric is None:
+            return observation
+        return attach_reward(rubric, observation, rubric(action, observation))
+
+    async def apply_rubric_async(self, action: Any, observation: ObsT) -> ObsT:
+        """`apply_rubric` for any rubric, sync or async (async parts run concurrently)."""
+        rubric = self.rubric
+        if rubric is None:
+            return observation
+        return attach_reward(rubric, observation, await rubric.evaluate(action, observation))
+
+    def reset_rubric(self) -> None:
+        """Clear the rubric's per-episode state (trajectories, last scores); call it in `reset`."""
+        if self.rubric is not None:
+            self.rubric.reset()
+
+    def after_tool_call(self, action: CallToolAction, observation: CallToolObservation) -> CallToolObservation:
+        """Adjust the observation of a tool call sent as a step (`CallToolAction`).
+
+        The default returns it unchanged (reward None). Override to reward tool use, e.g.
+        `return self.apply_rubric(action, observation)`, or to end the episode. Runs only for
+        the step action, not for JSON-RPC `tools/call`. May be an `async def`.
+        """
+        return observation
 
     def get_metadata(self) -> EnvironmentMetadata:
         """Describe the environment for `GET /metadata`. Defaults come from the class."""

@@ -3,10 +3,12 @@
 ```
 OpenEnvError
 ├── ConfigurationError               a setting or argument is wrong; the message says which
+├── RubricError                      a rubric was misused or returned something not a number
 ├── EnvClientError                   raised by clients
 │   ├── EnvConnectionError           (also ConnectionError) the server cannot be reached
 │   ├── EnvTimeoutError              (also TimeoutError) connect or reply took too long
 │   ├── EnvDisconnectedError         (also ConnectionError) the session's connection ended
+│   ├── ToolCallError                (also RuntimeError) an MCP tool call failed; `.error_type` says why
 │   └── EnvServerError               (also RuntimeError) the server answered with an error frame
 │       ├── InvalidActionError           VALIDATION_ERROR
 │       ├── EnvExecutionError            EXECUTION_ERROR: the environment raised
@@ -37,6 +39,8 @@ __all__ = [
     "InvalidActionError",
     "OpenEnvError",
     "ProtocolError",
+    "RubricError",
+    "ToolCallError",
     "server_error_from_frame",
 ]
 
@@ -47,6 +51,10 @@ class OpenEnvError(Exception):
 
 class ConfigurationError(OpenEnvError, ValueError):
     """A setting or argument is wrong; the message says which and what to do."""
+
+
+class RubricError(OpenEnvError, ValueError):
+    """A rubric was misused (e.g. an async one scored synchronously) or returned a non-number."""
 
 
 class EnvStepTimeout(OpenEnvError, TimeoutError):
@@ -75,6 +83,25 @@ class EnvDisconnectedError(EnvClientError, ConnectionError):
     def __init__(self, message: str, *, url: str | None = None, close_code: int | None = None) -> None:
         super().__init__(message, url=url)
         self.close_code = close_code
+
+
+class ToolCallError(EnvClientError, RuntimeError):
+    """An MCP tool call (or tool listing) failed.
+
+    Attributes:
+        error_type: one of "tool_not_found", "invalid_args", "execution_error", "timeout",
+            "transport_error" (upstream's categories).
+        tool_name: the tool that was called (None for a listing).
+        code: the JSON-RPC error code, when the failure came as one.
+    """
+
+    def __init__(
+        self, message: str, *, error_type: str, tool_name: str | None = None, code: int | None = None, url: str | None = None
+    ) -> None:
+        super().__init__(message, url=url)
+        self.error_type = error_type
+        self.tool_name = tool_name
+        self.code = code
 
 
 class EnvServerError(EnvClientError, RuntimeError):

@@ -95,8 +95,8 @@ def _stage_context(env_dir: Path, wheel: Path) -> Path:
     return ctx
 
 
-def _dockerfile_takes_sdk(env_dir: Path) -> bool:
-    dockerfile = env_dir / "Dockerfile"
+def _dockerfile_takes_sdk(env_dir: Path, dockerfile_rel: str = "Dockerfile") -> bool:
+    dockerfile = env_dir / dockerfile_rel
     return dockerfile.is_file() and "OPENENV_SDK" in dockerfile.read_text(encoding="utf-8", errors="replace")
 
 
@@ -111,6 +111,7 @@ def build_image(
     on_log: Callable[[str], None] | None = None,
     client: Any = None,
     timeout_s: float = 1800,
+    dockerfile: str | None = None,
 ) -> BuildResult:
     """Build `env_dir`'s Dockerfile into `tag`.
 
@@ -124,13 +125,16 @@ def build_image(
         labels: image labels (ours are added under `org.openenv.*`).
         on_log: called with each line of build output, for progress.
         client: a `docker.DockerClient` (default: from the environment).
+        dockerfile: the Dockerfile's path inside `env_dir` (default "Dockerfile"; upstream's
+            layout keeps it at "server/Dockerfile", still with the env folder as context).
 
     Raises:
         ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log).
     """
     env_dir = Path(env_dir).resolve()
-    if not (env_dir / "Dockerfile").is_file():
-        raise ImageBuildError(f"no Dockerfile in {env_dir}; add one (see `openenv init`) or pass the env's folder")
+    dockerfile_rel = dockerfile or "Dockerfile"
+    if not (env_dir / dockerfile_rel).is_file():
+        raise ImageBuildError(f"no {dockerfile_rel} in {env_dir}; add one (see `openenv init`) or pass the env's folder")
     args = dict(build_args or {})
     if base_image:
         args.setdefault("BASE_IMAGE", base_image)
@@ -138,7 +142,7 @@ def build_image(
     used_sdk = "published"
     if sdk not in ("auto", "local", "published"):
         raise ImageBuildError(f"sdk must be 'auto', 'local' or 'published', not {sdk!r}")
-    if sdk == "local" or (sdk == "auto" and source_checkout() is not None and _dockerfile_takes_sdk(env_dir)):
+    if sdk == "local" or (sdk == "auto" and source_checkout() is not None and _dockerfile_takes_sdk(env_dir, dockerfile_rel)):
         wheel = local_sdk_wheel()
         context = _stage_context(env_dir, wheel)
         args.setdefault("OPENENV_SDK", f"/app/env/{_SDK_DIR}/{wheel.name}[server]")
@@ -150,7 +154,7 @@ def build_image(
     image_id = ""
     try:
         for line in _stream(client.api.build(
-            path=str(context), tag=tag, buildargs=args, rm=True, forcerm=True, decode=True, labels=all_labels,
+            path=str(context), dockerfile=dockerfile_rel, tag=tag, buildargs=args, rm=True, forcerm=True, decode=True, labels=all_labels,
             timeout=int(timeout_s),
         )):
             if line.startswith("\x00error:"):

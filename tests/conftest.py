@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli  # noqa: F401  (fixture)
+from tests.support.hf_hub.fixtures import hf1_python, hf_hub  # noqa: F401  (fixtures)
 from tests.support.servers import ROOT, ProcessServer, serve_app
 
 sys.path.insert(0, str(ROOT / "envs"))  # the reference envs import as packages: `echo_env`

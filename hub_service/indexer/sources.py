@@ -204,7 +204,8 @@ def _space_host(info: Any, runtime_raw: dict[str, Any]) -> str | None:
         return str(host).rstrip("/")
     for domain in runtime_raw.get("domains") or []:
         if isinstance(domain, dict) and domain.get("domain") and domain.get("stage", "READY") == "READY":
-            return f"https://{domain['domain']}"
+            name = str(domain["domain"]).rstrip("/")
+            return name if "://" in name else f"https://{name}"
     if getattr(info, "subdomain", None):
         return f"https://{info.subdomain}.hf.space"
     return None

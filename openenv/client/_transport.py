@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from picows import WSCloseCode, WSError, WSFrame, WSHandshakeError, WSListener, WSMsgType, WSTransport, ws_connect

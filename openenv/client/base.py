@@ -8,7 +8,9 @@
         result = await env.step(EchoAction(message="hi"))
 
 `EnvClient[A, O, S](url)` works without a subclass, `GenericEnvClient` speaks plain dicts, and
-`.sync()` gives blocking calls for scripts and notebooks.
+`.sync()` gives blocking calls for scripts and notebooks. Servers with MCP tools answer
+`list_tools()` / `call_tool(name, **arguments)`, and `step(CallToolAction(...))` returns a
+`CallToolObservation` whatever the client's observation class.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from openenv.client._settings import hf_token, is_hf_host
+from openenv.client._tools import TOOL_OBSERVATIONS, ToolsMixin
 from openenv.client._transport import Connection, ws_url_for
 from openenv.errors import ConfigurationError, EnvClientError, ProtocolError, server_error_from_frame
 from openenv.protocol import dumps, loads
@@ -58,7 +61,7 @@ def _model_or_none(tp: Any) -> type[BaseModel] | None:
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
-class EnvClient(Generic[ActT, ObsT, StateT]):
+class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
     """An async client for one session (one WebSocket, one environment instance) of a server.
 
     Args:
@@ -174,7 +177,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             EnvTimeoutError: no reply in time.
         """
         conn = await self._live(reconnect=False)
-        if self._fast_payload:
+        tool_model = TOOL_OBSERVATIONS.get(action.__class__)
+        if self._fast_payload or tool_model is not None:
             if isinstance(action, BaseModel):
                 body = action.__pydantic_serializer__.to_json(action)
             elif isinstance(action, dict):
@@ -193,6 +197,8 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         else:
             frame = _STEP_PREFIX + body + b"}"
         payload = self._reply(await conn.call(frame, wait), "observation")
+        if tool_model is not None:
+            return self._parse_with(payload, tool_model)
         return self._parse_result(payload)
 
     async def state(self) -> StateT:
@@ -245,12 +251,14 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[ObsT]:
         """Build the StepResult of a reset/step reply."""
+        return self._parse_with(payload, self._obs_model)
+
+    def _parse_with(self, payload: dict[str, Any], model: type[BaseModel] | None) -> StepResult[Any]:
         obs = payload.get("observation")
         if not isinstance(obs, dict):
             obs = {}
         reward = payload.get("reward")
         done = bool(payload.get("done", False))
-        model = self._obs_model
         if model is None:
             return StepResult(obs, reward, done)  # type: ignore[arg-type]
         obs["reward"] = reward
@@ -291,7 +299,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             return data if isinstance(data, dict) else {}
         if kind == "error":
             raise server_error_from_frame(msg.get("data"), self.base_url)
-        raise ProtocolError(f"expected a {expected!r} frame, got {str(raw[:200])} [{self.base_url}]", code="UNEXPECTED_FRAME", url=self.base_url)
+        raise ProtocolError(f"expected a {expected!r} frame, got {raw[:200]!s} [{self.base_url}]", code="UNEXPECTED_FRAME", url=self.base_url)
 
     def __repr__(self) -> str:
         state = "connected" if self._conn is not None and not self._conn.closed else "not connected"

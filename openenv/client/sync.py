@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from openenv.mcp.types import Tool
 from openenv.types import StepResult
 
 if TYPE_CHECKING:
@@ -99,6 +100,14 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     def state(self) -> StateT:
         """The environment's current state; see `EnvClient.state`."""
         return run_sync(self._client.state())
+
+    def list_tools(self, use_cache: bool = True) -> list[Tool]:
+        """The server's MCP tools; see `EnvClient.list_tools`."""
+        return run_sync(self._client.list_tools(use_cache))
+
+    def call_tool(self, name: str, /, **arguments: Any) -> Any:
+        """Call an MCP tool and return its result; see `EnvClient.call_tool`."""
+        return run_sync(self._client.call_tool(name, **arguments))
 
     def close(self) -> None:
         """End the session and stop any provider the client started."""

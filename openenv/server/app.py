@@ -9,16 +9,26 @@ import typing
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import Body, FastAPI
+from fastapi import Body, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    create_model,
+    field_validator,
+)
 from starlette.routing import WebSocketRoute
 
 from openenv.env import Environment
 from openenv.errors import ConfigurationError
-from openenv.protocol import EXTENSIONS, PROTOCOL_VERSION, ErrorCode
+from openenv.mcp.jsonrpc import RpcCode, rpc_error
+from openenv.mcp.tools import tools_of
+from openenv.protocol import EXTENSIONS, PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, loads
+from openenv.server.mcp import TOOL_ACTION_TYPES, parse_tool_action
 from openenv.server.runtime import EnvRuntime, RequestError
-from openenv.server.sessions import FactoryError
 from openenv.server.settings import ServerSettings, get_settings
 from openenv.server.ws import WebSocketEndpoint
 from openenv.types import Action, EnvironmentMetadata, Observation, State
@@ -105,14 +115,17 @@ def create_app(
         A FastAPI app with /health, /metadata, /schema, /reset, /step, /state, /mcp and /ws.
 
     Raises:
-        ConfigurationError: the classes are not models of the right kind, or a capacity above 1
-            is asked of an environment that does not support concurrent sessions.
+        ConfigurationError: the classes are not models of the right kind, a capacity above 1
+            is asked of an environment that does not support concurrent sessions, or a `@tool`
+            has type hints that cannot be resolved or described as JSON Schema.
     """
     settings = settings or get_settings()
     _check_models(action_cls, observation_cls)
     env_cls = _env_class(env_factory)
     if env_cls is not None and not (env_cls._has_async("step") or env_cls.step is not Environment.step):
         raise ConfigurationError(f"{env_cls.__name__} implements neither step() nor step_async()")
+    if env_cls is not None:
+        _check_tools(env_cls)
     state_cls = state_cls or _infer_state_cls(env_cls) or State
     max_sessions = max_concurrent_envs or settings.capacity
     if env_cls is not None and not env_cls.SUPPORTS_CONCURRENT_SESSIONS:
@@ -183,6 +196,7 @@ def create_app(
     step_request = create_model(
         "StepRequest",
         __config__=ConfigDict(extra="allow"),
+        __validators__={"_tool_actions": field_validator("action", mode="wrap")(_or_tool_action)},
         action=(action_cls, Field(description="The action, as in /schema.")),
         timeout_s=(float | None, Field(default=None, gt=0, description="Stop waiting after this many seconds.")),
         request_id=(str | None, Field(default=None, max_length=255)),
@@ -190,11 +204,13 @@ def create_app(
 
     @app.post("/reset", response_model=ObservationReply, tags=["Environment Control"], summary="Reset a fresh environment (stateless)")
     async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:
-        async with _fresh_env(runtime) as env:
+        async with runtime.fresh_env() as env:
             return _json(await runtime.reset(env, request.model_dump(exclude_unset=True)))
 
     async def step(request: Any) -> Response:
-        async with _fresh_env(runtime) as env:
+        async with runtime.fresh_env() as env:
+            if request.action.__class__ in TOOL_ACTION_TYPES:
+                return _json(await runtime.mcp.step(env, request.action, request.timeout_s))
             return _json(await runtime.step(env, request.action, request.timeout_s))
 
     # The body model is built at run time, so the annotation is set by hand (this module's
@@ -204,13 +220,27 @@ def create_app(
 
     @app.get("/state", tags=["State Management"], summary="State of a fresh environment (stateless)")
     async def state() -> Response:
-        async with _fresh_env(runtime) as env:
+        async with runtime.fresh_env() as env:
             return _json(await runtime.state(env))
 
-    @app.post("/mcp", tags=["MCP"], summary="JSON-RPC 2.0 tool calls")
-    async def mcp(body: Any = Body(default=None)) -> dict[str, Any]:
-        request_id = body.get("id") if isinstance(body, dict) else None
-        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "this environment exposes no MCP tools"}}
+    @app.post(
+        "/mcp",
+        tags=["MCP"],
+        summary="JSON-RPC 2.0: tools/list, tools/call, openenv/session/create, openenv/session/close",
+        openapi_extra={"requestBody": {"content": {"application/json": {"schema": {"type": "object"}, "example": {
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo_message", "arguments": {"message": "hi"}}
+        }}}}},
+    )
+    async def mcp(request: Request) -> Response:
+        raw = await request.body()
+        if len(raw) > settings.max_message_bytes:
+            reply = rpc_error(None, RpcCode.INVALID_REQUEST, f"request of {len(raw)} bytes is over the limit of {settings.max_message_bytes}")
+        else:
+            try:
+                reply = await runtime.mcp.rpc(loads(raw))
+            except JSONDecodeError as exc:
+                reply = rpc_error(None, RpcCode.PARSE_ERROR, f"Parse error: {exc}")
+        return _json(dumps(reply))
 
     ws_endpoint = WebSocketEndpoint(runtime)
     app.router.routes.append(WebSocketRoute("/ws", ws_endpoint))
@@ -218,25 +248,31 @@ def create_app(
     return app
 
 
+def _check_tools(env_cls: type[Environment]) -> None:
+    # Build every tool's schema now, so a broken declaration fails at start-up, not mid-episode.
+    for spec in tools_of(env_cls).values():
+        spec.input_schema()
+
+
+def _or_tool_action(cls: type, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # /step's body validates the env's action class first; MCP tool actions are the fallback,
+    # as on the WebSocket, so /schema and /docs keep showing the env's own action.
+    try:
+        return handler(value)
+    except ValidationError:
+        tool_action = parse_tool_action(value)
+        if tool_action is None:
+            raise
+        return tool_action
+
+
 def _json(payload: bytes) -> Response:
     return Response(payload, media_type="application/json")
 
 
-@contextlib.asynccontextmanager
-async def _fresh_env(runtime: EnvRuntime) -> AsyncIterator[Environment]:
-    try:
-        env = await runtime.sessions.build_env()
-    except FactoryError as exc:
-        raise RequestError(ErrorCode.FACTORY_ERROR, str(exc)) from exc
-    try:
-        yield env
-    finally:
-        await runtime.sessions.close_env(env)
-
-
 async def _describe(runtime: EnvRuntime, name: str) -> dict[str, Any]:
     try:
-        async with _fresh_env(runtime) as env:
+        async with runtime.fresh_env() as env:
             meta = env.get_metadata()
             if type(env).get_metadata is Environment.get_metadata:
                 meta = meta.model_copy(update={"name": name})

@@ -109,8 +109,20 @@ class Executor:
         return await self.in_pool(policy, fn, args, kwargs, timeout_s)
 
     async def in_pool(
-        self, policy: _Policy, fn: Callable[..., T], args: tuple, kwargs: dict, timeout_s: float | None
+        self,
+        policy: _Policy,
+        fn: Callable[..., T],
+        args: tuple,
+        kwargs: dict,
+        timeout_s: float | None,
+        grace_s: float = _GRACE_S,
     ) -> T:
+        """Call `fn` in the pool; wait at most `timeout_s + grace_s` when a timeout is given.
+
+        Raises:
+            EnvStepTimeout: the call ran past its time. The worker thread cannot be stopped, so
+                the call finishes in the background and its result is dropped.
+        """
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         timed = functools.partial(_timed, ctx.run, fn, args, kwargs)
@@ -119,7 +131,7 @@ class Executor:
             result, elapsed = await fut
         else:
             try:
-                result, elapsed = await asyncio.wait_for(fut, timeout_s + _GRACE_S)
+                result, elapsed = await asyncio.wait_for(fut, timeout_s + grace_s)
             except TimeoutError:
                 raise EnvStepTimeout(f"the call did not finish within timeout_s={timeout_s:g}") from None
         if policy.streak >= 0:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["serve", "uvicorn_options"]
+__all__ = ["serve", "serve_in_thread", "uvicorn_options"]
 
 
 def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
@@ -50,3 +54,38 @@ def serve(
         app_dir=app_dir,
         **uvicorn_options(),
     )
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 30.0) -> Iterator[str]:
+    """Serve `app` in a background thread for the duration of a `with` block.
+
+    For notebooks, examples and tests: the server shares this process, so the environment's
+    code can be inspected while a client drives it. Port 0 picks a free port.
+
+        with serve_in_thread(app) as url:
+            with MyEnv(url).sync() as env: ...
+
+    Yields:
+        The server's base URL, e.g. "http://127.0.0.1:53817".
+
+    Raises:
+        RuntimeError: the server did not start within `start_timeout_s` (e.g. the port is taken).
+    """
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", **uvicorn_options()))
+    thread = threading.Thread(target=server.run, name="openenv-serve-in-thread", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the server did not start on {host}:{port}; is the port free? (see the log above)")
+        time.sleep(0.01)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://{host}:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(15)

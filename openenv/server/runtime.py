@@ -7,8 +7,9 @@ error code, so every transport reports them the same way.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from time import perf_counter
 from typing import Any
 
@@ -18,11 +19,12 @@ from openenv.env import Environment
 from openenv.errors import EnvStepTimeout
 from openenv.protocol import ErrorCode, dumps, observation_json
 from openenv.server.execution import Executor
-from openenv.server.sessions import Session, SessionManager
+from openenv.server.mcp import McpService, parse_tool_action
+from openenv.server.sessions import FactoryError, Session, SessionManager
 from openenv.server.settings import ServerSettings
 from openenv.types import Action, Observation, State
 
-__all__ = ["EnvRuntime", "RequestError"]
+__all__ = ["EnvRuntime", "RequestError", "ToolActionRequest"]
 
 
 class RequestError(Exception):
@@ -33,6 +35,18 @@ class RequestError(Exception):
         self.code = code
         self.message = message
         self.details = details
+
+
+class ToolActionRequest(Exception):
+    """`parse_action` found a ListToolsAction / CallToolAction in a step frame.
+
+    Raised rather than returned, so the step hot path never checks for tools and pays nothing
+    for them; the transport answers it with `runtime.mcp.step`.
+    """
+
+    def __init__(self, action: Action) -> None:
+        super().__init__(type(action).__name__)
+        self.action = action
 
 
 def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
@@ -92,6 +106,7 @@ class EnvRuntime:
         )
         self._calls: dict[tuple[type, str], _Call] = {}
         self._validate_action = action_cls.model_validate
+        self.mcp = McpService(self, settings.tool_timeout_s)
 
     def _call(self, env: Environment, name: str) -> _Call:
         key = (type(env), name)
@@ -119,7 +134,12 @@ class EnvRuntime:
         return self._payload(env, "reset", obs)
 
     def parse_action(self, data: Any) -> Action:
-        """Validate an action dict against the env's action class."""
+        """Validate an action dict against the env's action class.
+
+        Raises:
+            RequestError: VALIDATION_ERROR, with pydantic's error list.
+            ToolActionRequest: the data is a tool action (and not one of the env's own).
+        """
         if not isinstance(data, dict):
             raise RequestError(
                 ErrorCode.VALIDATION_ERROR,
@@ -129,14 +149,27 @@ class EnvRuntime:
         try:
             return self._validate_action(data)
         except ValidationError as exc:
+            error = exc
+        # Only now, off the hot path: the MCP step actions, unless the env's own class took them.
+        try:
+            tool_action = parse_tool_action(data)
+        except ValidationError as exc:
             raise RequestError(
-                ErrorCode.VALIDATION_ERROR,
-                f"Invalid action for {self.action_cls.__name__}",
-                errors=validation_details(exc),
+                ErrorCode.VALIDATION_ERROR, f"Invalid {data['type']} action", errors=validation_details(exc)
             ) from None
+        if tool_action is not None:
+            raise ToolActionRequest(tool_action)
+        raise RequestError(
+            ErrorCode.VALIDATION_ERROR,
+            f"Invalid action for {self.action_cls.__name__}",
+            errors=validation_details(error),
+        ) from None
 
     async def step(self, env: Environment, action: Action, timeout_s: float | None = None) -> bytes:
-        """Apply a validated action; returns the payload as JSON bytes."""
+        """Apply a validated action of the env's own class; returns the payload as JSON bytes.
+
+        Tool actions (ListToolsAction / CallToolAction) go to `self.mcp.step` instead.
+        """
         call = self._calls.get((type(env), "step")) or self._call(env, "step")
         policy = call.policy
         if policy.inline and timeout_s is None and not call.is_async:
@@ -193,3 +226,19 @@ class EnvRuntime:
 
     async def open_session(self, on_expire: Any = None) -> Session:
         return await self.sessions.open(on_expire)
+
+    @contextlib.asynccontextmanager
+    async def fresh_env(self) -> AsyncIterator[Environment]:
+        """A new environment for one stateless request, closed afterwards.
+
+        Raises:
+            RequestError: FACTORY_ERROR when the environment cannot be built.
+        """
+        try:
+            env = await self.sessions.build_env()
+        except FactoryError as exc:
+            raise RequestError(ErrorCode.FACTORY_ERROR, str(exc)) from exc
+        try:
+            yield env
+        finally:
+            await self.sessions.close_env(env)

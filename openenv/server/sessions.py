@@ -12,7 +12,6 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from openenv.env import Environment
 from openenv.server.execution import Executor
@@ -41,7 +40,7 @@ class FactoryError(Exception):
 class Session:
     """One client's environment and its activity clock."""
 
-    __slots__ = ("id", "env", "created_at", "last_active", "steps", "busy", "closed", "on_expire")
+    __slots__ = ("busy", "closed", "created_at", "env", "id", "last_active", "on_expire", "steps")
 
     def __init__(self, env: Environment, on_expire: Callable[[str], Awaitable[None]] | None) -> None:
         self.id = uuid.uuid4().hex

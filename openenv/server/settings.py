@@ -10,6 +10,7 @@ pool member) and that import alone would add a sixth of a second to every cold s
 | OPENENV_MAX_MESSAGE_BYTES | 8388608 | largest frame accepted; larger ones get MESSAGE_TOO_LARGE |
 | OPENENV_WORKER_THREADS | 4 × cores, at most 32 | the pool that runs blocking env calls |
 | OPENENV_ENABLE_WEB_INTERFACE | false | serve the play UI at /web |
+| OPENENV_TOOL_TIMEOUT_S | 30 | time limit of an MCP tool call (a tool's own `timeout_s` wins) |
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class ServerSettings:
     max_message_bytes: int = 8 << 20
     worker_threads: int = min(32, 4 * (os.cpu_count() or 1))
     enable_web_interface: bool = False
+    tool_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.max_sessions is not None and self.max_sessions < 1:
@@ -70,6 +72,8 @@ class ServerSettings:
             raise ConfigurationError("max_message_bytes must be at least 1024")
         if self.worker_threads < 1:
             raise ConfigurationError("worker_threads must be >= 1")
+        if not self.tool_timeout_s > 0:
+            raise ConfigurationError("tool_timeout_s must be > 0 seconds")
 
     @property
     def capacity(self) -> int:

@@ -11,8 +11,17 @@ import logging
 from time import monotonic
 from typing import Any
 
-from openenv.protocol import EXTENSIONS, PROTOCOL_HEADER, PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, error_frame, loads
-from openenv.server.runtime import EnvRuntime, RequestError
+from openenv.protocol import (
+    EXTENSIONS,
+    PROTOCOL_HEADER,
+    PROTOCOL_VERSION,
+    ErrorCode,
+    JSONDecodeError,
+    dumps,
+    error_frame,
+    loads,
+)
+from openenv.server.runtime import EnvRuntime, RequestError, ToolActionRequest
 from openenv.server.sessions import CapacityError, FactoryError, Session
 
 __all__ = ["WebSocketEndpoint"]
@@ -36,9 +45,8 @@ class _Closed(Exception):
 class WebSocketEndpoint:
     """ASGI app for the `/ws` route."""
 
-    def __init__(self, runtime: EnvRuntime, mcp_handler: Any = None) -> None:
+    def __init__(self, runtime: EnvRuntime) -> None:
         self.runtime = runtime
-        self.mcp_handler = mcp_handler
         self.max_bytes = runtime.settings.max_message_bytes
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -137,18 +145,23 @@ class WebSocketEndpoint:
             if kind == "close":
                 return None
             if kind == "mcp":
-                if self.mcp_handler is None:
-                    reply = {"jsonrpc": "2.0", "id": _rpc_id(msg.get("data")), "error": {"code": -32601, "message": "this environment exposes no MCP tools"}}
-                else:
-                    reply = await self.mcp_handler(env, msg.get("data"))
-                return dumps({"type": "mcp", "data": reply})
+                data = msg.get("data")
+                if type(data) is not dict:
+                    raise RequestError(
+                        ErrorCode.VALIDATION_ERROR,
+                        'an mcp frame carries a JSON-RPC request: {"type": "mcp", "data": {"jsonrpc": "2.0", "method": ..., "id": ...}}',
+                        errors=[{"type": "dict_type", "loc": ["data"], "msg": "Input should be a valid dictionary"}],
+                    )
+                return b'{"type":"mcp","data":%b}' % dumps(await runtime.mcp.rpc(data, session))
             return error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
         except RequestError as exc:
             return error_frame(exc.code, exc.message, **exc.details)
-
-
-def _rpc_id(data: Any) -> Any:
-    return data.get("id") if isinstance(data, dict) else None
+        except ToolActionRequest as request:  # a step frame carrying ListToolsAction / CallToolAction
+            session.steps += 1
+            try:
+                return b'{"type":"observation","data":%b}' % await runtime.mcp.step(env, request.action, msg.get("timeout_s"))
+            except RequestError as exc:
+                return error_frame(exc.code, exc.message, **exc.details)
 
 
 async def _send_quietly(send: Any, frame: bytes) -> None:

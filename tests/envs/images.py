@@ -17,6 +17,9 @@ from tests.support.servers import ROOT
 
 ENV_NAMES = ("atari_env", "blackjack_env", "chess_env", "coding_env", "grid_world_env", "wordle_env")
 TAG_PREFIX = "envs-test/"
+# One tag per test run: several runs may share the engine (worktrees, CI on a busy machine), and
+# each removes its own images at the end.
+RUN_TAG = f"run-{uuid.uuid4().hex[:10]}"
 CONTAINER_PREFIX = "envs-test-"
 LABEL = "org.openenv.test-owner"
 
@@ -46,7 +49,7 @@ class EnvImages:
         if not self._builds:
             for name in ENV_NAMES:
                 self._builds[name] = self._pool.submit(
-                    build_image, ROOT / "envs" / name, f"{TAG_PREFIX}{name}:dev", base_image=self.base_image,
+                    build_image, ROOT / "envs" / name, f"{TAG_PREFIX}{name}:{RUN_TAG}", base_image=self.base_image,
                     labels={LABEL: "envs"}, client=self.client,
                 )
 

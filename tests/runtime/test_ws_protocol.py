@@ -146,11 +146,13 @@ def test_handshake_announces_protocol_and_extensions(count_url: str) -> None:
     assert header.startswith("1;") and "step-timeout" in header
 
 
-def test_mcp_frame_without_tools_gets_jsonrpc_error(count_url: str) -> None:
+def test_mcp_frame_without_tools_lists_none(count_url: str) -> None:
     with ws(count_url) as conn:
         reply = ask(conn, {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}})
+        call = ask(conn, {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "x"}}})
     assert reply["type"] == "mcp"
-    assert reply["data"]["id"] == 3 and reply["data"]["error"]["code"] == -32601
+    assert reply["data"] == {"jsonrpc": "2.0", "id": 3, "result": {"tools": []}}
+    assert call["data"]["id"] == 4 and call["data"]["error"]["data"]["error_type"] == "tool_not_found"
 
 
 def test_capacity_reached_then_closed() -> None:

@@ -1,11 +1,16 @@
-"""The echo environment: each step echoes the message back, with reward 0.1 × its length."""
+"""The echo environment: each step echoes the message back, with reward 0.1 × its length.
+
+It also offers two MCP tools, `echo_message` and `echo_with_length`, as upstream's echo env does:
+call them with `step(CallToolAction(tool_name="echo_message", arguments={"message": "hi"}))`
+(which earns the same reward as an `EchoAction`) or with the client's `call_tool(...)`.
+"""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from openenv import Environment
+from openenv import CallToolAction, CallToolObservation, Environment, tool
 
 try:
     from ..models import EchoAction, EchoObservation, EchoState
@@ -36,6 +41,34 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
         self._steps += 1
         self._total_length += length
         return EchoObservation(echoed_message=action.message, message_length=length, reward=0.1 * length)
+
+    @tool
+    def echo_message(self, message: str) -> str:
+        """Echo back the provided message.
+
+        Args:
+            message: The message to echo back.
+        """
+        return message
+
+    @tool
+    def echo_with_length(self, message: str) -> dict[str, Any]:
+        """Echo back the provided message with its length in characters.
+
+        Args:
+            message: The message to echo back.
+        """
+        return {"message": message, "length": len(message)}
+
+    def after_tool_call(self, action: CallToolAction, observation: CallToolObservation) -> CallToolObservation:
+        # A tool call sent as a step counts as a step and is rewarded like an EchoAction: 0.1 per
+        # character echoed. (Calls over JSON-RPC are not steps and do not come here.)
+        message = action.arguments.get("message")
+        length = len(message) if observation.error is None and isinstance(message, str) else 0
+        self._steps += 1
+        self._total_length += length
+        observation.reward = 0.1 * length
+        return observation
 
     @property
     def state(self) -> EchoState:

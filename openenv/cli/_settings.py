@@ -1,0 +1,41 @@
+"""What the `openenv` command reads from the process environment (the only place it does).
+
+| variable | meaning |
+|---|---|
+| OPENENV_DEBUG=1 | print tracebacks of internal errors |
+| OPENENV_COLOR=always/never/auto | rich output: forced on, off, or only on a terminal (default auto) |
+| NO_COLOR | any value: plain output (https://no-color.org) |
+| OPENENV_BASE_IMAGE | default `--base-image` of `openenv build` |
+| HF_TOKEN, HF_ENDPOINT | read by huggingface_hub itself for `push` and `fork` |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = ["CliSettings", "cli_settings"]
+
+
+@dataclass(frozen=True, slots=True)
+class CliSettings:
+    debug: bool
+    color: str
+    base_image: str | None
+
+
+def cli_settings() -> CliSettings:
+    """The CLI's settings, read now (commands are short-lived; nothing to cache)."""
+    color = os.environ.get("OPENENV_COLOR", "auto").strip().lower()
+    if os.environ.get("NO_COLOR"):
+        color = "never"
+    return CliSettings(
+        debug=os.environ.get("OPENENV_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"),
+        color=color if color in ("always", "never", "auto") else "auto",
+        base_image=os.environ.get("OPENENV_BASE_IMAGE") or None,
+    )
+
+
+def child_environ(**overrides: str) -> dict[str, str]:
+    """This process's environment with `overrides`, for child processes the CLI starts."""
+    return {**os.environ, **overrides}

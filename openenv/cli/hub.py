@@ -1,0 +1,148 @@
+"""`openenv hub serve | index | worker`: run the Environment Hub service."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+from openenv.cli._output import CliError, Output
+
+DESCRIPTION = """Run the Environment Hub: a catalog of environments that indexes Spaces tagged
+`openenv` (and a local folder of envs), validates, builds and smoke-tests every revision, and
+serves a JSON API and website. With no configuration it keeps a SQLite database under
+~/.cache/openenv-hub, indexes this repository's envs/ and runs the pipeline on them.
+Settings come from OPENENV_HUB_* variables (see docs/hub-api.md); options here override them."""
+
+EXAMPLES = """
+openenv hub serve                               # http://127.0.0.1:7860, API under /api/v1
+openenv hub serve --port 8080 --workers 2 --data-dir /srv/hub
+openenv hub index --source hf                   # index Spaces tagged openenv (HF_ENDPOINT, HF_TOKEN)
+openenv hub index --source envs/ --wait         # a local folder, then run the pipeline until done
+openenv hub worker                              # one more pipeline worker on the same database
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="hub_command", metavar="SUBCOMMAND", required=True)
+
+    serve = sub.add_parser("serve", help="serve the API (and website) with background indexing and workers")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    serve.add_argument("--workers", type=int, default=None, help="pipeline worker processes to run (default 1)")
+    serve.add_argument("--reindex-every", type=float, default=600.0, metavar="SECONDS", help="re-index sources this often (0: once)")
+    _common(serve)
+
+    index = sub.add_parser("index", help="index a source once")
+    index.add_argument("--source", default="local", help="'hf', 'local' (the configured folder), or a folder of env folders")
+    index.add_argument("--wait", action="store_true", help="then run the pipeline in this process until the queue is empty")
+    index.add_argument("--json", action="store_true", help="print the index report as JSON")
+    _common(index)
+
+    worker = sub.add_parser("worker", help="run a pipeline worker until interrupted")
+    _common(worker)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, default=None, help="where the database, files and logs live")
+    parser.add_argument("--database-url", default=None, help="SQLAlchemy URL (default: SQLite under the data dir)")
+    parser.add_argument("--hf", action="store_true", help="also index Spaces from the Hugging Face Hub")
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Any:
+    if importlib.util.find_spec("sqlalchemy") is None or importlib.util.find_spec("alembic") is None:
+        raise CliError("the Hub service needs the service extra", "pip install 'openenv-hub[service]'")
+    from hub_service.settings import HubSettings
+
+    overrides: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
+    if args.data_dir is not None:
+        overrides["data_dir"] = args.data_dir
+    if args.database_url:
+        overrides["database_url"] = args.database_url
+    if args.hf:
+        overrides["hf_enabled"] = True
+    return HubSettings(**overrides)
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.hub_command == "serve":
+        return _serve(args, out)
+    if args.hub_command == "index":
+        return _index(args, out)
+    return _worker(args, out)
+
+
+def _serve(args: argparse.Namespace, out: Output) -> int:
+    from hub_service.serve import serve
+
+    settings = _settings(args)
+    out.line(f"OpenEnv Hub on http://{args.host}:{args.port}  (API: /api/v1/envs, docs: /docs)")
+    out.line(f"data: {settings.data_dir}   database: {_redact(settings.sqlalchemy_url)}   local source: {settings.local_source or '-'}")
+    serve(settings, host=args.host, port=args.port, workers=args.workers, reindex_every_s=args.reindex_every, log_level=args.log_level)
+    return 0
+
+
+def _index(args: argparse.Namespace, out: Output) -> int:
+    from hub_service.db import make_engine, migrate, sessionmaker_for
+    from hub_service.indexer.service import index_source
+    from hub_service.pipeline.runner import source_for
+    from hub_service.pipeline.worker import Worker
+
+    source_arg = args.source
+    extra: dict[str, Any] = {}
+    kind = source_arg
+    if source_arg not in ("hf", "local"):
+        folder = Path(source_arg).expanduser().resolve()
+        if not folder.is_dir():
+            raise CliError(f"{source_arg} is neither 'hf', 'local' nor a folder", "pass --source hf, or a folder of env folders")
+        extra["local_source"] = str(folder)
+        kind = "local"
+    if kind == "hf":
+        extra["hf_enabled"] = True
+    settings = _settings(args, **extra)
+    migrate(settings.sqlalchemy_url)
+    factory = sessionmaker_for(make_engine(settings.sqlalchemy_url))
+    report = index_source(factory, source_for(settings, kind), max_attempts=settings.job_max_attempts)
+    outcomes: list[str] = []
+    if args.wait:
+        outcomes = Worker(settings, factory).run_until_idle()
+    if args.json:
+        out.json({**report.as_dict(), "pipeline": {o: outcomes.count(o) for o in sorted(set(outcomes))}})
+        return 0
+    out.mark("ok", f"indexed {report.source}: {report.seen} envs ({report.new} new, {report.changed} changed, "
+                   f"{report.gone} gone), {report.jobs} pipeline jobs queued in {report.seconds:.2f}s")
+    if args.wait:
+        out.mark("ok" if "failed" not in outcomes else "warn", f"pipeline: {outcomes.count('passed')} passed, {outcomes.count('failed')} failed")
+    return 0
+
+
+def _worker(args: argparse.Namespace, out: Output) -> int:
+    import signal
+
+    from hub_service.db import migrate
+    from hub_service.pipeline.worker import Worker
+
+    settings = _settings(args)
+    migrate(settings.sqlalchemy_url)
+    worker = Worker(settings)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stopping.set())
+    out.line(f"worker {worker.worker_id} on {_redact(settings.sqlalchemy_url)}")
+    try:
+        worker.run_forever()
+    except KeyboardInterrupt:
+        worker.stopping.set()
+    return 0
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url

@@ -1,0 +1,84 @@
+"""What the static checks of one folder share: the folder, its manifest, README, Dockerfile,
+declared dependencies, and the app's import probe, each computed once, on demand."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from openenv.manifest import MANIFEST_FILE, Manifest, ManifestInspection, find_app_module, inspect_manifest
+from openenv.validation import _files
+from openenv.validation._probe import AppProbe, probe_app
+from openenv.validation.registry import Finding, skipped
+
+__all__ = ["FolderContext", "need_front_matter", "need_manifest"]
+
+
+class FolderContext:
+    """What the checks of one folder share; expensive parts are computed once, on demand."""
+
+    def __init__(self, root: Path, *, space_id: str | None, import_app: bool, python: str | None, timeout_s: float) -> None:
+        self.root = root
+        self.space_id = space_id
+        self.import_app = import_app
+        self.python = python
+        self.timeout_s = timeout_s
+
+    @functools.cached_property
+    def manifest_path(self) -> Path:
+        return self.root / MANIFEST_FILE
+
+    @functools.cached_property
+    def inspection(self) -> ManifestInspection | None:
+        try:
+            raw = self.manifest_path.read_bytes()
+        except OSError:
+            return None
+        return inspect_manifest(raw, MANIFEST_FILE)
+
+    @property
+    def manifest(self) -> Manifest | None:
+        return self.inspection.manifest if self.inspection else None
+
+    @functools.cached_property
+    def dockerfile(self) -> Path | None:
+        return _files.find_dockerfile(self.root)
+
+    @functools.cached_property
+    def front_matter(self) -> _files.FrontMatter | None:
+        readme = self.root / "README.md"
+        if not readme.is_file():
+            return None
+        return _files.read_front_matter(readme.read_text(encoding="utf-8", errors="replace"))
+
+    @functools.cached_property
+    def declared(self) -> dict[str, str]:
+        """Declared distributions (normalized) → the file declaring them."""
+        return _files.declared_dependencies(self.root, self.dockerfile)
+
+    @functools.cached_property
+    def app_file(self) -> tuple[str, str | None] | None:
+        """(module to import, a note) for the manifest's `app`, or None when no file matches."""
+        assert self.manifest is not None
+        module = find_app_module(self.root, self.manifest.app_module)
+        if module is None:
+            return None
+        return module, (module if module != self.manifest.app_module else None)
+
+    @functools.cached_property
+    def probe(self) -> AppProbe:
+        assert self.manifest is not None and self.app_file is not None
+        return probe_app(self.root, self.app_file[0], self.manifest.app_attr, python=self.python, timeout_s=self.timeout_s)
+
+
+def need_manifest(ctx: FolderContext) -> Finding | None:
+    if ctx.manifest is None:
+        return skipped(f"{MANIFEST_FILE} is missing or invalid")
+    return None
+
+
+def need_front_matter(ctx: FolderContext) -> Finding | None:
+    fm = ctx.front_matter
+    if fm is None or fm.data is None:
+        return skipped("README.md has no readable front matter (see readme.front_matter)")
+    return None

@@ -1,0 +1,144 @@
+"""Validate a folder end to end: static checks, then (optionally) serve it locally and run the
+runtime checks against it, and/or check a server that is already running."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from openenv.errors import OpenEnvError
+from openenv.validation.registry import REGISTRY, define, ok, problem, to_result
+from openenv.validation.report import Report
+from openenv.validation.runtime import validate_url
+from openenv.validation.static import validate_folder
+
+__all__ = ["LocalServerError", "serve_locally", "validate"]
+
+STARTS = define("runtime.starts", "The env's server starts locally (validate --run)", severity="error", stage="runtime",
+                remediation="run `openenv serve PATH` to see the server's error")
+
+
+class LocalServerError(OpenEnvError):
+    """The env's server did not start; `log` holds its output."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_locally(root: str | Path, app: str, *, python: str | None = None, timeout_s: float = 60.0) -> Iterator[str]:
+    """Run `python -m uvicorn APP` in the env folder on a free 127.0.0.1 port; yields its URL.
+
+    Raises:
+        LocalServerError: the server exited or did not answer /health within `timeout_s`.
+    """
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
+    # plain uvicorn: it is there for our SDK and for upstream's, so envs built on either can be run
+    cmd = [python or sys.executable, "-m", "uvicorn", app, "--app-dir", ".", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=str(root), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise LocalServerError(f"the server exited with code {proc.returncode} before answering", _tail(log))
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2):
+                    break
+            except urllib.error.HTTPError:
+                break  # it answers (maybe 503 while warming): the runtime checks judge the rest
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise LocalServerError(f"the server did not answer on {url} within {timeout_s:g}s", _tail(log)) from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        log.close()
+
+
+def _tail(log: object) -> str:
+    log.seek(0)  # type: ignore[attr-defined]
+    return log.read().decode("utf-8", "replace")[-3000:]  # type: ignore[attr-defined]
+
+
+def validate(
+    path: str | Path | None = None,
+    *,
+    url: str | None = None,
+    run: bool = False,
+    space_id: str | None = None,
+    import_app: bool = True,
+    python: str | None = None,
+    strict: bool = False,
+    token: str | None = None,
+    timeout_s: float = 60.0,
+    latency_steps: int = 20,
+) -> Report:
+    """Validate a folder, a running server, or both (one merged report).
+
+    Args:
+        path: env folder for the static checks.
+        url: a running server for the runtime checks.
+        run: also serve `path` locally (no Docker) and run the runtime checks against it.
+        Others: as for `validate_folder` and `validate_url`.
+
+    Returns:
+        The report. Raises only for bad arguments (neither path nor url: ValueError).
+    """
+    if path is None and url is None:
+        raise ValueError("give a folder, a url, or both")
+    report: Report | None = None
+    if path is not None:
+        report = validate_folder(path, space_id=space_id, import_app=import_app, python=python, strict=strict, timeout_s=timeout_s)
+        if run and report.status in ("pass", "warn", "fail") and report.manifest is not None:
+            report = report.merge(_run_locally(Path(path), report, python, strict, timeout_s, latency_steps))
+    if url is not None:
+        remote = validate_url(url, token=token, timeout_s=min(timeout_s, 30.0), latency_steps=latency_steps, strict=strict)
+        report = remote if report is None else report.merge(remote)
+    assert report is not None
+    return report
+
+
+def _run_locally(root: Path, folder_report: Report, python: str | None, strict: bool, timeout_s: float, steps: int) -> Report:
+    from openenv.manifest import Manifest, find_app_module
+
+    manifest = Manifest.model_validate(folder_report.manifest)
+    app_result = folder_report.results("app.module")
+    if app_result and app_result[0].status == "fail":
+        return Report(strict=strict, checks=[to_result(REGISTRY[STARTS], problem("the app module was not found (see app.module)"))]).finish()
+    module = find_app_module(root, manifest.app_module) or manifest.app_module
+    started = time.perf_counter()
+    try:
+        with serve_locally(root, f"{module}:{manifest.app_attr}", python=python, timeout_s=timeout_s) as url:
+            ok_result = to_result(REGISTRY[STARTS], ok(f"serving on {url}"), round((time.perf_counter() - started) * 1000, 1))
+            remote = validate_url(url, timeout_s=min(timeout_s, 30.0), latency_steps=steps, strict=strict)
+    except LocalServerError as exc:
+        failed = to_result(REGISTRY[STARTS], problem(str(exc), log=exc.log))
+        return Report(strict=strict, checks=[failed]).finish()
+    remote.checks.insert(0, ok_result)
+    remote.target.url = None  # a throwaway local URL is not the target
+    return remote.finish()

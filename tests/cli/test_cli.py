@@ -1,0 +1,152 @@
+"""The `openenv` command itself: help, errors, exit codes, output modes, init, validate, serve, build."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from openenv.cli import main as cli_main
+from openenv.cli.init import class_prefix
+from tests.support.cli import Run
+from tests.support.servers import ROOT, free_port, wait_http
+
+HEAVY = ("fastapi", "pydantic", "yaml", "huggingface_hub", "docker", "rich", "uvicorn", "starlette", "httpx")
+
+
+def test_top_level_help_lists_every_command_and_imports_nothing_heavy() -> None:
+    code = ("import sys; from openenv.cli.main import main; rc = main(['--help']); "
+            f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0
+    for name, (_, summary) in cli_main.COMMANDS.items():
+        assert f"{name}" in proc.stdout and summary in proc.stdout
+    assert "HEAVY []" in proc.stdout
+
+
+@pytest.mark.parametrize("command", list(cli_main.COMMANDS))
+def test_every_command_help_shows_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"usage: openenv {command}" in out and "examples:" in out
+    assert f"  openenv {command} " in out.split("examples:")[1]
+
+
+def test_unknown_commands_and_bad_options_fail_with_usage(run_cli: Run) -> None:
+    proc = run_cli("valdate")
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: unknown command 'valdate' — did you mean `openenv validate`?"
+    proc = run_cli("validate", "--no-such-flag")
+    assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
+
+
+def test_errors_are_one_line_with_a_hint(run_cli: Run, tmp_path: Path) -> None:
+    for args in (("serve", str(tmp_path / "nope")), ("build", str(tmp_path)), ("push", str(tmp_path))):
+        proc = run_cli(*args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and " — " in lines[0], proc.stderr
+
+
+def test_an_unexpected_exception_is_an_internal_error_with_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
+    broken = types.ModuleType("broken_command")
+    broken.DESCRIPTION, broken.EXAMPLES = "always fails", "openenv broken"
+    broken.add_arguments = lambda parser: None
+    broken.run = lambda args, out: 1 / 0
+    sys.modules["broken_command"] = broken
+    cli_main.COMMANDS["broken"] = ("broken_command", "a command that crashes")
+    try:
+        assert cli_main.main(["broken"]) == 3
+    finally:
+        del cli_main.COMMANDS["broken"], sys.modules["broken_command"]
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: internal error: ZeroDivisionError") and "OPENENV_DEBUG=1" in err and "\n" not in err
+
+
+def test_init_makes_a_working_env_and_refuses_what_it_should(run_cli: Run, tmp_path: Path) -> None:
+    proc = run_cli("init", "maze_env", "--json")
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(proc.stdout)
+    assert made["name"] == "maze_env" and "server/environment.py" in made["files"] and "tests/test_environment.py" in made["files"]
+    env = tmp_path / "maze_env"
+    assert "class MazeAction(Action)" in (env / "models.py").read_text()
+    assert "name: maze_env" in (env / "openenv.yaml").read_text() and "__ENV" not in "".join(p.read_text() for p in env.rglob("*.py"))
+    again = run_cli("init", "maze_env")
+    assert again.returncode == 2 and "already exists" in again.stderr
+    for bad, why in (("Maze-Env", "try `openenv init maze_env`"), ("2fast", "try `openenv init env_2fast`"), ("json", "shadow"), ("server", "shadow")):
+        proc = run_cli("init", bad)
+        assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+        assert not (tmp_path / bad).exists()
+    nested = run_cli("init", "envs/deep_env")
+    assert nested.returncode == 0 and (tmp_path / "envs" / "deep_env" / "openenv.yaml").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no staging left behind
+
+
+def test_class_names_follow_echo_envs_convention() -> None:
+    assert [class_prefix(n) for n in ("echo_env", "number_guess", "env", "a_b_env")] == ["Echo", "NumberGuess", "Env", "AB"]
+
+
+def test_validate_human_output_json_document_and_exit_codes(run_cli: Run, tmp_path: Path) -> None:
+    assert run_cli("init", "ok_env").returncode == 0
+    good = run_cli("validate", "ok_env")
+    assert good.returncode == 0 and "ok   manifest.schema" in good.stdout and "ok_env: PASS" in good.stdout
+    (tmp_path / "ok_env" / "openenv.yaml").write_text("spec_version: 1\nname: ok_env\nport: 99999\n")
+    bad = run_cli("validate", "ok_env", "--json")
+    assert bad.returncode == 1
+    doc = json.loads(bad.stdout)  # stdout is exactly one JSON document
+    assert doc["status"] == "fail" and doc["exit_code"] == 1 and doc["report_version"] == 1
+    failed = [c for c in doc["checks"] if c["status"] == "fail"]
+    assert failed[0]["id"] == "manifest.schema" and failed[0]["line"] == 3 and failed[0]["file"] == "openenv.yaml"
+    human = run_cli("validate", "ok_env", "-q")
+    assert "FAIL manifest.schema" in human.stdout and "openenv.yaml:3:" in human.stdout and "fix: use a port number" in human.stdout
+    assert "ok   " not in human.stdout
+    not_env = run_cli("validate", str(tmp_path / "hf-home"), "--json")
+    assert not_env.returncode == 2 and json.loads(not_env.stdout)["status"] == "unsupported"
+    assert run_cli("validate", "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "2").returncode == 1
+
+
+def test_rich_output_when_asked_and_plain_otherwise(run_cli: Run) -> None:
+    assert run_cli("init", "fancy_env").returncode == 0
+    fancy = run_cli("validate", "fancy_env", env={"NO_COLOR": "", "OPENENV_COLOR": "always"})
+    assert fancy.returncode == 0 and "\x1b[" in fancy.stdout and "✓" in fancy.stdout
+    plain = run_cli("validate", "fancy_env")
+    assert "\x1b[" not in plain.stdout and "ok   manifest.present" in plain.stdout
+
+
+def test_schema_command_prints_the_published_schemas(run_cli: Run) -> None:
+    for which, file in (("manifest", "manifest.schema.json"), ("report", "validate-report.schema.json")):
+        proc = run_cli("schema", which)
+        assert proc.returncode == 0 and proc.stdout == (ROOT / "docs" / file).read_text()
+
+
+def test_serve_runs_the_env_and_refuses_a_busy_port(run_cli: Run, tmp_path: Path) -> None:
+    assert run_cli("init", "live_env").returncode == 0
+    port = free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "openenv"), "serve", "live_env", "--port", str(port)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", timeout=30, proc=proc)
+        busy = run_cli("serve", "live_env", "--port", str(port))
+        assert busy.returncode == 1 and f"port {port} on 127.0.0.1 is already in use" in busy.stderr
+        report = run_cli("validate", "--url", f"http://127.0.0.1:{port}", "--json", "--steps", "3")
+        assert report.returncode == 0 and json.loads(report.stdout)["target"]["name"] == "live_env"
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=15)
+    assert f"serving live_env on http://127.0.0.1:{port}" in out
+
+
+def test_serve_reports_a_broken_env_in_one_line(run_cli: Run, tmp_path: Path) -> None:
+    assert run_cli("init", "oops_env").returncode == 0
+    (tmp_path / "oops_env" / "server" / "environment.py").write_text("def broken(:\n")
+    proc = run_cli("serve", "oops_env", "--port", str(free_port()))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert "importing server.app failed at server/environment.py:1: SyntaxError" in proc.stderr
+
+
+def test_build_rejects_bad_build_args(run_cli: Run) -> None:
+    assert run_cli("init", "img_env").returncode == 0
+    proc = run_cli("build", "img_env", "--build-arg", "NOVALUE")
+    assert proc.returncode == 2 and "is not KEY=VALUE" in proc.stderr
