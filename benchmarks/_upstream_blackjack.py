@@ -9,10 +9,11 @@ upstream's server. Same game logic on both sides: the benchmark compares the sta
 import sys
 from pathlib import Path
 
-import openenv
 from openenv.core.env_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
+
+import openenv
 
 openenv.Action, openenv.Observation, openenv.State, openenv.Environment = Action, Observation, State, Environment
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "envs" / "blackjack_env"))

@@ -33,12 +33,8 @@ ENV_DIR = ROOT / "envs" / "blackjack_env"
 INSTRUCTION = "You play blackjack. Reply with one word: hit or stand."
 
 CARDS = [r + s for r in ("A", "2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K") for s in ("♠", "♥", "♦", "♣")]
-WORDS = (
-    "hit stand You play blackjack Reply with one word action or New hand Your total soft The dealer shows "
-    "and draw bust on has Dealer's win lose Push your bet is returned Blackjack ! stand to collect it "
-    "Action"
-).split()
-VOCABULARY = [*WORDS, *CARDS, *(str(n) for n in range(0, 32)), *". , : ( ) + - ' ;".split()]
+WORDS = ["hit", "stand", "You", "play", "blackjack", "Reply", "with", "one", "word", "action", "or", "New", "hand", "Your", "total", "soft", "The", "dealer", "shows", "and", "draw", "bust", "on", "has", "Dealer's", "win", "lose", "Push", "your", "bet", "is", "returned", "Blackjack", "!", "stand", "to", "collect", "it", "Action"]
+VOCABULARY = [*WORDS, *CARDS, *(str(n) for n in range(0, 32)), *[".", ",", ":", "(", ")", "+", "-", "'", ";"]]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -58,13 +58,13 @@ async def test_openai_policy_errors_name_the_endpoint(standin) -> None:
     inp = PolicyInput("total 12", None, 0, 1, 0)
     with pytest.raises(PolicyEndpointError, match="answered 401"):
         await OpenAIPolicy("tiny-blackjack", base_url=base_url, api_key="wrong", max_retries=0)(inp)
-    with pytest.raises(PolicyEndpointError, match="answered 404.*model name"):
+    with pytest.raises(PolicyEndpointError, match=r"answered 404.*model name"):
         await OpenAIPolicy("no-such-model", base_url=base_url, api_key="test-key", max_retries=0)(inp)
-    with pytest.raises(PolicyEndpointError, match="cannot reach.*is it running"):
+    with pytest.raises(PolicyEndpointError, match=r"cannot reach.*is it running"):
         await OpenAIPolicy("tiny-blackjack", base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0, timeout_s=2)(inp)
 
 
-WORDS = "hit stand New hand . Your total the dealer shows Reply with one action : or".split()
+WORDS = ["hit", "stand", "New", "hand", ".", "Your", "total", "the", "dealer", "shows", "Reply", "with", "one", "action", ":", "or"]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from openenv.training._transcript import ChatFormat, TextFormat, Transcript
 from openenv.training.tiny import tiny_causal_lm, word_tokenizer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-WORDS = "good bad seed step say Action : 0 1 2 3 4 5 6 7 8 9".split()
+WORDS = ["good", "bad", "seed", "step", "say", "Action", ":", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
 
 
 def parse_move(text: str, observation: dict) -> dict:
