@@ -75,7 +75,11 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN")
+            # Writers take the write lock up front (BEGIN IMMEDIATE) and so wait their turn under
+            # busy_timeout; a deferred transaction that reads and then writes would instead fail
+            # at once with "database is locked" whenever another writer got in between.
+            mode = "IMMEDIATE" if conn.get_execution_options().get("openenv_write") else "DEFERRED"
+            conn.exec_driver_sql(f"BEGIN {mode}")
 
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
@@ -86,9 +90,14 @@ def sessionmaker_for(engine: Engine) -> sessionmaker[Session]:
 
 
 @contextmanager
-def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """A session whose transaction commits on success and rolls back on error."""
+def session_scope(factory: sessionmaker[Session], *, write: bool = True) -> Iterator[Session]:
+    """A session whose transaction commits on success and rolls back on error.
+
+    `write=True` takes SQLite's write lock when the transaction starts (no effect on PostgreSQL).
+    """
     with factory() as session, session.begin():
+        if write:
+            session.connection(execution_options={"openenv_write": True})
         yield session
 
 

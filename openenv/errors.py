@@ -15,6 +15,11 @@ OpenEnvError
 │       ├── CapacityReachedError         CAPACITY_REACHED
 │       ├── EnvFactoryError              FACTORY_ERROR: the environment could not be built
 │       └── ProtocolError                INVALID_JSON, UNKNOWN_TYPE, MESSAGE_TOO_LARGE, SESSION_ERROR...
+├── ProviderError                    starting or stopping an env server (openenv.client.providers)
+│   ├── ProviderUnavailableError         the system behind a provider (Docker, uv, a cluster) is missing
+│   └── ProviderStartError               the server did not come up; `.logs` holds its last output
+├── ResolutionError                  `from_hub` found no way to run the env; `.attempts` says why per step
+│   └── RemoteCodeError                  running it locally needs trust_remote_code=True
 └── (server side) EnvStepTimeout     an environment call ran past its timeout
 ```
 Every client error names the URL it was talking to. `EnvServerError.code` is the server's
@@ -39,6 +44,11 @@ __all__ = [
     "InvalidActionError",
     "OpenEnvError",
     "ProtocolError",
+    "ProviderError",
+    "ProviderStartError",
+    "ProviderUnavailableError",
+    "RemoteCodeError",
+    "ResolutionError",
     "RubricError",
     "ToolCallError",
     "server_error_from_frame",
@@ -188,3 +198,32 @@ def _describe_pydantic_error(err: Any) -> str:
         return str(err)
     loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
     return f"{loc or '<root>'}: {err.get('msg', '')}"
+
+
+class ProviderError(OpenEnvError):
+    """Starting, stopping or inspecting an env server through a provider failed."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """The system a provider needs (Docker engine, swarm, uv/venv, a cluster) is not available."""
+
+
+class ProviderStartError(ProviderError):
+    """The env server did not become healthy. `logs` holds the last lines it printed."""
+
+    def __init__(self, message: str, *, logs: str = "", url: str | None = None) -> None:
+        super().__init__(message)
+        self.logs = logs
+        self.url = url
+
+
+class ResolutionError(OpenEnvError):
+    """`from_hub` could not run the env. `attempts` lists (step, outcome) for every step tried."""
+
+    def __init__(self, message: str, *, attempts: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.attempts = list(attempts or [])
+
+
+class RemoteCodeError(ResolutionError):
+    """Running the env locally would execute code from the Hub; pass trust_remote_code=True."""

@@ -42,3 +42,20 @@ def test_rollouts_benchmark_runs(upstream_python: str) -> None:
             assert row["episodes_per_s"] > 0
             assert 1.0 <= row["steps_per_episode"] < 3.0  # the same game and policy on every stack
     assert set(report["ratios"]) == {"1", "4"}
+
+
+@pytest.mark.docker
+def test_cold_start_benchmark_runs(upstream_python: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cold_start.py"), "--rounds", "1", "--pool-sizes", "1,2",
+         "--upstream-python", upstream_python, "--json"],
+        capture_output=True, text=True, timeout=1200, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    assert set(report["medians_s"]) == {
+        "upstream client, upstream image", "ours, our image", "ours, upstream image",
+        "floor, our image", "floor, upstream image", "ours, process (venv cached)",
+    }
+    assert all(s > 0 for s in report["medians_s"].values())
+    assert [(p["size"], p["network"]) for p in report["pools"]] == [(1, "bridge"), (1, "host"), (2, "bridge"), (2, "host")]

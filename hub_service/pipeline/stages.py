@@ -21,6 +21,12 @@ from hub_service.settings import HubSettings
 __all__ = ["BuildOutput", "SmokeOutput", "StageFailed", "StageLog", "Transient", "ValidationFailed", "build", "smoke", "validate"]
 
 _MAX_LOG = 400_000  # characters kept per stage log (the tail wins)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def plain(text: str) -> str:
+    """Text without terminal colour codes (build tools colour their errors)."""
+    return _ANSI.sub("", text)
 
 
 class StageFailed(Exception):
@@ -52,7 +58,7 @@ class StageLog:
         self.start = time.monotonic()
 
     def __call__(self, line: str) -> None:
-        text = f"[{time.monotonic() - self.start:7.2f}s] {line.rstrip()}"
+        text = f"[{time.monotonic() - self.start:7.2f}s] {plain(line).rstrip()}"
         self.lines.append(text)
         self.size += len(text) + 1
         while self.size > _MAX_LOG and len(self.lines) > 1:
@@ -179,10 +185,10 @@ def build(settings: HubSettings, folder: Path, owner: str, name: str, sha: str, 
 
 
 def _last_error_line(log: str, fallback: str) -> str:
-    for line in reversed((log or "").splitlines()):
+    for line in reversed(plain(log or "").splitlines()):
         if re.search(r"error|failed|not found|no such", line, re.I):
             return f"build failed: {line.strip()[:300]}"
-    return fallback[:500]
+    return plain(fallback)[:500]
 
 
 # -- smoke ---------------------------------------------------------------------------------------
@@ -284,7 +290,10 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
     except Exception as exc:
         raise StageFailed(f"smoke test error: {type(exc).__name__}: {exc}") from exc
     finally:
-        server_log = provider.logs() if provider.running() or provider.base_url else ""
+        try:
+            server_log = await asyncio.to_thread(provider.logs)
+        except Exception as exc:  # nothing started, or already gone: say so in the log
+            server_log = f"(no server log: {exc})"
         for line in (server_log or "").splitlines()[-200:]:
             log(f"server| {line}")
         await provider.astop()

@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fork": ("openenv.cli.fork", "duplicate a Space into your account"),
     "schema": ("openenv.cli.schema", "print the JSON Schema of openenv.yaml or of validate's report"),
     "hub": ("openenv.cli.hub", "run the Environment Hub service: serve, index, worker"),
+    "ps": ("openenv.cli.ps", "list env servers that clients started (orphans too)"),
+    "gc": ("openenv.cli.gc", "remove env servers left behind by crashed clients"),
 }
 
 _EPILOG = """examples:

@@ -28,6 +28,9 @@ from openenv.protocol import dumps, loads
 from openenv.types import StepResult
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from openenv.client.launch import Launch
     from openenv.client.sync import SyncEnvClient
 
 __all__ = ["EnvClient", "SchemaMismatchError"]
@@ -214,7 +217,8 @@ class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
             await conn.close()
         provider, self.provider = self.provider, None
         if provider is not None:
-            stop = getattr(provider, "stop", None)
+            # Our providers stop in a worker thread (astop); others may offer a sync or async stop.
+            stop = getattr(provider, "astop", None) or getattr(provider, "stop", None) or getattr(provider, "stop_container", None)
             if stop is not None:
                 result = stop()
                 if hasattr(result, "__await__"):
@@ -232,6 +236,48 @@ class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
 
     def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
         return None
+
+    # -- clients that start their own server (openenv.client.launch, openenv.client.resolve) ---------
+
+    @classmethod
+    def from_docker_image(cls, image: str, *, provider: Any = None, **options: Any) -> Launch[Any]:
+        """Run `image` in a local container (port on 127.0.0.1) and connect to it.
+
+        `await` the result for a connected client, or call `.sync()` on it for a blocking one;
+        `close()` stops the container. Client options (token, connect_timeout_s, ...) go to the
+        client, the others to `DockerProvider` (env, port, startup_timeout_s, run_options, ...).
+
+        Raises:
+            ProviderStartError: the container did not become healthy (its logs are attached).
+            ProviderUnavailableError: no Docker engine.
+        """
+        from openenv.client.launch import from_docker_image
+
+        return from_docker_image(cls, image, provider=provider, **options)
+
+    @classmethod
+    def from_process(cls, env_dir: str | Path, **options: Any) -> Launch[Any]:
+        """Run an env folder's server as a local process (in its own cached venv) and connect.
+
+        Like `from_docker_image`; provider options go to `ProcessProvider` (venv, sdk, env, ...).
+        """
+        from openenv.client.launch import from_process
+
+        return from_process(cls, env_dir, **options)
+
+    @classmethod
+    def from_hub(cls, repo_id: str, revision: str | None = None, **options: Any) -> Launch[Any]:
+        """Connect to the env `owner/name[@revision]` wherever it can run: an OpenEnv Hub service's
+        answer, the running Space, a local container of its image, or a local process of its files
+        (see docs/providers.md). `await` it, or call `.sync()` on it.
+
+        Raises:
+            ResolutionError: no step worked; `.attempts` says what each step found.
+            RemoteCodeError: only local steps are left and they need `trust_remote_code=True`.
+        """
+        from openenv.client.resolve import from_hub
+
+        return from_hub(cls, repo_id, revision=revision, **options)
 
     def sync(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         """A blocking view of this client (safe in Jupyter, where a loop is already running)."""

@@ -1,0 +1,81 @@
+"""The client side of the OpenEnv Hub service's resolve record (docs/hub-api.md, "Resolve").
+
+    GET {OPENENV_HUB_URL}/api/v1/envs/{owner}/{name}/resolve?revision=REV
+    → {"repo_id", "revision": <sha>, "status", "stage", "url": <running Space or null>,
+       "image": <reference or null>, "source", "local": {...}, "yanked"}
+
+A blocking stdlib request (`urllib`), run in a worker thread: the client's base install has no
+HTTP library, and this is one small GET per `from_hub`.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["HubRecord", "HubServiceError", "fetch_record"]
+
+
+class HubServiceError(Exception):
+    """The service did not give a usable record; the message says what it answered."""
+
+
+@dataclass(frozen=True)
+class HubRecord:
+    """A resolve record: where the env runs now (`url`) and how to run it (`image`)."""
+
+    repo_id: str
+    sha: str | None
+    url: str | None
+    image: str | None
+    stage: str | None = None
+    status: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str | None, timeout_s: float = 10.0) -> HubRecord:
+    """Ask the service for `repo_id`'s record.
+
+    Raises:
+        HubServiceError: unreachable, unknown env (404), an error status, or a malformed record.
+    """
+    query = f"?{urllib.parse.urlencode({'revision': revision})}" if revision else ""
+    url = f"{hub_url}/api/v1/envs/{urllib.parse.quote(repo_id, safe='/')}/resolve{query}"
+    request = urllib.request.Request(url, headers={"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})})
+    # No proxies: the service is usually local or in-cluster, and a proxy would only get in the way.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout_s) as reply:
+            body = json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        detail = _detail(exc.read())
+        if exc.code == 404:
+            raise HubServiceError(f"{hub_url} does not know {repo_id} (404{': ' + detail if detail else ''})") from None
+        raise HubServiceError(f"{hub_url} answered {exc.code}: {detail}") from None
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise HubServiceError(f"{hub_url} is unreachable ({getattr(exc, 'reason', exc)})") from None
+    except ValueError:
+        raise HubServiceError(f"{hub_url} answered with something that is not JSON") from None
+    if not isinstance(body, dict) or not isinstance(body.get("repo_id"), str):
+        raise HubServiceError(f"{hub_url} answered something that is not a resolve record (no repo_id)")
+    url, image = body.get("url"), body.get("image")
+    return HubRecord(repo_id=body["repo_id"], sha=body.get("revision"), url=url if isinstance(url, str) and url else None,
+                     image=image if isinstance(image, str) and image else None, stage=body.get("stage"),
+                     status=body.get("status"), raw=body)
+
+
+def _detail(raw: bytes) -> str:
+    """The message of an error reply (`detail` or `message` of a JSON body, else its text)."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw[:300].decode(errors="replace").strip()
+    if isinstance(body, dict):
+        for key in ("detail", "message", "error"):
+            if isinstance(body.get(key), str):
+                return body[key]
+    return str(body)[:300]

@@ -1,0 +1,225 @@
+"""`EnvPool`: N servers of one env, started at once, with sessions handed out across them.
+
+What a trainer with many parallel rollouts needs:
+
+    async with EnvPool.docker("echo-env:latest", size=8, client_cls=EchoEnv) as pool:
+        async def rollout(i):
+            async with pool.session() as env:          # least-loaded server; waits when all full
+                await env.reset(seed=i)
+                ...
+        await asyncio.gather(*(rollout(i) for i in range(64)))
+
+Servers start concurrently (each provider's blocking work runs in its own worker thread) and
+the pool is usable when all are healthy; if any fails, the others are stopped and the error is
+raised. `close()` (or leaving `async with`) closes every session and stops every server.
+A server that cannot be reached is taken out of rotation and the session goes to another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from openenv.client.base import EnvClient
+from openenv.client.generic import GenericEnvClient
+from openenv.client.providers.base import Provider
+from openenv.errors import ConfigurationError, EnvConnectionError, EnvTimeoutError
+
+__all__ = ["EnvPool"]
+
+C = TypeVar("C", bound=EnvClient[Any, Any, Any])
+
+
+@dataclass
+class _Instance:
+    url: str
+    provider: Provider
+    active: int = 0
+    alive: bool = True
+
+
+class EnvPool(Generic[C]):
+    """Start `size` env servers and hand out sessions across them.
+
+    Args:
+        providers: the providers (not started), or a zero-argument factory called `size` times.
+        size: how many providers to make with the factory.
+        client_cls: the client class of the sessions (default: GenericEnvClient).
+        max_sessions_per_instance: sessions one server takes at once; `session()` waits for a
+            free slot beyond that (None: no limit, balance only).
+        client_options: keyword arguments for every client (token, message_timeout_s, ...).
+    """
+
+    def __init__(
+        self,
+        providers: Sequence[Provider] | Callable[[], Provider],
+        size: int | None = None,
+        *,
+        client_cls: type[C] = GenericEnvClient,  # type: ignore[assignment]
+        max_sessions_per_instance: int | None = None,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        if callable(providers) and not isinstance(providers, Sequence):
+            if size is None or size < 1:
+                raise ConfigurationError("EnvPool(factory, size): size must be >= 1")
+            providers = [providers() for _ in range(size)]
+        elif size is not None and size != len(providers):
+            raise ConfigurationError(f"size={size} but {len(providers)} providers were given")
+        if not providers:
+            raise ConfigurationError("an EnvPool needs at least one provider")
+        if max_sessions_per_instance is not None and max_sessions_per_instance < 1:
+            raise ConfigurationError("max_sessions_per_instance must be >= 1")
+        self.providers: list[Provider] = list(providers)
+        self.client_cls = client_cls
+        self.max_sessions_per_instance = max_sessions_per_instance
+        self.client_options = dict(client_options or {})
+        self.instances: list[_Instance] = []
+        self._sessions: dict[int, tuple[C, _Instance]] = {}
+        self._changed = asyncio.Condition()
+        self._closed = False
+
+    # -- ways to build one --------------------------------------------------------------------------
+
+    @classmethod
+    def docker(cls, image: str, size: int, *, client_cls: type[C] = GenericEnvClient, max_sessions_per_instance: int | None = None,  # type: ignore[assignment]
+               client_options: dict[str, Any] | None = None, **provider_options: Any) -> EnvPool[C]:
+        """A pool of `size` containers of `image` (options go to `DockerProvider`)."""
+        from openenv.client.providers.docker import DockerProvider
+
+        return cls(lambda: DockerProvider(image, **provider_options), size, client_cls=client_cls,
+                   max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+
+    @classmethod
+    def process(cls, env_dir: str | Path, size: int, *, client_cls: type[C] = GenericEnvClient, max_sessions_per_instance: int | None = None,  # type: ignore[assignment]
+                client_options: dict[str, Any] | None = None, **provider_options: Any) -> EnvPool[C]:
+        """A pool of `size` local server processes of an env folder (options go to `ProcessProvider`)."""
+        from openenv.client.providers.process import ProcessProvider
+
+        return cls(lambda: ProcessProvider(env_dir, **provider_options), size, client_cls=client_cls,
+                   max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    @property
+    def urls(self) -> list[str]:
+        """The base URLs of the servers in rotation."""
+        return [i.url for i in self.instances if i.alive]
+
+    async def start(self) -> EnvPool[C]:
+        """Start every server concurrently; returns the pool once all are healthy.
+
+        Raises:
+            ProviderStartError: a server did not come up; all the others have been stopped.
+        """
+        if self.instances:
+            return self
+        results = await asyncio.gather(*(p.astart() for p in self.providers), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            await self._stop_providers()
+            raise failures[0]
+        self.instances = [_Instance(url, p) for p in self.providers for url in (p.base_urls or [p.base_url])]  # type: ignore[list-item]
+        return self
+
+    async def close(self) -> None:
+        """Close every session handed out and stop every server (idempotent)."""
+        self._closed = True
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(client.close() for client, _ in sessions), return_exceptions=True)
+        await self._stop_providers()
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _stop_providers(self) -> None:
+        results = await asyncio.gather(*(p.astop() for p in self.providers), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+
+    async def __aenter__(self) -> EnvPool[C]:
+        try:
+            return await self.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- sessions -----------------------------------------------------------------------------------
+
+    async def acquire(self, timeout_s: float | None = None) -> C:
+        """A connected client on the least-loaded server (waits while every server is full).
+
+        Give it back with `release(client)`, or use `session()`.
+
+        Raises:
+            EnvConnectionError: no server of the pool can be reached, or the pool is closed.
+            EnvTimeoutError: no slot became free within `timeout_s`.
+        """
+        if not self.instances:
+            await self.start()
+        while True:
+            instance = await self._reserve(timeout_s)
+            client = self.client_cls(instance.url, **self.client_options)
+            try:
+                await client.connect()
+            except EnvConnectionError:
+                instance.alive = False  # take it out of rotation; try another server
+                await self._unreserve(instance)
+                continue
+            except BaseException:
+                await self._unreserve(instance)
+                raise
+            self._sessions[id(client)] = (client, instance)
+            return client
+
+    async def release(self, client: C) -> None:
+        """Close a client from `acquire` and free its slot."""
+        entry = self._sessions.pop(id(client), None)
+        try:
+            await client.close()
+        finally:
+            if entry is not None:
+                await self._unreserve(entry[1])
+
+    @contextlib.asynccontextmanager
+    async def session(self, timeout_s: float | None = None) -> AsyncIterator[C]:
+        """`async with pool.session() as env:` a client from `acquire`, released at the end."""
+        client = await self.acquire(timeout_s)
+        try:
+            yield client
+        finally:
+            await self.release(client)
+
+    async def _reserve(self, timeout_s: float | None) -> _Instance:
+        async def _pick() -> _Instance:
+            async with self._changed:
+                while True:
+                    if self._closed:
+                        raise EnvConnectionError("the pool is closed")
+                    alive = [i for i in self.instances if i.alive]
+                    if not alive:
+                        raise EnvConnectionError(f"no server of the pool can be reached ({len(self.instances)} were started); see their logs")
+                    best = min(alive, key=lambda i: i.active)
+                    if self.max_sessions_per_instance is None or best.active < self.max_sessions_per_instance:
+                        best.active += 1
+                        return best
+                    await self._changed.wait()
+
+        try:
+            return await asyncio.wait_for(_pick(), timeout_s) if timeout_s is not None else await _pick()
+        except TimeoutError:
+            raise EnvTimeoutError(f"no free session slot in the pool within {timeout_s:g}s") from None
+
+    async def _unreserve(self, instance: _Instance) -> None:
+        async with self._changed:
+            instance.active -= 1
+            self._changed.notify()
+
+    def __repr__(self) -> str:
+        return f"<EnvPool {len(self.urls)}/{len(self.providers)} servers, {len(self._sessions)} sessions>"

@@ -1,0 +1,39 @@
+"""Where env servers run: local processes, containers, swarm services, Kubernetes.
+
+Every provider has the same small interface (`Provider`): `start()` / `await astart()` returns
+the base URL once `GET /health` answers 200, `stop()` / `await astop()` removes what was
+started, `logs()` returns its output, `exit_reason()` says why it is gone. Engines are imported
+only when a provider is used (the `docker` extra for Docker and Swarm, `kubernetes` for K8s).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["DockerProvider", "KubernetesProvider", "ProcessProvider", "Provider", "SwarmProvider"]
+
+_LAZY = {
+    "Provider": "openenv.client.providers.base",
+    "ProcessProvider": "openenv.client.providers.process",
+    "DockerProvider": "openenv.client.providers.docker",
+    "SwarmProvider": "openenv.client.providers.swarm",
+    "KubernetesProvider": "openenv.client.providers.kubernetes",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openenv.client.providers' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from openenv.client.providers.base import Provider
+    from openenv.client.providers.docker import DockerProvider
+    from openenv.client.providers.kubernetes import KubernetesProvider
+    from openenv.client.providers.process import ProcessProvider
+    from openenv.client.providers.swarm import SwarmProvider

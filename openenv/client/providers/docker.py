@@ -1,0 +1,207 @@
+"""`DockerProvider`: an env image as a local container, through the Docker SDK.
+
+    async with DockerProvider("echo-env:latest") as p:
+        async with EchoEnv(p.base_url) as env: ...
+
+    DockerProvider.from_env_dir("envs/echo_env")   # builds the image first (openenv.images)
+
+The container's port is published on 127.0.0.1 only, on a port the engine picks (no race for a
+free port). Containers carry `org.openenv.*` labels (owner, start time, env) so `openenv ps`
+and `lifecycle.gc()` find what a crashed client left behind. The image's own HEALTHCHECK is
+not waited for: the provider polls `/health` itself, much more often than a healthcheck runs.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from openenv.client import _settings
+from openenv.client.providers import lifecycle
+from openenv.client.providers._docker import docker_client, docker_errors
+from openenv.client.providers.base import Provider
+from openenv.errors import ConfigurationError, ProviderStartError
+
+__all__ = ["DockerProvider", "container_name"]
+
+
+def container_name(image: str) -> str:
+    """A unique, readable container name: `<prefix>-<image name>-<random>`."""
+    base = image.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
+    return f"{_settings.name_prefix()}-{re.sub(r'[^a-zA-Z0-9_.-]', '-', base)[:40]}-{uuid.uuid4().hex[:8]}"
+
+
+class DockerProvider(Provider):
+    """Run an env image as a container with its port published on 127.0.0.1.
+
+    Args:
+        image: the image reference.
+        port: the port the server listens on inside the container.
+        env: environment variables for the container.
+        host: the host interface the port is published on.
+        pull: "missing" (pull when not present locally), "always", or "never".
+        network: "bridge" (default: the engine's network, port published on `host`) or "host":
+            the container shares the host's network and its server binds `host` on a free port
+            given as $HOST / $PORT. Starts faster (no port proxy, no NAT rules) but only works for
+            images whose server honours $HOST and $PORT, as ours (`python -m openenv.server`) do,
+            and it weakens isolation (the env can reach services on the host's loopback).
+        run_options: extra keyword arguments for the engine's container config
+            (`docker.APIClient.create_host_config`), e.g. `{"mem_limit": "1g", "cpu_quota": 50000}`.
+        docker_client: a `docker.DockerClient` (default: from DOCKER_HOST / the local socket).
+        **kwargs: `Provider` options (startup_timeout_s, stop_timeout_s, labels, name).
+    """
+
+    kind = "container"
+
+    def __init__(
+        self,
+        image: str,
+        *,
+        port: int = 8000,
+        env: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        pull: str = "missing",
+        network: str = "bridge",
+        run_options: dict[str, Any] | None = None,
+        docker_client: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if not image or not isinstance(image, str):
+            raise ConfigurationError("image must be an image reference such as 'echo-env:latest'")
+        if pull not in ("missing", "always", "never"):
+            raise ConfigurationError(f"pull must be 'missing', 'always' or 'never', not {pull!r}")
+        if network not in ("bridge", "host"):
+            raise ConfigurationError(f"network must be 'bridge' or 'host', not {network!r}")
+        super().__init__(**{"name": container_name(image), **kwargs})
+        self.network = network
+        self.image = image
+        self.port = port
+        self.env = dict(env or {})
+        self.host = host
+        self.pull = pull
+        self.run_options = dict(run_options or {})
+        self._client = docker_client
+        self.container_id: str | None = None
+
+    @classmethod
+    def from_env_dir(
+        cls,
+        env_dir: str | Path,
+        *,
+        tag: str | None = None,
+        base_image: str | None = None,
+        sdk: str = "auto",
+        build_args: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> DockerProvider:
+        """Build `env_dir`'s Dockerfile (with `openenv.images.build_image`, which puts the local SDK
+        into images of envs in this repository) and return a provider for the image.
+
+        Raises:
+            openenv.images.ImageBuildError: the build failed (its log is attached).
+        """
+        from openenv.images import build_image
+
+        folder = Path(env_dir).resolve()
+        tag = tag or f"{_settings.name_prefix()}-{re.sub(r'[^a-z0-9_.-]', '-', folder.name.lower())}:local"
+        client = kwargs.get("docker_client") or docker_client()
+        build_image(folder, tag, base_image=base_image or _settings.base_image(), sdk=sdk, build_args=build_args, client=client)
+        return cls(tag, pull="never", **kwargs)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = docker_client()
+        return self._client
+
+    def _ensure_image(self) -> None:
+        errors = docker_errors()
+        api = self.client.api
+        if self.pull == "always" or (self.pull == "missing" and not _image_exists(api, self.image)):
+            try:
+                api.pull(self.image)
+            except errors.DockerException as exc:
+                raise ProviderStartError(
+                    f"image {self.image} is not here and could not be pulled ({exc}); build it (openenv build) "
+                    "or check the reference and your registry login"
+                ) from None
+        elif self.pull == "never" and not _image_exists(api, self.image):
+            raise ProviderStartError(f"image {self.image} is not here (pull='never'); build it first, e.g. `openenv build`")
+
+    def _launch(self) -> list[str]:
+        api = self.client.api
+        self._ensure_image()
+        key = f"{self.port}/tcp"
+        labels = lifecycle.owner_labels(self.image, self.labels)
+        env = dict(self.env)
+        if self.network == "host":
+            from openenv.client.providers.process import free_port
+
+            host_port = free_port(self.host)
+            env.update(HOST=self.host, PORT=str(host_port))
+            host_config = api.create_host_config(network_mode="host", **self.run_options)
+            ports = None
+        else:
+            host_config = api.create_host_config(port_bindings={key: (self.host, None)}, **self.run_options)
+            ports = [self.port]
+        try:
+            created = api.create_container(
+                self.image, name=self.name, environment=env, labels=labels, ports=ports, host_config=host_config, detach=True,
+            )
+            self.container_id = created["Id"]
+            api.start(self.container_id)
+            if self.network == "host":
+                return [f"http://{self.host}:{host_port}"]
+            info = api.inspect_container(self.container_id)
+        except docker_errors().APIError as exc:
+            raise ProviderStartError(f"the engine could not run {self.image}: {exc.explanation or exc}") from None
+        bindings = (info.get("NetworkSettings", {}).get("Ports") or {}).get(key) or []
+        if not bindings:
+            raise ProviderStartError(f"container {self.name} has no published port {key}; does {self.image} listen on {self.port}?")
+        return [f"http://{self.host}:{bindings[0]['HostPort']}"]
+
+    def _terminate(self) -> None:
+        cid, self.container_id = self.container_id, None
+        if cid is None:
+            return
+        errors = docker_errors()
+        api = self.client.api
+        try:
+            if self.stop_timeout_s > 0:
+                api.stop(cid, timeout=int(max(1, self.stop_timeout_s)))
+            api.remove_container(cid, force=True)
+        except errors.NotFound:
+            pass  # already removed (by gc, or by hand)
+
+    def exit_reason(self) -> str | None:
+        if self.container_id is None:
+            return "not started"
+        try:
+            state = self.client.api.inspect_container(self.container_id)["State"]
+        except docker_errors().NotFound:
+            return f"container {self.name} was removed"
+        if state.get("Running"):
+            return None
+        reason = f"container {self.name} is {state.get('Status')} (exit code {state.get('ExitCode')})"
+        return f"{reason}: {state['Error']}" if state.get("Error") else reason
+
+    def logs(self, tail: int = 200) -> str:
+        if self.container_id is None:
+            return ""
+        try:
+            return self.client.api.logs(self.container_id, tail=tail).decode(errors="replace")
+        except docker_errors().NotFound:
+            return ""
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "image": self.image, "container": self.container_id}
+
+
+def _image_exists(api: Any, image: str) -> bool:
+    try:
+        api.inspect_image(image)
+    except docker_errors().ImageNotFound:
+        return False
+    return True

@@ -1,0 +1,276 @@
+"""`from_hub`: find the fastest way to a live session of `owner/name[@revision]`.
+
+Steps, each tried only when the one before gave nothing (docs/providers.md):
+
+1. hub:     the configured OpenEnv Hub service's resolve record (OPENENV_HUB_URL): a live endpoint.
+2. space:   the Space itself when its runtime runs (woken when asleep, waited for with a bound).
+3. docker:  a local container: the Space's image, else one built from its files at the revision.
+4. process: a local process of the Space's files, in their own venv.
+
+Steps 3 and 4 run the Space's code on this machine, so they need `trust_remote_code=True` (or
+OPENENV_TRUST_REMOTE_CODE=1). Each step's outcome is logged when the next is tried and kept on
+the error (`ResolutionError.attempts`) when none works. `owner/name@rev` pins a revision: the
+running Space is used only when it serves that commit, and local steps use its files.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from openenv.client import _settings
+from openenv.client._hub_service import HubServiceError, fetch_record
+from openenv.client.env_id import EnvId, parse_env_id
+from openenv.client.launch import Launch, connect_with_provider, split_options
+from openenv.client.providers._health import wait_healthy
+from openenv.client.providers.base import in_thread
+from openenv.errors import ConfigurationError, OpenEnvError, RemoteCodeError, ResolutionError
+
+if TYPE_CHECKING:
+    from openenv.client.base import EnvClient
+
+__all__ = ["STEPS", "Resolver", "from_hub"]
+
+log = logging.getLogger("openenv.resolve")
+
+C = TypeVar("C", bound="EnvClient[Any, Any, Any]")
+STEPS = ("hub", "space", "docker", "process")
+_REMOTE_STEPS = ("docker", "process")
+
+
+def from_hub(cls: type[C], repo_id: str, revision: str | None = None, *, trust_remote_code: bool | None = None,
+             steps: Sequence[str] | None = None, wake_timeout_s: float | None = None, health_timeout_s: float = 15.0,
+             **options: Any) -> Launch[C]:
+    """See `EnvClient.from_hub`. Options: client ones (token, message_timeout_s, ...) go to the
+    client; the rest to the local provider (env, startup_timeout_s, ...)."""
+    env_id = parse_env_id(repo_id, revision)
+    chosen = tuple(steps) if steps is not None else STEPS
+    unknown = [s for s in chosen if s not in STEPS]
+    if unknown or not chosen:
+        raise ConfigurationError(f"steps must be a non-empty choice of {STEPS}, got {list(chosen)}")
+    trusted = _settings.trust_remote_code() if trust_remote_code is None else trust_remote_code
+    client_options, provider_options = split_options(options)
+    resolver = Resolver(cls, env_id, steps=chosen, trust_remote_code=trusted, client_options=client_options,
+                        provider_options=provider_options, health_timeout_s=health_timeout_s,
+                        wake_timeout_s=_settings.space_wake_timeout_s() if wake_timeout_s is None else wake_timeout_s)
+    return Launch(resolver.run)
+
+
+class Resolver:
+    """One `from_hub` call: tries the steps in order, remembering what each found."""
+
+    def __init__(self, cls: type[Any], env_id: EnvId, *, steps: Sequence[str], trust_remote_code: bool,
+                 client_options: dict[str, Any], provider_options: dict[str, Any], wake_timeout_s: float,
+                 health_timeout_s: float) -> None:
+        self.cls = cls
+        self.env_id = env_id
+        self.steps = steps
+        self.trusted = trust_remote_code
+        self.client_options = client_options
+        self.provider_options = provider_options
+        self.wake_timeout_s = wake_timeout_s
+        self.health_timeout_s = health_timeout_s
+        self.attempts: list[tuple[str, str]] = []
+        self.image_hint: str | None = None
+        self._api: Any = None
+        self._facts: Any = None
+        self._files: Any = None
+
+    # -- the run ----------------------------------------------------------------------------------------
+
+    async def run(self) -> Any:
+        """Returns a connected client; raises ResolutionError / RemoteCodeError when no step works."""
+        for step in self.steps:
+            if self.attempts:
+                last_step, outcome = self.attempts[-1]
+                log.info("from_hub %s: %s: %s; trying %s", self.env_id, last_step, outcome, step)
+            if step in _REMOTE_STEPS and not self.trusted:
+                self.attempts.append((step, "skipped: it would run the Space's code on this machine (trust_remote_code is off)"))
+                continue
+            try:
+                client = await getattr(self, f"_{step}")()
+            except _Fatal as exc:
+                self.attempts.append((step, str(exc)))
+                break
+            except OpenEnvError as exc:
+                self.attempts.append((step, _first_line(exc)))
+                continue
+            if client is not None:
+                log.info("from_hub %s: connected through %s (%s)", self.env_id, step, client.base_url)
+                client.resolution = [*self.attempts, (step, f"connected to {client.base_url}")]
+                return client
+        raise self._failure()
+
+    def _failure(self) -> ResolutionError:
+        lines = "\n".join(f"  {step}: {outcome}" for step, outcome in self.attempts)
+        needs_trust = any(outcome.startswith("skipped: it would run") for _, outcome in self.attempts)
+        if needs_trust:
+            return RemoteCodeError(
+                f"{self.env_id} is not running anywhere it can be reached, and running it locally would execute "
+                f"its code on this machine. If you trust it, pass trust_remote_code=True (or set "
+                f"OPENENV_TRUST_REMOTE_CODE=1).\n{lines}",
+                attempts=self.attempts,
+            )
+        return ResolutionError(f"no way to run {self.env_id} was found:\n{lines}", attempts=self.attempts)
+
+    async def _connect_url(self, url: str, timeout_s: float) -> Any:
+        headers = {}
+        token = self.client_options.get("token") or (_settings.hf_token() if _settings.is_hf_host(url) else None)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        await wait_healthy(url, timeout_s=timeout_s, headers=headers)
+        client = self.cls(url, **self.client_options)
+        await client.connect()
+        return client
+
+    # -- step 1: the OpenEnv Hub service ----------------------------------------------------------------
+
+    async def _hub(self) -> Any:
+        hub = _settings.hub_url()
+        if hub is None:
+            raise _Skip("skipped: no OpenEnv Hub service configured (OPENENV_HUB_URL)")
+        try:
+            # No HF token to a third-party service: it only says where the env runs.
+            record = await in_thread(lambda: fetch_record(hub, self.env_id.repo_id, self.env_id.revision, token=None))
+        except HubServiceError as exc:
+            raise _Skip(str(exc)) from None
+        self.image_hint = record.image
+        if record.url is None:
+            raise _Skip(f"the service knows it ({record.status or 'no status'}, stage {record.stage or '?'}) but lists no running endpoint")
+        try:
+            return await self._connect_url(record.url, self.health_timeout_s)
+        except OpenEnvError as exc:
+            raise _Skip(f"its endpoint {record.url} did not answer: {_first_line(exc)}") from None
+
+    # -- step 2: the Space ------------------------------------------------------------------------------------
+
+    async def _space_facts(self) -> Any:
+        if self._facts is None:
+            from openenv.client import _space
+
+            self._api = self._api or _space.hf_api()
+            try:
+                self._facts = await in_thread(_space.space_facts, self._api, self.env_id.repo_id, self.env_id.revision)
+            except Exception as exc:
+                raise _hub_error(exc, self.env_id) from None
+        return self._facts
+
+    async def _space(self) -> Any:
+        from openenv.client import _space
+
+        facts = await self._space_facts()
+        if self.env_id.revision and facts.sha != facts.head_sha:
+            raise _Skip(f"the Space runs {(facts.head_sha or '?')[:12]}, not the pinned revision {self.env_id.revision} ({(facts.sha or '?')[:12]})")
+        if facts.url is None:
+            raise _Skip("the Hub gives no URL for the Space (no domains, no subdomain)")
+        stage = facts.stage
+        note = ""
+        if stage in _space.ASLEEP or stage in _space.STARTING:
+            if stage in _space.ASLEEP:
+                await _visit(facts.url)
+                note = await in_thread(_space.wake, self._api, self.env_id.repo_id)
+            stage = await in_thread(_space.wait_for_stage, self._api, self.env_id.repo_id, self.wake_timeout_s)
+            if stage not in _space.RUNNING:
+                raise _Skip(f"the Space was {facts.stage} and is {stage} after {self.wake_timeout_s:g}s ({note or 'waited'})")
+        if stage not in _space.RUNNING:
+            raise _Skip(f"the Space is {stage}" + (": paused by its owner" if stage == "PAUSED" else ""))
+        timeout = self.health_timeout_s if not note else max(self.health_timeout_s, self.wake_timeout_s)
+        return await self._connect_url(facts.url, timeout)
+
+    # -- steps 3 and 4: run it here -----------------------------------------------------------------------------
+
+    async def _space_files(self) -> Any:
+        if self._files is None:
+            from openenv.client import _space
+
+            facts = await self._space_facts()
+            if not facts.sha:
+                raise _Fatal("the Hub gives no commit for the Space; cannot download its files")
+            try:
+                self._files = await in_thread(_space.download_space, self._api, self.env_id.repo_id, facts.sha)
+            except Exception as exc:
+                raise _hub_error(exc, self.env_id) from None
+        return self._files
+
+    async def _docker(self) -> Any:
+        from openenv.client.providers._docker import docker_client
+        from openenv.client.providers.docker import DockerProvider, _image_exists
+
+        client = await in_thread(docker_client)
+        facts = await self._space_facts()
+        owner, name = self.env_id.owner.lower(), self.env_id.name.lower()
+        local_tag = f"{_settings.name_prefix()}-space-{_slug(owner)}-{_slug(name)}:{(facts.sha or 'head')[:12]}"
+        notes = []
+        candidates: list[tuple[str, str]] = []
+        if await in_thread(_image_exists, client.api, local_tag):
+            candidates.append((local_tag, "never"))
+        elif not self.env_id.revision or facts.sha == facts.head_sha:
+            template = self.image_hint or _settings.space_image_template()
+            reference = template.format(owner=owner, name=name.replace("_", "-"), subdomain=_subdomain(owner, name),
+                                        revision=facts.sha or "latest")
+            candidates.append((reference, "missing"))
+        for image, pull in candidates:
+            try:
+                return await connect_with_provider(self.cls, DockerProvider(image, pull=pull, **self.provider_options), self.client_options)
+            except OpenEnvError as exc:
+                notes.append(f"{image}: {_first_line(exc)}")
+        folder = await self._space_files()
+        if not (folder / "Dockerfile").is_file():
+            raise _Skip("; ".join([*notes, "the Space has no Dockerfile to build"]))
+        try:
+            provider = await in_thread(lambda: DockerProvider.from_env_dir(folder, tag=local_tag, base_image=_settings.base_image(), **self.provider_options))
+            return await connect_with_provider(self.cls, provider, self.client_options)
+        except OpenEnvError as exc:
+            raise _Skip("; ".join([*notes, f"built {local_tag} from the Space's files: {_first_line(exc)}"])) from None
+
+    async def _process(self) -> Any:
+        from openenv.client.providers.process import ProcessProvider
+
+        folder = await self._space_files()
+        return await connect_with_provider(self.cls, ProcessProvider(folder, **self.provider_options), self.client_options)
+
+
+class _Skip(OpenEnvError):
+    """This step found nothing; the message is its outcome."""
+
+
+class _Fatal(OpenEnvError):
+    """No later step can work either (e.g. the repo does not exist)."""
+
+
+def _hub_error(exc: Exception, env_id: EnvId) -> OpenEnvError:
+    kind = type(exc).__name__
+    if kind == "RepositoryNotFoundError":
+        return _Fatal(f"no Space {env_id.repo_id} on the Hub ({_settings.hf_endpoint()}), or it is private and no token "
+                      "was given (HF_TOKEN); check the id")
+    if kind == "RevisionNotFoundError":
+        return _Fatal(f"the Space {env_id.repo_id} has no revision {env_id.revision!r}")
+    if isinstance(exc, OpenEnvError):
+        return exc
+    return _Skip(f"the Hub could not be asked ({kind}: {_first_line(exc)})")
+
+
+async def _visit(url: str) -> None:
+    """One request to a sleeping Space's URL: on the Hub, a visit is what wakes a Space that only
+    its owner may restart. Its answer does not matter (it is asleep: it cannot answer yet)."""
+    from openenv.client.providers._health import probe
+
+    try:
+        await probe(url, timeout_s=5.0)
+    except (OSError, TimeoutError) as exc:
+        log.debug("waking visit to %s: %s", url, exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-.") or "x"
+
+
+def _subdomain(owner: str, name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", f"{owner}-{name}".lower()).strip("-")

@@ -1,0 +1,160 @@
+"""The pipeline for real: fetch → validate → build (Docker or a venv) → smoke → publish.
+
+A good env passes with its figures recorded; a broken env of each kind fails at the right stage
+with the right reason; a killed worker's job is taken up by another; the API shows all of it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from hub_service.app import create_app
+from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.indexer.service import index_source
+from hub_service.indexer.sources import LocalSource
+from hub_service.pipeline.models import Job, StageRun
+from hub_service.pipeline.worker import Worker
+from hub_service.serve import settings_env
+from hub_service.settings import HubSettings
+from tests.support.servers import ROOT, serve_app
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+BROKEN = ROOT / "tests" / "hub" / "envs"
+
+
+def _needs_docker() -> None:
+    if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
+        pytest.skip("no local base image: run through `bash scripts/test`, which starts Docker and builds one")
+
+
+def make_envs(root: Path, *names: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        src = ROOT / "envs" / name if (ROOT / "envs" / name).is_dir() else BROKEN / name
+        shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def verdicts(factory) -> dict[str, EnvVersion]:
+    with factory() as s:
+        rows = s.execute(select(EnvRecord.name, EnvVersion).join(EnvVersion, EnvVersion.env_id == EnvRecord.id)).all()
+    return {name: version for name, version in rows}
+
+
+def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_settings: HubSettings) -> None:
+    _needs_docker()
+    settings = hub_settings.model_copy(update={"builder": "docker", "step_timeout_s": 3.0})
+    root = make_envs(Path(settings.local_source), "echo_env", "bad_manifest", "failing_build", "crashing_server", "wrong_schema", "hanging_step")
+    assert index_source(clean_factory, LocalSource(root)).jobs == 6
+    outcomes = Worker(settings, clean_factory).run_until_idle()
+    assert sorted(outcomes) == ["failed"] * 5 + ["passed"]
+    v = verdicts(clean_factory)
+
+    echo = v["echo_env"]
+    assert echo.state == "passed" and echo.validation_status in ("pass", "warn")
+    assert echo.build_status == "passed" and echo.smoke_status == "passed" and echo.builder == "docker"
+    assert echo.image_ref and echo.image_ref.startswith("openenv-hub/local-echo_env:")
+    assert 0 < echo.cold_start_s < 30 and 0 < echo.step_p50_ms < 1000 and echo.step_p95_ms >= echo.step_p50_ms
+    assert any(c["id"].startswith("runtime.") for c in echo.validation["checks"])  # runtime checks merged in
+
+    assert (v["bad_manifest"].failure_stage, v["bad_manifest"].validation_status) == ("validate", "fail")
+    assert "manifest.schema" in v["bad_manifest"].failure_reason and "port" in v["bad_manifest"].failure_reason
+    assert v["bad_manifest"].validation is not None  # the report is kept for the failed revision
+
+    assert v["failing_build"].failure_stage == "build" and v["failing_build"].build_status == "failed"
+    assert "this-package-does-not-exist-openenv-test" in v["failing_build"].failure_reason
+    assert "\x1b[" not in v["failing_build"].failure_reason
+
+    assert v["crashing_server"].failure_stage == "smoke"
+    assert "reset failed" in v["crashing_server"].failure_reason and "connection" in v["crashing_server"].failure_reason
+
+    assert v["wrong_schema"].failure_stage == "smoke"
+    assert "VALIDATION_ERROR" in v["wrong_schema"].failure_reason and "command" in v["wrong_schema"].failure_reason
+
+    assert v["hanging_step"].failure_stage == "smoke"
+    assert "no reply" in v["hanging_step"].failure_reason and "3s" in v["hanging_step"].failure_reason
+
+    with clean_factory() as s:
+        statuses = {e.name: e.status for e in s.scalars(select(EnvRecord))}
+        stages = {(r.stage, r.status) for r in s.scalars(select(StageRun).where(StageRun.version_id == echo.id))}
+        build_log = s.scalar(select(StageRun.log).where(StageRun.version_id == v["failing_build"].id, StageRun.stage == "build"))
+        jobs = {j.state for j in s.scalars(select(Job))}
+    assert statuses == {"echo_env": "passing", **{n: "failing" for n in v if n != "echo_env"}}
+    assert stages == {("fetch", "passed"), ("validate", "passed"), ("build", "passed"), ("smoke", "passed"), ("publish", "passed")}
+    assert "No matching distribution" in build_log
+    assert jobs == {"done", "failed"}
+
+    # The API shows it: catalog status, the version's stages and logs, and resolve.
+    with serve_app(create_app(settings, run_migrations=False)) as url:
+        passing = httpx.get(f"{url}/api/v1/envs", params={"status": "passing"}).json()
+        assert [i["id"] for i in passing["items"]] == ["local/echo_env"]
+        assert passing["items"][0]["cold_start_s"] == echo.cold_start_s
+        detail = httpx.get(f"{url}/api/v1/envs/local/hanging_step/versions/latest").json()
+        assert detail["failure_stage"] == "smoke" and [s["stage"] for s in detail["stages"]] == ["fetch", "validate", "build", "smoke"]
+        smoke_log = httpx.get(url + detail["stages"][-1]["log_url"]).text
+        assert "FAILED" in smoke_log and "server|" in smoke_log
+        resolved = httpx.get(f"{url}/api/v1/envs/local/echo_env/resolve").json()
+        assert resolved["image"] == echo.image_ref and resolved["revision"] == echo.sha
+        assert resolved["local"]["docker"].endswith(echo.image_ref)
+
+
+def test_trusted_local_env_builds_and_runs_as_a_process(clean_factory, hub_settings: HubSettings) -> None:
+    settings = hub_settings.model_copy(update={"builder": "process"})
+    root = make_envs(Path(settings.local_source), "echo_env")
+    index_source(clean_factory, LocalSource(root, trusted=True))
+    assert Worker(settings, clean_factory).run_until_idle() == ["passed"]
+    echo = verdicts(clean_factory)["echo_env"]
+    assert echo.builder == "process" and echo.image_ref is None and echo.cold_start_s > 0
+
+
+def test_untrusted_code_is_never_run_as_a_process(clean_factory, hub_settings: HubSettings) -> None:
+    settings = hub_settings.model_copy(update={"builder": "process"})
+    root = make_envs(Path(settings.local_source), "echo_env")
+    index_source(clean_factory, LocalSource(root, trusted=False))
+    assert Worker(settings, clean_factory).run_until_idle() == ["failed"]
+    echo = verdicts(clean_factory)["echo_env"]
+    assert echo.failure_stage == "build" and "only in containers" in echo.failure_reason
+
+
+def test_a_killed_workers_job_is_taken_up_by_another(clean_factory, hub_settings: HubSettings) -> None:
+    _needs_docker()
+    settings = hub_settings.model_copy(update={"builder": "docker", "job_stale_after_s": 2.0, "heartbeat_s": 0.5})
+    root = make_envs(Path(settings.local_source), "echo_env")
+    # A build that takes a while, so the worker can be killed in the middle of it.
+    dockerfile = root / "echo_env" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("COPY . /app/env", f"RUN sleep 6 # {time.time()}\nCOPY . /app/env"))
+    index_source(clean_factory, LocalSource(root))
+    proc = subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker"], env={**os.environ, **settings_env(settings)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with clean_factory() as s:
+                if s.scalar(select(StageRun).where(StageRun.stage == "build")) is not None:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the first worker never reached the build stage")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(settings.job_stale_after_s + 0.5)
+    assert Worker(settings, clean_factory, worker_id="second").run_until_idle() == ["passed"]
+    with clean_factory() as s:
+        job = s.scalar(select(Job))
+        assert job.state == "done" and job.attempts == 2 and job.worker_id == "second"
+        attempts = sorted({r.attempt for r in s.scalars(select(StageRun))})
+    assert attempts == [1, 2]
+    assert verdicts(clean_factory)["echo_env"].state == "passed"

@@ -1,0 +1,119 @@
+"""Fixtures for the provider tests: a labelled test run, the echo image, a single-node swarm.
+
+Everything the suite starts through providers carries `org.openenv.test-run=<id>` (through
+OPENENV_LABELS, which child processes inherit too), so the last test of the session can check
+that nothing with that label is still running (test_zz_nothing_left.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.servers import ROOT
+
+RUN_ID = uuid.uuid4().hex[:12]
+RUN_LABEL = ("org.openenv.test-run", RUN_ID)
+ECHO_DIR = ROOT / "envs" / "echo_env"
+STATE_DIR = Path(tempfile.mkdtemp(prefix="openenv-providers-state-"))
+
+# Set before any provider runs; the subprocesses that tests start inherit them.
+os.environ["OPENENV_LABELS"] = f"{RUN_LABEL[0]}={RUN_LABEL[1]}"
+os.environ["OPENENV_NAME_PREFIX"] = "providers-test"
+os.environ["OPENENV_STATE_DIR"] = str(STATE_DIR)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The leftover check must be the very last test of the whole run, after every other directory.
+    last = [i for i in items if i.nodeid.startswith("tests/providers/test_zz_nothing_left.py")]
+    items[:] = [i for i in items if i not in last] + last
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(STATE_DIR, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Env venvs are made from uv's cache (filled by scripts/bootstrap): tests reach no index.
+    monkeypatch.setenv("UV_OFFLINE", "1")
+
+
+def _docker_engine() -> str | None:
+    """Why Docker tests cannot run here, or None when they can."""
+    try:
+        from openenv.client.providers._docker import docker_client
+
+        docker_client()
+    except Exception as exc:  # no SDK, no engine: the reason is printed with the skip
+        return f"no Docker engine ({exc}); scripts/test starts one"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> object:
+    reason = _docker_engine()
+    if reason:
+        pytest.skip(reason)
+    from openenv.client.providers._docker import docker_client
+
+    return docker_client()
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_engine: object) -> str:
+    """The registry-free base image scripts/test makes (../shared/ci/docker-up.sh)."""
+    image = os.environ.get("OPENENV_TEST_BASE_IMAGE") or "openenv-local/python:3.11"
+    try:
+        docker_engine.images.get(image)  # type: ignore[attr-defined]
+    except Exception:
+        pytest.skip(f"base image {image} is missing; run the tests with scripts/test (it builds it)")
+    return image
+
+
+@pytest.fixture(scope="session")
+def echo_image(base_image: str) -> str:
+    """envs/echo_env built once per session with the local SDK (openenv.images.build_image)."""
+    from openenv.images import build_image
+
+    tag = "providers-test/echo_env:latest"
+    build_image(ECHO_DIR, tag, base_image=base_image, labels={RUN_LABEL[0]: RUN_LABEL[1]})
+    return tag
+
+
+@pytest.fixture(scope="session")
+def swarm(docker_engine: object) -> Iterator[object]:
+    """A single-node swarm on 127.0.0.1: made here when the engine is not in one, left at the end."""
+    from openenv.client.providers.swarm import ensure_swarm, leave_swarm
+
+    made = ensure_swarm(docker_engine)
+    try:
+        yield docker_engine
+    finally:
+        if made:
+            leave_swarm(docker_engine)
+
+
+@pytest.fixture()
+def crashy_env(tmp_path: Path) -> Path:
+    """A copy of echo_env whose server process exits on a step with message "die"."""
+    folder = tmp_path / "crashy_env"
+    shutil.copytree(ECHO_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    env_file = folder / "server" / "echo_environment.py"
+    text = env_file.read_text()
+    marker = "        length = len(action.message)\n"
+    assert marker in text
+    env_file.write_text(text.replace(marker, "        if action.message == 'die':\n            import os\n            os._exit(3)\n" + marker, 1))
+    return folder
+
+
+def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter of this venv (inherits the test run's labels)."""
+    return subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT)

@@ -1,0 +1,79 @@
+"""The health wait: sees a server as soon as it is ready, fails fast and clearly otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from openenv.client.providers._health import probe, wait_healthy
+from openenv.errors import ProviderStartError
+from tests.support.servers import free_port, serve_app
+
+
+def _app(ready_after_s: float, body: dict | None = None) -> Starlette:
+    born = time.monotonic()
+
+    async def health(request):
+        if body is not None:
+            return JSONResponse(body, status_code=503)
+        if time.monotonic() - born < ready_after_s:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse({"status": "healthy"})
+
+    return Starlette(routes=[Route("/health", health)])
+
+
+async def test_ready_server_is_seen_at_once() -> None:
+    with serve_app(_app(0)) as url:
+        waited = await wait_healthy(url, timeout_s=5)
+    assert waited < 0.1
+
+
+async def test_waits_through_starting_and_sees_ready_within_a_poll() -> None:
+    with serve_app(_app(0.6)) as url:
+        started = time.monotonic()
+        await wait_healthy(url, timeout_s=10)
+        elapsed = time.monotonic() - started
+    # ready 0.6 s after the app was made; polls are at most 50 ms apart in the first seconds
+    assert 0.3 < elapsed < 0.8
+
+
+async def test_unhealthy_server_fails_fast_with_its_reason() -> None:
+    with serve_app(_app(0, {"status": "unhealthy", "error": "EchoEnvironment() raised KeyError"})) as url:
+        started = time.monotonic()
+        with pytest.raises(ProviderStartError, match="unhealthy: EchoEnvironment\\(\\) raised KeyError"):
+            await wait_healthy(url, timeout_s=10)
+    assert time.monotonic() - started < 1
+
+
+async def test_nothing_listening_times_out_with_a_hint() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(ProviderStartError, match=r"did not answer /health with 200 within 0.5s.*startup_timeout_s"):
+        await wait_healthy(url, timeout_s=0.5)
+    assert time.monotonic() - started < 1.5
+
+
+async def test_exit_reason_ends_the_wait() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+
+    async def gone() -> str:
+        return "the server process exited with code 1"
+
+    started = time.monotonic()
+    with pytest.raises(ProviderStartError, match="stopped before it was ready: the server process exited with code 1"):
+        await wait_healthy(url, timeout_s=30, exit_reason=gone)
+    assert time.monotonic() - started < 1
+
+
+async def test_probe_reads_status_and_body() -> None:
+    with serve_app(_app(0)) as url:
+        status, body = await probe(url)
+    assert status == 200 and b"healthy" in body
+    with pytest.raises(OSError):
+        await asyncio.wait_for(probe(f"http://127.0.0.1:{free_port()}"), 5)
