@@ -19,11 +19,7 @@ import argparse
 import contextlib
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,50 +54,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # -- env servers --------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def blackjack_servers(count: int) -> Iterator[list[str]]:
-    """Start `count` blackjack servers (`python -m openenv.server`) on 127.0.0.1; yields their URLs."""
-    procs, urls = [], []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    """Start `count` blackjack servers on 127.0.0.1 (local processes); yields their URLs."""
+    from openenv.client.providers import ProcessProvider
+
+    providers = [ProcessProvider(ENV_DIR, venv=False) for _ in range(count)]  # venv=False: this interpreter
     try:
-        for _ in range(count):
-            port = _free_port()
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "openenv.server", "server.app:app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-                cwd=ENV_DIR, env=env,
-            ))
-            urls.append(f"http://127.0.0.1:{port}")
-        for url, proc in zip(urls, procs, strict=True):
-            _wait_healthy(url, proc)
-        yield urls
+        yield [p.start() for p in providers]
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the blackjack server for {url} exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"{url} did not become healthy within {timeout_s:g}s")
+        for p in providers:
+            p.stop()
 
 
 # -- model ------------------------------------------------------------------------------------------------

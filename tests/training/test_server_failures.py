@@ -92,3 +92,22 @@ async def test_a_restarted_server_is_used_again() -> None:
             server.stop()
     assert all(r.status == "done" for r in batch)
     assert any(r.attempts > 1 and "cannot connect" in r.errors[0] for r in batch)
+
+
+@pytest.mark.slow
+async def test_engine_runs_on_an_env_pool() -> None:
+    """A pool from openenv.client.pool is just another way to get server URLs (and a client class)."""
+    from blackjack_env import BlackjackEnv
+
+    from openenv.client.pool import EnvPool
+    from tests.support.servers import ROOT
+
+    async with EnvPool.process(ROOT / "envs" / "blackjack_env", 2, venv=False, client_cls=BlackjackEnv) as pool:
+        async def policy(inp: PolicyInput) -> str:
+            return "hit" if inp.observation.player_total < 17 else "stand"
+
+        engine = RolloutEngine(pool, policy, concurrency=8, parse_action=HIT_OR_STAND)
+        assert engine.client_cls is BlackjackEnv
+        batch = await engine.run(32, base_seed=77)
+        assert all(r.status == "done" for r in batch)
+        assert {r.url for r in batch} == set(pool.urls) and len(pool.urls) == 2
