@@ -16,11 +16,9 @@ It starts `--servers` blackjack servers on 127.0.0.1 (or uses `--env-url` ones),
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +50,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # -- env servers --------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def blackjack_servers(count: int) -> Iterator[list[str]]:
-    """Start `count` blackjack servers on 127.0.0.1 (local processes); yields their URLs."""
-    from openenv.client.providers import ProcessProvider
-
-    providers = [ProcessProvider(ENV_DIR, venv=False) for _ in range(count)]  # venv=False: this interpreter
-    try:
-        yield [p.start() for p in providers]
-    finally:
-        for p in providers:
-            p.stop()
 
 
 # -- model ------------------------------------------------------------------------------------------------
@@ -161,28 +146,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         disable_tqdm=True,
     )
 
-    with contextlib.ExitStack() as stack:
-        urls = args.env_url or stack.enter_context(blackjack_servers(args.servers))
+    # The env folder is served as --servers local processes (or use --env-url servers).
+    env = args.env_url or str(ENV_DIR)
+    rollout_kwargs = openenv_grpo_kwargs(
+        env,
+        parse_action=parse_choice("action", ["hit", "stand"], default="stand"),
+        servers=args.servers,
+        provider_options={"venv": False},  # this interpreter: blackjack needs nothing more
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        base_seed=args.seed * 1_000_003,
+        turn_format="text" if tiny else "auto",
+        on_batch=save_episodes,
+        reward_funcs=[answer_format],
+    )
+    try:
         trainer = GRPOTrainer(
             model=model,
             processing_class=tokenizer,
             args=config,
             train_dataset=dataset,
             callbacks=[JsonlMetrics()],
-            **openenv_grpo_kwargs(
-                urls,
-                parse_action=parse_choice("action", ["hit", "stand"], default="stand"),
-                max_turns=args.max_turns,
-                max_new_tokens=args.max_new_tokens,
-                base_seed=args.seed * 1_000_003,
-                turn_format="text" if tiny else "auto",
-                on_batch=save_episodes,
-                reward_funcs=[answer_format],
-            ),
+            **rollout_kwargs,
         )
         started = time.perf_counter()
         trainer.train()
         elapsed = time.perf_counter() - started
+    finally:
+        rollout_kwargs["rollout_func"].close()  # stop the servers it started
 
     checkpoint = out / "checkpoint"
     trainer.save_model(str(checkpoint))

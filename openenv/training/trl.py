@@ -22,6 +22,7 @@ components from the env's rubric and episode statistics are logged as `openenv/.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from openenv.errors import ConfigurationError
@@ -62,12 +63,15 @@ class OpenEnvRollout:
         client_options: dict[str, Any] | None = None,
         batch_window_s: float = 0.01,
         on_batch: Callable[[RolloutBatch], None] | None = None,
+        servers: int = 1,
+        provider_options: dict[str, Any] | None = None,
     ) -> None:
         if not callable(parse_action):
             raise ConfigurationError("parse_action is required: it turns the model's text into an action")
         if isinstance(turn_format, str) and turn_format not in ("auto", "chat", "text"):
             raise ConfigurationError("turn_format must be 'auto', 'chat', 'text', or a callable(tokenizer) -> TurnFormat")
-        self.env = env
+        self.providers: list[Any] = []
+        self.env = self._start_servers(env, servers, provider_options or {}) if _is_env_folder(env) else env
         self.parse_action = parse_action
         self.observation_text = observation_text or default_prompt
         self.turn_format = turn_format
@@ -80,13 +84,39 @@ class OpenEnvRollout:
             "max_attempts": max_attempts, "reset_kwargs": reset_kwargs, "client_cls": client_cls,
             "client_options": client_options,
         }
-        RolloutEngine(env, lambda inp: None, **self.engine_options)  # check the arguments now, not at step 1
+        try:
+            RolloutEngine(self.env, lambda inp: None, **self.engine_options)  # check the arguments now, not at step 1
+        except BaseException:
+            self.close()
+            raise
         self.batch_window_s = batch_window_s
         self.on_batch = on_batch
         self.last_batch: RolloutBatch | None = None
         self._groups_done = 0
         self._policy: Any = None
         self._format: TurnFormat | None = None
+
+    def _start_servers(self, folder: str | Path, count: int, options: dict[str, Any]) -> list[str]:
+        """Serve an env folder as `count` local processes (stopped by `close()` or at exit)."""
+        from openenv.client.providers import ProcessProvider
+
+        if count < 1:
+            raise ConfigurationError("servers must be >= 1")
+        try:
+            for _ in range(count):
+                provider = ProcessProvider(folder, **options)
+                self.providers.append(provider)
+                provider.start()
+        except BaseException:
+            self.close()
+            raise
+        return [p.base_url for p in self.providers]
+
+    def close(self) -> None:
+        """Stop the servers this rollout started (none when it was given URLs or a pool)."""
+        providers, self.providers = self.providers, []
+        for provider in providers:
+            provider.stop()
 
     # -- the rollout_func ---------------------------------------------------------------------------------
 
@@ -228,7 +258,10 @@ def openenv_grpo_kwargs(
     """Keyword arguments for `GRPOTrainer` that train on an OpenEnv environment.
 
     Args:
-        env: the servers: a base URL, a list of them, or a pool with `.urls` (e.g. `EnvPool`).
+        env: the servers: a base URL, a list of them, a pool with `.urls` (e.g. `EnvPool`), or
+            the folder of an env (`"envs/blackjack_env"`), served as `servers` local processes
+            (`ProcessProvider(folder, **provider_options)`; `rollout_func.close()` or the end of
+            the program stops them).
         parse_action: `parse_action(text, observation)` returns the action for the model's answer.
         reward_funcs: more reward functions to add to the env's reward. Besides TRL's arguments
             they get, per row, `env_reward`, `episode_length` and `turn_completions` (the model's
@@ -254,3 +287,7 @@ def openenv_grpo_kwargs(
     rollout = OpenEnvRollout(env, parse_action=parse_action, **options)
     return {"rollout_func": rollout, "reward_funcs": [env_reward, *(reward_funcs or [])]}
 
+
+
+def _is_env_folder(env: Any) -> bool:
+    return isinstance(env, str | Path) and "://" not in str(env) and Path(env).is_dir()

@@ -100,3 +100,21 @@ def test_text_format() -> None:
     fmt = TextFormat(tokenizer)
     assert tokenizer.decode(fmt.first("say good", "seed 1")) == tokenizer.decode(tokenizer("say good\nseed 1\nAction:")["input_ids"])
     assert fmt.feedback("say good", [("seed 1", "good")], "step 1", []) == tokenizer("\nstep 1\nAction:", add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.slow
+def test_an_env_folder_is_served_for_the_trainer() -> None:
+    from tests.support.servers import ROOT
+
+    kwargs = openenv_grpo_kwargs(str(ROOT / "envs" / "blackjack_env"), parse_action=parse_move, servers=2,
+                                 provider_options={"venv": False})
+    rollout = kwargs["rollout_func"]
+    try:
+        assert len(rollout.env) == 2 and all(u.startswith("http://127.0.0.1:") for u in rollout.env)
+        from openenv.training import RolloutEngine
+
+        batch = RolloutEngine(rollout.env, lambda inp: {"action": "stand"}).run_sync(4)
+        assert all(r.status == "done" for r in batch)
+    finally:
+        rollout.close()
+    assert not rollout.providers
