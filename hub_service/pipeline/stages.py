@@ -248,11 +248,11 @@ def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_o
     if built.builder == "docker":
         import docker
 
-        from hub_service.pipeline.sandbox import ensure_smoke_network, smoke_run_options
+        from hub_service.pipeline.sandbox import SMOKE_ENV, SMOKE_USER, ensure_smoke_network, smoke_run_options
 
         network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
         return DockerProvider(
-            built.image_ref, pull="never", startup_timeout_s=timeout, env={},
+            built.image_ref, pull="never", startup_timeout_s=timeout, env=dict(SMOKE_ENV), user=SMOKE_USER,
             run_options=smoke_run_options(settings, network, read_only=read_only),
             labels={"org.openenv.hub.smoke": "1"},
         )
