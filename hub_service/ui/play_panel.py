@@ -8,18 +8,33 @@ from typing import Any
 import gradio as gr
 
 from hub_service.errors import HubError
+from hub_service.play.errors import PlayError
 from hub_service.play.sessions import PlayManager
 from hub_service.settings import HubSettings
 from hub_service.ui import views
 from hub_service.ui.forms import FieldSpec, FormError, collect, field_specs
 
-__all__ = ["play_panel", "visitor_of"]
+__all__ = ["parse_seed", "play_panel", "visitor_of"]
 
 
 def visitor_of(request: gr.Request | None) -> str:
     """Who a request comes from, for the per-visitor cap: the client's address."""
     client = getattr(request, "client", None)
     return str(getattr(client, "host", None) or "unknown")
+
+
+def parse_seed(text: str | None) -> int | None:
+    """A seed typed in a form: empty for a random episode, else a whole number >= 0.
+
+    Raises:
+        PlayError: it is not a whole number >= 0.
+    """
+    text = (text or "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise PlayError(f"the seed must be a whole number >= 0 (or empty for a random episode), not {text!r}")
+    return int(text)
 
 
 def _env_parts(env_id: str | None) -> tuple[str, str]:
@@ -58,7 +73,7 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
     with gr.Row():
         with gr.Column(scale=2):
             with gr.Row():
-                seed = gr.Number(label="Seed (optional)", precision=0, value=None, elem_id="oe-play-seed", scale=1)
+                seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-play-seed", scale=1)
                 reset = gr.Button("Reset: new episode", variant="primary", elem_id="oe-play-reset", scale=1)
             error = gr.HTML(elem_id="oe-play-error")
             form_slot = gr.Column()
@@ -68,11 +83,12 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
             gr.Markdown("**Actions this episode**")
             history = gr.HTML(views.history_table([]), elem_id="oe-play-history")
 
-    async def do_reset(env_id: str | None, seed_value: float | None, request: gr.Request) -> list[Any]:
+    async def do_reset(env_id: str | None, seed_text: str, request: gr.Request) -> list[Any]:
         try:
             owner, name = _env_parts(env_id)
+            seed_value = parse_seed(seed_text)
             session = await play.open(request.session_hash or "anonymous", visitor_of(request), owner, name, kind="play")
-            payload = await session.reset(seed=int(seed_value) if seed_value is not None else None)
+            payload = await session.reset(seed=seed_value)
         except HubError as exc:
             return [gr.skip(), views.message(exc.message, "error"), gr.skip(), gr.skip()]
         except OpenEnvError as exc:

@@ -100,9 +100,9 @@ class _Pages:
             runs = catalog.stage_runs(db, version) if version else []
             summary = catalog.summary(env)
         front, body = split_front_matter(version.readme if version and version.readme else "")
-        title = summary.title or env.name
-        header = (f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(title)} · '
-                  f'{views.escape(summary.description or "")}</div>{views.badges(env, version)}')
+        subtitle = " · ".join(p for p in (summary.title, summary.description) if p)
+        header = (f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
+                  f'{views.badges(env, version)}')
         history = "".join(
             f"<tr><td><code>{views.escape(v.sha[:12])}</code></td><td>{views.escape(v.ref)}</td><td>{views.escape(v.state)}</td>"
             f"<td>{views.escape(str(v.created_at)[:19])}</td></tr>" for v in versions

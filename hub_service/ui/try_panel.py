@@ -14,7 +14,7 @@ from hub_service.play.policies import LLMPolicy, Policy, RandomPolicy
 from hub_service.play.sessions import PlayManager, PlaySession
 from hub_service.settings import HubSettings
 from hub_service.ui import views
-from hub_service.ui.play_panel import _env_parts, visitor_of
+from hub_service.ui.play_panel import _env_parts, parse_seed, visitor_of
 
 __all__ = ["choose_endpoint", "try_panel"]
 
@@ -66,7 +66,7 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
                 episodes = gr.Slider(1, settings.try_max_episodes, value=1, step=1, label="Episodes", elem_id="oe-try-episodes")
                 max_steps = gr.Slider(1, settings.try_max_steps, value=min(20, settings.try_max_steps), step=1,
                                       label="Steps per episode at most", elem_id="oe-try-steps")
-            seed = gr.Number(label="Seed (optional)", precision=0, value=None, elem_id="oe-try-seed")
+            seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-try-seed")
             run = gr.Button("Run", variant="primary", elem_id="oe-try-run")
         with gr.Column(scale=3):
             score = gr.HTML(views.try_summary(None), elem_id="oe-try-score")
@@ -75,19 +75,20 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
     policy.change(lambda p: gr.Group(visible=p == LLM), inputs=policy, outputs=llm_box, show_progress="hidden")
 
     async def do_run(env_id: str | None, kind: str, url: str, name: str, secret: str, n: float, steps: float,
-                     seed_value: float | None, request: gr.Request) -> AsyncIterator[list[str]]:
+                     seed_text: str, request: gr.Request) -> AsyncIterator[list[str]]:
         tab = request.session_hash or "anonymous"
         events: list[dict[str, Any]] = []
         session: PlaySession | None = None
         try:
             owner, env_name = _env_parts(env_id)
+            seed_value = parse_seed(seed_text)
             n_episodes = max(1, min(int(n), settings.try_max_episodes))
             n_steps = max(1, min(int(steps), settings.try_max_steps))
             yield [views.try_summary(None, f"starting {env_id}..."), ""]
             session = await play.open(tab, visitor_of(request), owner, env_name, kind="try")
             chosen = _policy(settings, session, kind, url, name, secret, seed_value)
             async for event in run_episodes(session, chosen, episodes=n_episodes, max_steps=n_steps,
-                                            seed=int(seed_value) if seed_value is not None else None):
+                                            seed=seed_value):
                 if event["type"] == "summary":
                     yield [views.try_summary(event), views.trajectory_view(events)]
                 else:
@@ -110,9 +111,9 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
 
 
 def _policy(settings: HubSettings, session: PlaySession, kind: str, url: str, name: str, secret: str,
-            seed_value: float | None) -> Policy:
+            seed_value: int | None) -> Policy:
     if kind != LLM:
-        return RandomPolicy(session.action_schema, seed=int(seed_value) if seed_value is not None else None)
+        return RandomPolicy(session.action_schema, seed=seed_value)
     base_url, model, token = choose_endpoint(settings, url, name, secret)
     return LLMPolicy(base_url=base_url, model=model, token=token, schema=session.action_schema, env_name=session.env_id,
                      description=session.description, timeout_s=settings.llm_timeout_s)

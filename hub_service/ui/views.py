@@ -223,6 +223,7 @@ def trajectory_view(events: list[dict[str, Any]], limit: int = 200) -> str:
     if len(shown) > limit:
         parts.append(message(f"{len(shown) - limit} earlier events are not shown."))
         shown = shown[-limit:]
+    last_steps = {id(e) for e in [e for e in shown if e["type"] == "step"][-3:]}
     for e in shown:
         if e["type"] == "episode":
             parts.append(f'<h4 class="oe-ep">Episode {e["episode"]}</h4>')
@@ -243,7 +244,11 @@ def trajectory_view(events: list[dict[str, Any]], limit: int = 200) -> str:
             if e["observation"] is not None:
                 rows.append(f"<tr><th>observation</th><td>{_value(e['observation'], 1)}</td></tr>")
                 rows.append(f"<tr><th>reward</th><td>{_scalar(e['reward'])}{' · done' if e['done'] else ''}</td></tr>")
-            parts.append(f'<details class="{cls}" open><summary>step {e["step"]}</summary><table class="oe-kv">{"".join(rows)}</table></details>')
+            is_open = " open" if e["error"] or id(e) in last_steps else ""
+            summary = f'step {e["step"]}: <code>{action}</code>' + (f" → reward {_scalar(e['reward'])}" if e["observation"] is not None else "")
+            if e["error"]:
+                summary += ' <span class="oe-err">unusable</span>'
+            parts.append(f'<details class="{cls}"{is_open}><summary>{summary}</summary><table class="oe-kv">{"".join(rows)}</table></details>')
     return f'<div id="oe-trajectory">{"".join(parts)}</div>'
 
 
