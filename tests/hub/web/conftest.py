@@ -3,6 +3,7 @@ carries XSS payloads, and on a broken env; on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,5 +50,8 @@ def web_settings(clean_factory: sessionmaker[Session], hub_settings: HubSettings
     readme = root / "echo_env" / "README.md"
     readme.write_text(readme.read_text() + XSS_README)
     index_source(clean_factory, LocalSource(root, trusted=True))
-    assert sorted(Worker(settings, clean_factory).run_until_idle()) == ["failed", "passed"]
+    # In a thread of its own: the pipeline runs asyncio, and a browser test's Playwright holds this thread's loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        verdicts = pool.submit(Worker(settings, clean_factory).run_until_idle).result()
+    assert sorted(verdicts) == ["failed", "passed"]
     yield settings
