@@ -30,6 +30,7 @@ CSS = """
 .oe-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px; }
 .oe-card { display: block; border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 12px; text-decoration: none !important; color: inherit !important; background: var(--background-fill-primary); }
 .oe-card:hover { border-color: var(--color-accent); }
+.oe-card, .oe-card div { text-align: left; }
 .oe-card-head { display: flex; justify-content: space-between; gap: 8px; align-items: center; }
 .oe-card-desc { margin: 6px 0; color: var(--body-text-color-subdued); min-height: 1.2em; }
 .oe-card-foot, .oe-count { font-size: .85em; color: var(--body-text-color-subdued); margin: 4px 0; }
