@@ -212,4 +212,6 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                 await play.close(request.session_hash)
 
         site.unload(leave)
+    # Gradio runs one event at a time per handler by default: visitors would wait for each other.
+    site.queue(default_concurrency_limit=max(4, settings.play_max_sessions))
     return site
