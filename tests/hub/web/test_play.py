@@ -67,12 +67,12 @@ async def test_caps_per_visitor_and_in_total(web_settings: HubSettings, clean_fa
 
 
 async def test_idle_sessions_are_reaped_and_their_env_stopped(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
-    play = PlayManager(web_settings.model_copy(update={"play_idle_timeout_s": 0.6}), clean_factory)
+    play = PlayManager(web_settings.model_copy(update={"play_idle_timeout_s": 2.0}), clean_factory)
     try:
         session = await play.open("tab", "v", "local", "echo_env")
         provider = session.instance.provider
         await session.reset()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while play.sessions and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         assert not play.sessions and not provider.running
