@@ -20,7 +20,10 @@ from typing import Any
 
 from hub_service.settings import HubSettings
 
-__all__ = ["BRIDGE_NAME", "SMOKE_ENV", "SMOKE_NETWORK", "SMOKE_USER", "build_limits", "ensure_smoke_network", "smoke_run_options"]
+__all__ = [
+    "BRIDGE_NAME", "SMOKE_ENV", "SMOKE_NETWORK", "SMOKE_USER", "build_limits", "confined_provider", "ensure_smoke_network",
+    "smoke_run_options",
+]
 
 log = logging.getLogger("hub_service.sandbox")
 
@@ -93,6 +96,20 @@ def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: 
     if network:
         options["network_mode"] = network
     return options
+
+
+def confined_provider(settings: HubSettings, image: str, *, startup_timeout_s: float, read_only: bool = True,
+                      labels: dict[str, str] | None = None) -> Any:
+    """A DockerProvider for `image` with every confinement above (smoke tests and play sessions)."""
+    import docker
+
+    from openenv.client.providers import DockerProvider
+
+    network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
+    return DockerProvider(
+        image, pull="never", startup_timeout_s=startup_timeout_s, env=dict(SMOKE_ENV), user=SMOKE_USER,
+        run_options=smoke_run_options(settings, network, read_only=read_only), labels=dict(labels or {}),
+    )
 
 
 def build_limits(settings: HubSettings) -> dict[str, Any]:

@@ -100,14 +100,16 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
     if version.state != "passed":
         why = f"failed at {version.failure_stage}: {version.failure_reason}" if version.state == "failed" else f"is {version.state}"
         raise NotPlayable(f"{record.repo_id} cannot be played: its latest revision {why}. Come back when it passes the Hub's checks.")
-    from openenv.client.providers import DockerProvider, ProcessProvider
+    from openenv.client.providers import ProcessProvider
 
     timeout = settings.play_start_timeout_s
     if version.builder == "docker" and version.image_ref:
-        from hub_service.pipeline.stages import container_limits
+        from hub_service.pipeline.sandbox import confined_provider
 
-        image, limits = version.image_ref, container_limits(settings)
-        return Target(key=key, how="docker", make_provider=lambda: DockerProvider(image, pull="never", startup_timeout_s=timeout, run_options=limits))
+        image = version.image_ref
+        # Played envs are confined exactly like smoke tests (user, capabilities, limits, network).
+        return Target(key=key, how="docker", make_provider=lambda: confined_provider(
+            settings, image, startup_timeout_s=timeout, labels={"org.openenv.hub.play": "1"}))
     if env.trusted and env.location:
         folder = env.location
         return Target(key=key, how="process", make_provider=lambda: ProcessProvider(folder, startup_timeout_s=timeout))
