@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -157,6 +158,12 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
         supervisor.start()
     for thread in schedulers:
         thread.start()
+    # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default action the
+    # process would die right there, before the workers are stopped and reaped (they would linger
+    # as orphans). A handler that exits normally lets the `finally` below run first.
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         # Client addresses come from X-Forwarded-For only behind a proxy we were told about;
         # otherwise anyone could claim any address and dodge the rate limits.
@@ -166,3 +173,9 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
         for thread in schedulers:
             thread.stopping.set()
         supervisor.stop()
+        if previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
