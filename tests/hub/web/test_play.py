@@ -66,6 +66,27 @@ async def test_caps_per_visitor_and_in_total(web_settings: HubSettings, clean_fa
     assert play.stats()["instances"] == []
 
 
+async def test_starting_sessions_and_model_tries_is_rate_limited_per_visitor(
+        web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    from hub_service.limits import RateLimiter
+
+    limiter = RateLimiter({"play": (2, 0.01), "model": (1, 0.01)})
+    play = PlayManager(web_settings, clean_factory, limiter)
+    try:
+        await play.open("t1", "alice", "local", "echo_env")
+        await play.close("t1")
+        await play.open("t2", "alice", "local", "echo_env")
+        await play.close("t2")
+        with pytest.raises(PlayLimit, match=r"too many play sessions in a short time; try again in \d+s"):
+            await play.open("t3", "alice", "local", "echo_env")
+        await play.open("t4", "bob", "local", "echo_env")  # other visitors are not affected
+        play.check_rate("model", "alice")
+        with pytest.raises(PlayLimit, match="too many model tries"):
+            play.check_rate("model", "alice")
+    finally:
+        await play.aclose()
+
+
 async def test_idle_sessions_are_reaped_and_their_env_stopped(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
     play = PlayManager(web_settings.model_copy(update={"play_idle_timeout_s": 2.0}), clean_factory)
     try:
