@@ -119,9 +119,10 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
 class PlayManager:
     """Opens, finds and closes play sessions; enforces the caps; reaps idle ones."""
 
-    def __init__(self, settings: HubSettings, factory: sessionmaker[Session]) -> None:
+    def __init__(self, settings: HubSettings, factory: sessionmaker[Session], limiter: Any = None) -> None:
         self.settings = settings
         self.factory = factory
+        self.limiter = limiter  # hub_service.limits.RateLimiter: "play" and "model" categories
         self.pool = InstancePool(max_instances=settings.play_max_instances, linger_s=settings.play_instance_linger_s)
         self.sessions: dict[tuple[str, str], PlaySession] = {}
         self._opening: set[tuple[str, str]] = set()
@@ -153,6 +154,8 @@ class PlayManager:
             await self.close(tab, kind)
         if key in self._opening:
             raise PlayError("a session is already being started in this tab; wait a moment")
+        if kind == "play":  # model tries are counted per run, by whoever starts one
+            self.check_rate("play", visitor)
         self._check_caps(visitor)
         self._opening.add(key)
         try:
@@ -172,6 +175,19 @@ class PlayManager:
             return session
         finally:
             self._opening.discard(key)
+
+    def check_rate(self, category: str, visitor: str) -> None:
+        """Count one start (a play session, a model-try run) against the visitor's rate limit.
+
+        Raises:
+            PlayLimit: over the limit; the message says when to try again.
+        """
+        if self.limiter is None:
+            return
+        decision = self.limiter.hit(category, visitor)
+        if not decision.allowed:
+            what = "play sessions" if category == "play" else "model tries"
+            raise PlayLimit(f"you have started too many {what} in a short time; try again in {decision.retry_after_s}s")
 
     def _check_caps(self, visitor: str) -> None:
         if len(self.sessions) + len(self._opening) >= self.settings.play_max_sessions:

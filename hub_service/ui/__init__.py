@@ -17,7 +17,7 @@ def mount_website(app: Any) -> Any:
     from hub_service.play.sessions import PlayManager
     from hub_service.ui.site import CSS, HEAD, build_site, theme
 
-    play = PlayManager(app.state.settings, app.state.sessionmaker)
+    play = PlayManager(app.state.settings, app.state.sessionmaker, getattr(app.state, "limiter", None))
     app.state.play = play
     blocks = build_site(app.state.settings, app.state.sessionmaker, play)
     return gr.mount_gradio_app(app, blocks, path="", theme=theme(), css=CSS, head=HEAD, footer_links=[],

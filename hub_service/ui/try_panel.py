@@ -85,6 +85,7 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
             n_episodes = max(1, min(int(n), settings.try_max_episodes))
             n_steps = max(1, min(int(steps), settings.try_max_steps))
             yield [views.try_summary(None, f"starting {env_id}..."), ""]
+            play.check_rate("model", visitor_of(request))
             session = await play.open(tab, visitor_of(request), owner, env_name, kind="try")
             chosen = _policy(settings, session, kind, url, name, secret, seed_value)
             async for event in run_episodes(session, chosen, episodes=n_episodes, max_steps=n_steps,

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from hub_service.app import create_app
 from hub_service.settings import HubSettings
-from tests.support.llm_standin import llm_standin
+from tests.support.openai_standin import openai_standin
 from tests.support.servers import serve_app
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,7 @@ def _wait(predicate: Any, timeout: float = 15.0) -> bool:
 
 def test_a_visitor_finds_reads_plays_and_lets_models_try_echo_env(web_settings: HubSettings, new_page) -> None:
     app = create_app(web_settings)
-    standin = llm_standin(['{"message": "hello"}', "no idea, sorry"], token=TOKEN, models={"tiny-model"})
+    standin = openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=['{"message": "hello"}', "no idea, sorry"])
     with serve_app(app) as url, serve_app(standin) as llm:
         # the JSON API and its docs still answer beside the website
         assert httpx.get(f"{url}/api/v1/envs").json()["total"] == 2

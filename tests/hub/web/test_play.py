@@ -16,7 +16,7 @@ from hub_service.play.policies import LLMPolicy, RandomPolicy, parse_action
 from hub_service.play.sessions import PlayManager
 from hub_service.settings import HubSettings
 from hub_service.ui.try_panel import choose_endpoint
-from tests.support.llm_standin import llm_standin
+from tests.support.openai_standin import openai_standin
 from tests.support.servers import serve_app
 
 pytestmark = pytest.mark.slow
@@ -64,6 +64,27 @@ async def test_caps_per_visitor_and_in_total(web_settings: HubSettings, clean_fa
     finally:
         await play.aclose()
     assert play.stats()["instances"] == []
+
+
+async def test_starting_sessions_and_model_tries_is_rate_limited_per_visitor(
+        web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    from hub_service.limits import RateLimiter
+
+    limiter = RateLimiter({"play": (2, 0.01), "model": (1, 0.01)})
+    play = PlayManager(web_settings, clean_factory, limiter)
+    try:
+        await play.open("t1", "alice", "local", "echo_env")
+        await play.close("t1")
+        await play.open("t2", "alice", "local", "echo_env")
+        await play.close("t2")
+        with pytest.raises(PlayLimit, match=r"too many play sessions in a short time; try again in \d+s"):
+            await play.open("t3", "alice", "local", "echo_env")
+        await play.open("t4", "bob", "local", "echo_env")  # other visitors are not affected
+        play.check_rate("model", "alice")
+        with pytest.raises(PlayLimit, match="too many model tries"):
+            play.check_rate("model", "alice")
+    finally:
+        await play.aclose()
 
 
 async def test_idle_sessions_are_reaped_and_their_env_stopped(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
@@ -120,7 +141,7 @@ async def test_an_llm_plays_and_unusable_answers_are_shown_and_counted(
         web_settings: HubSettings, clean_factory: sessionmaker[Session], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     replies = ['{"message": "hello"}', 'Sure!\n```json\n{"message": "fenced"}\n```', "I would rather chat.", '{"nope": 1}', '{"message": "ok"}']
-    standin = llm_standin(replies, token=TOKEN, models={"tiny-model"})
+    standin = openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=replies)
     play = PlayManager(web_settings, clean_factory)
     with serve_app(standin) as llm:
         try:
@@ -145,7 +166,7 @@ async def test_an_llm_plays_and_unusable_answers_are_shown_and_counted(
 
 async def test_a_failing_endpoint_is_an_error_in_the_trajectory(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
     play = PlayManager(web_settings, clean_factory)
-    with serve_app(llm_standin(["{}"], token=TOKEN)) as llm:
+    with serve_app(openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=["{}"])) as llm:
         try:
             session = await play.open("tab", "v", "local", "echo_env", kind="try")
             policy = LLMPolicy(base_url=f"{llm}/v1", model="no-such-model", token="wrong", schema=session.action_schema,
