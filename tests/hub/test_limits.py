@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+from pydantic import SecretStr
 
 from hub_service.app import create_app
 from hub_service.limits import RateLimiter
@@ -47,17 +48,19 @@ def test_forwarded_client_addresses_when_behind_a_proxy(hub_settings) -> None:
 
 
 def test_oversized_bodies_are_refused(hub_settings) -> None:
-    settings = hub_settings.model_copy(update={"max_body_bytes": 2048})
+    settings = hub_settings.model_copy(update={"max_body_bytes": 2048, "webhook_secret": SecretStr("s3cret")})
+    headers = {"content-type": "application/json", "x-webhook-secret": "s3cret"}
     with serve_app(create_app(settings)) as url:
-        big = httpx.post(f"{url}/api/v1/envs", content=b"x" * 10_000, headers={"content-type": "application/json"})
+        big = httpx.post(f"{url}/webhooks/hf", content=b"x" * 10_000, headers=headers)
         assert big.status_code == 413 and big.json()["error"]["code"] == "too_large"
 
         def chunks():
             for _ in range(10):
                 yield b"y" * 1000
 
-        streamed = httpx.post(f"{url}/api/v1/envs", content=chunks(), headers={"content-type": "application/json"})
-        assert streamed.status_code in (405, 413)  # no GET-only route reads the body; the cap still holds
+        # No Content-Length: the cap holds while the webhook route reads the stream.
+        streamed = httpx.post(f"{url}/webhooks/hf", content=chunks(), headers=headers)
+        assert streamed.status_code == 413 and streamed.json()["error"]["code"] == "too_large"
         assert httpx.get(f"{url}/api/v1/health").status_code == 200
 
 
