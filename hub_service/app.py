@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.errors import HubError
+from hub_service.limits import LimitsMiddleware, RateLimiter
 from hub_service.settings import HubSettings, get_settings
 
 __all__ = ["create_app"]
@@ -41,6 +42,11 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = sessionmaker_for(engine)
+    app.state.limiter = _limiter(settings)
+    app.add_middleware(
+        LimitsMiddleware, limiter=app.state.limiter, routes=[("/api/", "api"), ("/webhooks/", "webhook")],
+        max_body_bytes=settings.max_body_bytes,
+    )
 
     @app.exception_handler(HubError)
     async def _hub_error(_: Request, exc: HubError) -> JSONResponse:
@@ -63,3 +69,12 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
 
     app.include_router(catalog_router)
     return app
+
+
+def _limiter(settings: HubSettings) -> RateLimiter:
+    return RateLimiter({
+        "api": (settings.rate_api_burst, settings.rate_api_per_minute),
+        "webhook": (settings.rate_webhook_burst, settings.rate_webhook_per_minute),
+        "play": (settings.rate_play_burst, settings.rate_play_per_minute),
+        "model": (settings.rate_model_burst, settings.rate_model_per_minute),
+    })

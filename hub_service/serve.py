@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -113,8 +114,23 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
     if supervisor.count:
         supervisor.start()
     reindexer.start()
+    # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default action the
+    # process would die right there, before the workers are stopped and reaped (they would linger
+    # as orphans). A handler that exits normally lets the `finally` below run first.
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        # Client addresses come from X-Forwarded-For only behind a proxy we were told about;
+        # otherwise anyone could claim any address and dodge the rate limits.
+        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=settings.trust_forwarded_for,
+                    forwarded_allow_ips=settings.forwarded_allow_ips)
     finally:
         reindexer.stopping.set()
         supervisor.stop()
+        if previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)

@@ -33,7 +33,6 @@ class HubSettings(BaseSettings):
     hf_endpoint: str | None = Field(default=None, description="Hub API base URL (HF_ENDPOINT); huggingface.co when unset.")
     hf_token: SecretStr | None = Field(default=None, description="Token for the Hub API (private Spaces, comments).")
     hf_tag: str = Field(default="openenv", description="Spaces with this tag are indexed.")
-    hf_page_size: int = Field(default=1000, ge=1, le=1000)
     local_source: str | None = Field(default_factory=_default_local_source, description="A folder of Space-shaped env folders.")
     local_owner: str = Field(default="local", description="Owner name given to envs of the local source.")
     local_trusted: bool = Field(default=True, description="Local envs may run as processes (not only in containers).")
@@ -47,6 +46,15 @@ class HubSettings(BaseSettings):
     smoke_timeout_s: float = 120.0
     smoke_steps: int = Field(default=5, ge=1, le=1000)
     step_timeout_s: float = 10.0
+    smoke_memory: str = Field(default="1g", description="Memory limit of a smoke-test container.")
+    smoke_cpus: float = Field(default=1.0, gt=0)
+    smoke_pids: int = Field(default=256, ge=16)
+    smoke_file_size_mb: int = Field(default=256, ge=1, description="Largest file a smoke container may write.")
+    smoke_tmpfs_mb: int = Field(default=256, ge=1)
+    smoke_isolated_network: bool = Field(default=True, description="Smoke containers reach nothing but their own port.")
+    build_memory: str = Field(default="2g", description="Memory limit of a build's RUN steps.")
+    image_max_mb: int = Field(default=6144, ge=1, description="Images larger than this fail the build.")
+    fetch_max_mb: int = Field(default=512, ge=1, description="Revisions with more files than this fail the fetch.")
     job_max_attempts: int = Field(default=3, ge=1)
     job_stale_after_s: float = Field(default=60.0, gt=0, description="A running job with no heartbeat this long is reclaimed.")
     heartbeat_s: float = Field(default=5.0, gt=0)
@@ -54,6 +62,17 @@ class HubSettings(BaseSettings):
 
     # API
     page_size: int = Field(default=50, ge=1, le=500)
+    max_body_bytes: int = Field(default=1 << 20, ge=1024, description="Larger request bodies get 413.")
+    rate_api_burst: int = Field(default=120, ge=1, description="API requests a client may make at once...")
+    rate_api_per_minute: float = Field(default=600, gt=0, description="...and per minute after that.")
+    rate_webhook_burst: int = Field(default=60, ge=1)
+    rate_webhook_per_minute: float = Field(default=600, gt=0)
+    rate_play_burst: int = Field(default=10, ge=1, description="Play sessions a visitor may start at once...")
+    rate_play_per_minute: float = Field(default=20, gt=0)
+    rate_model_burst: int = Field(default=3, ge=1, description="Model-try runs a visitor may start at once...")
+    rate_model_per_minute: float = Field(default=6, gt=0)
+    trust_forwarded_for: bool = Field(default=False, description="Take the client address from X-Forwarded-For (behind a proxy).")
+    forwarded_allow_ips: str = Field(default="127.0.0.1", description="Proxies whose X-Forwarded-For is believed, when trusted.")
     maintainer_token: SecretStr | None = None
 
     @field_validator("data_dir")

@@ -89,7 +89,9 @@ def local_sdk_wheel(cache_dir: Path | None = None) -> Path:
 
 def _stage_context(env_dir: Path, wheel: Path) -> Path:
     ctx = Path(tempfile.mkdtemp(prefix="openenv-build-"))
-    shutil.copytree(env_dir, ctx, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_IGNORED))
+    # symlinks=True: a link is copied as a link, never as the file it points at (which could be
+    # anything on this machine); the build context then holds nothing from outside the folder.
+    shutil.copytree(env_dir, ctx, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_IGNORED))
     (ctx / _SDK_DIR).mkdir()
     shutil.copy2(wheel, ctx / _SDK_DIR / wheel.name)
     return ctx
@@ -112,6 +114,7 @@ def build_image(
     client: Any = None,
     timeout_s: float = 1800,
     dockerfile: str | None = None,
+    container_limits: dict[str, Any] | None = None,
 ) -> BuildResult:
     """Build `env_dir`'s Dockerfile into `tag`.
 
@@ -127,6 +130,8 @@ def build_image(
         client: a `docker.DockerClient` (default: from the environment).
         dockerfile: the Dockerfile's path inside `env_dir` (default "Dockerfile"; upstream's
             layout keeps it at "server/Dockerfile", still with the env folder as context).
+        timeout_s: the whole build's time limit (also the limit for a step that prints nothing).
+        container_limits: resource limits of the build's RUN steps (`memory`, `memswap`, ...).
 
     Raises:
         ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log).
@@ -153,15 +158,19 @@ def build_image(
     start = time.monotonic()
     image_id = ""
     try:
-        for line in _stream(client.api.build(
-            path=str(context), dockerfile=dockerfile_rel, tag=tag, buildargs=args, rm=True, forcerm=True, decode=True, labels=all_labels,
-            timeout=int(timeout_s),
-        )):
+        chunks = client.api.build(
+            path=str(context), dockerfile=dockerfile_rel, tag=tag, buildargs=args, rm=True, forcerm=True, decode=True,
+            labels=all_labels, timeout=int(timeout_s), container_limits=container_limits,
+        )
+        for line in _stream(chunks):
             if line.startswith("\x00error:"):
                 raise ImageBuildError(f"building {tag} failed: {line[7:].strip()}", "\n".join(log))
             log.append(line)
             if on_log is not None:
                 on_log(line)
+            if time.monotonic() - start > timeout_s:
+                chunks.close()  # closing the stream makes the engine abandon the build
+                raise ImageBuildError(f"building {tag} took longer than {timeout_s:g}s; the build was stopped", "\n".join(log))
         image_id = client.images.get(tag).id
     except ImageBuildError:
         raise

@@ -259,25 +259,26 @@ def inspect_manifest(text: str | bytes, source: str = MANIFEST_FILE) -> Manifest
 
     from openenv._manifest_problems import LineIndex, merge_by_field, problem_from_pydantic
 
+    from openenv._yaml import YamlLimitError, compose_limited
+
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", errors="replace"))
+    if size > _MAX_BYTES:
+        return ManifestInspection(None, [ManifestProblem("too_large", "", f"the file is {size} bytes; a manifest is at most {_MAX_BYTES}", hint="move large data out of openenv.yaml")])
     if isinstance(text, bytes):
-        if len(text) > _MAX_BYTES:
-            return ManifestInspection(None, [ManifestProblem("too_large", "", f"the file is {len(text)} bytes; a manifest is at most {_MAX_BYTES}", hint="move large data out of openenv.yaml")])
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
             return ManifestInspection(None, [ManifestProblem("syntax", "", f"not UTF-8 text ({exc.reason} at byte {exc.start})", hint="save the file as UTF-8")])
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        node, data = compose_limited(text, max_bytes=_MAX_BYTES)
+    except YamlLimitError as exc:
+        return ManifestInspection(None, [ManifestProblem("too_large", "", str(exc), hint="a manifest is a few flat keys; remove the deep or repeated structure")])
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         reason = getattr(exc, "problem", None) or str(exc)
         return ManifestInspection(None, [ManifestProblem(
             "syntax", "", f"not valid YAML: {reason}", line=mark.line + 1 if mark else None,
             column=mark.column + 1 if mark else None, hint="fix the YAML syntax (indentation, quotes, colons)")])
-    finally:
-        loader.dispose()
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
         return ManifestInspection(None, [ManifestProblem(

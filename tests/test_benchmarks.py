@@ -28,6 +28,22 @@ def test_step_throughput_benchmark_runs(upstream_python: str) -> None:
 
 
 @pytest.mark.slow
+def test_rollouts_benchmark_runs(upstream_python: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "rollouts.py"), "--seconds", "0.3", "--rounds", "1",
+         "--sessions", "1", "4", "--upstream-python", upstream_python, "--json"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    for stack in ("engine", "ours", "upstream"):
+        for n in ("1", "4"):
+            row = report["episodes_per_s"][stack][n]
+            assert row["episodes_per_s"] > 0
+            assert 1.0 <= row["steps_per_episode"] < 3.0  # the same game and policy on every stack
+    assert set(report["ratios"]) == {"1", "4"}
+
+
 @pytest.mark.docker
 def test_cold_start_benchmark_runs(upstream_python: str) -> None:
     out = subprocess.run(

@@ -81,10 +81,12 @@ def _decode_cursor(cursor: str) -> tuple[Any, int]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         value, row_id = json.loads(raw)
-        if isinstance(value, dict) and "t" in value:
+        if isinstance(value, dict) and isinstance(value.get("t"), str):
             import datetime as dt
 
             value = dt.datetime.fromisoformat(value["t"])
+        if not isinstance(value, (str, int, float)) and not hasattr(value, "isoformat") or isinstance(value, bool):
+            raise TypeError("cursor value of an unexpected type")
         return value, int(row_id)
     except (ValueError, TypeError) as exc:
         raise InvalidRequest("the cursor is not one this API gave out; start again without it") from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 
 from hub_service.errors import SourceError
 
-__all__ = ["HfSource", "LocalSource", "Source", "SourceEnv", "folder_sha"]
+__all__ = ["FetchRefused", "HfSource", "LocalSource", "Source", "SourceEnv", "check_tree", "folder_sha"]
 
 _SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".openenv-sdk"}
 _EXPAND = ["sha", "tags", "likes", "private", "runtime", "subdomain", "cardData", "lastModified", "author", "sdk"]
@@ -61,10 +62,14 @@ class Source(Protocol):
 def folder_sha(path: Path) -> str:
     """A content hash of an env folder: the local source's notion of a revision."""
     h = hashlib.sha1()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and not (_SKIP_DIRS & set(p.relative_to(path).parts)) and p.suffix != ".pyc"):
-        h.update(str(file.relative_to(path)).encode())
-        h.update(b"\0")
-        h.update(file.read_bytes())
+    entries = (p for p in path.rglob("*") if not (_SKIP_DIRS & set(p.relative_to(path).parts)) and p.suffix != ".pyc")
+    for entry in sorted(entries):
+        if entry.is_symlink():  # a link is part of the revision as a link, never as what it points at
+            h.update(f"{entry.relative_to(path)}\0link:{os.readlink(entry)}".encode())
+        elif entry.is_file():
+            h.update(str(entry.relative_to(path)).encode())
+            h.update(b"\0")
+            h.update(entry.read_bytes())
     return h.hexdigest()
 
 
@@ -80,9 +85,11 @@ def _front_matter(readme: Path) -> dict[str, Any]:
         return {}
     import yaml
 
+    from openenv._yaml import load_limited
+
     try:
-        data = yaml.safe_load(text[3:end])
-    except yaml.YAMLError:
+        data = load_limited(text[3:end])
+    except (yaml.YAMLError, ValueError):  # invalid or over the limits: no usable front matter
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -92,10 +99,11 @@ class LocalSource:
 
     name = "local"
 
-    def __init__(self, root: str | Path, owner: str = "local", trusted: bool = True) -> None:
+    def __init__(self, root: str | Path, owner: str = "local", trusted: bool = True, max_bytes: int = 512 << 20) -> None:
         self.root = Path(root).resolve()
         self.owner = owner
         self.trusted = trusted
+        self.max_bytes = max_bytes
 
     def list(self) -> Iterator[SourceEnv]:
         if not self.root.is_dir():
@@ -124,7 +132,8 @@ class LocalSource:
             raise SourceError(f"{owner}/{name} changed since revision {sha[:12]} was indexed; it will be indexed again")
         if dest.exists():
             shutil.rmtree(dest)
-        shutil.copytree(folder, dest, ignore=shutil.ignore_patterns(*_SKIP_DIRS, "*.pyc"))
+        shutil.copytree(folder, dest, symlinks=True, ignore=shutil.ignore_patterns(*_SKIP_DIRS, "*.pyc"))
+        check_tree(dest, self.max_bytes)
         return dest
 
 
@@ -134,14 +143,14 @@ class HfSource:
     name = "hf"
     trusted = False
 
-    def __init__(self, endpoint: str | None, token: str | None, tag: str = "openenv", page_size: int = 1000) -> None:
+    def __init__(self, endpoint: str | None, token: str | None, tag: str = "openenv", max_bytes: int = 512 << 20) -> None:
         from huggingface_hub import HfApi
 
         self.api = HfApi(endpoint=endpoint, token=token)
         self.endpoint = endpoint
         self.token = token
         self.tag = tag
-        self.page_size = page_size
+        self.max_bytes = max_bytes
 
     def list(self) -> Iterator[SourceEnv]:
         try:
@@ -176,6 +185,7 @@ class HfSource:
 
         if dest.exists():
             shutil.rmtree(dest)
+        self._check_listing(owner, name, sha)
         try:
             path = snapshot_download(
                 repo_id=f"{owner}/{name}", repo_type="space", revision=sha, local_dir=dest,
@@ -186,7 +196,47 @@ class HfSource:
         cache = Path(path) / ".cache"
         if cache.is_dir():
             shutil.rmtree(cache, ignore_errors=True)
+        check_tree(Path(path), self.max_bytes)
         return Path(path)
+
+    def _check_listing(self, owner: str, name: str, sha: str) -> None:
+        """Refuse, before downloading anything, a revision that is too big or has unsafe paths."""
+        try:
+            info = self.api.space_info(f"{owner}/{name}", revision=sha, files_metadata=True)
+        except Exception as exc:
+            raise SourceError(f"listing the files of {owner}/{name}@{sha[:12]} failed: {exc}") from exc
+        total = 0
+        for sibling in info.siblings or []:
+            path = str(sibling.rfilename)
+            if path.startswith(("/", "\\")) or ".." in Path(path).parts or "\\" in path:
+                raise FetchRefused(f"{owner}/{name}@{sha[:12]} has a file path that leaves its folder: {path!r}")
+            total += int(sibling.size or 0)
+        if total > self.max_bytes:
+            raise FetchRefused(f"{owner}/{name}@{sha[:12]} holds {total >> 20} MB of files, over the Hub's cap of {self.max_bytes >> 20} MB")
+
+
+class FetchRefused(Exception):
+    """The revision's files are not safe or small enough to fetch; the env's fault, not transient."""
+
+
+def check_tree(root: Path, max_bytes: int) -> None:
+    """Drop symlinks that lead out of `root` and refuse trees over `max_bytes`.
+
+    Raises:
+        FetchRefused: the files add up to more than `max_bytes`.
+    """
+    total = 0
+    top = root.resolve()
+    for path in list(root.rglob("*")):
+        if path.is_symlink():
+            target = path.resolve()
+            if target != top and top not in target.parents:
+                path.unlink()  # a link to a file of this machine must not reach a build context
+            continue
+        if path.is_file():
+            total += path.stat().st_size
+            if total > max_bytes:
+                raise FetchRefused(f"the files add up to more than the Hub's cap of {max_bytes >> 20} MB")
 
 
 def _accepts_endpoint() -> bool:

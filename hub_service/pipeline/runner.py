@@ -20,7 +20,7 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
 from hub_service.db import session_scope, utcnow
 from hub_service.errors import SourceError
-from hub_service.indexer.sources import HfSource, LocalSource, Source
+from hub_service.indexer.sources import FetchRefused, HfSource, LocalSource, Source
 from hub_service.pipeline import jobs, stages
 from hub_service.pipeline.models import StageRun
 from hub_service.settings import HubSettings
@@ -34,10 +34,10 @@ def source_for(settings: HubSettings, kind: str) -> Source:
     if kind == "local":
         if not settings.local_source:
             raise SourceError("no local source is configured (OPENENV_HUB_LOCAL_SOURCE)")
-        return LocalSource(settings.local_source, owner=settings.local_owner, trusted=settings.local_trusted)
+        return LocalSource(settings.local_source, owner=settings.local_owner, trusted=settings.local_trusted, max_bytes=settings.fetch_max_mb << 20)
     if kind == "hf":
         token = settings.hf_token.get_secret_value() if settings.hf_token else None
-        return HfSource(settings.hf_endpoint, token, tag=settings.hf_tag)
+        return HfSource(settings.hf_endpoint, token, tag=settings.hf_tag, max_bytes=settings.fetch_max_mb << 20)
     raise SourceError(f"unknown source {kind!r}")
 
 
@@ -137,6 +137,8 @@ class JobRunner:
             status = "failed"
             self._close_stage(run_id, status, stage_log, start)
             raise
+        except FetchRefused as exc:
+            status, failure = "failed", _Failed(name, str(exc))
         except SourceError as exc:
             stage_log(f"source error, the job will be retried: {exc}")
             self._close_stage(run_id, "failed", stage_log, start)

@@ -8,6 +8,7 @@ restarting) raises `Transient(reason)` so the job is retried.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import statistics
 import time
@@ -158,19 +159,26 @@ def build(settings: HubSettings, folder: Path, owner: str, name: str, sha: str, 
     if builder == "docker":
         from openenv.images import ImageBuildError, build_image
 
+        from hub_service.pipeline.sandbox import build_limits
+
         tag = image_tag(settings, owner, name, sha)
         log(f"building image {tag}")
         try:
             result = build_image(
                 folder, tag, base_image=settings.base_image, on_log=log, timeout_s=settings.build_timeout_s,
                 labels={"org.openenv.hub.repo": f"{owner}/{name}", "org.openenv.hub.sha": sha},
+                container_limits=build_limits(settings),
             )
         except ImageBuildError as exc:
             text = str(exc)
             if "no Docker engine" in text:
                 raise Transient(text) from exc
-            raise StageFailed(_last_error_line(exc.log, text)) from exc
-        log(f"built {tag} ({result.image_id[:19]}) in {result.seconds:.1f}s with SDK {result.sdk}")
+            raise StageFailed(_last_error_line(exc.log, text) if "took longer" not in text else text) from exc
+        size_mb = _image_size_mb(tag)
+        log(f"built {tag} ({result.image_id[:19]}, {size_mb:.0f} MB) in {result.seconds:.1f}s with SDK {result.sdk}")
+        if size_mb > settings.image_max_mb:
+            _remove_image(tag)
+            raise StageFailed(f"the image is {size_mb:.0f} MB, over the Hub's cap of {settings.image_max_mb} MB; slim the image")
         return BuildOutput(builder="docker", image_ref=tag, seconds=time.monotonic() - start)
     from openenv.client.providers import ProcessProvider
 
@@ -182,6 +190,21 @@ def build(settings: HubSettings, folder: Path, owner: str, name: str, sha: str, 
         raise StageFailed(f"installing the dependencies failed: {exc}") from exc
     log(f"interpreter: {python}")
     return BuildOutput(builder="process", python=str(python), seconds=time.monotonic() - start)
+
+
+def _image_size_mb(tag: str) -> float:
+    import docker
+
+    return float(docker.from_env().images.get(tag).attrs.get("Size", 0)) / 2**20
+
+
+def _remove_image(tag: str) -> None:
+    import docker
+
+    try:
+        docker.from_env().images.remove(tag, force=True)
+    except Exception:  # removal is tidying up; the verdict stands either way
+        logging.getLogger("hub_service.pipeline").warning("could not remove oversized image %s", tag, exc_info=True)
 
 
 def _last_error_line(log: str, fallback: str) -> str:
@@ -218,32 +241,59 @@ def smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog
     return asyncio.run(_smoke(settings, built, folder, log))
 
 
-def _provider(settings: HubSettings, built: BuildOutput, folder: Path) -> Any:
+def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_only: bool = True) -> Any:
     from openenv.client.providers import DockerProvider, ProcessProvider
 
     timeout = settings.smoke_timeout_s
     if built.builder == "docker":
-        return DockerProvider(built.image_ref, pull="never", startup_timeout_s=timeout, run_options=container_limits(settings))
+        import docker
+
+        from hub_service.pipeline.sandbox import ensure_smoke_network, smoke_run_options
+
+        network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
+        return DockerProvider(
+            built.image_ref, pull="never", startup_timeout_s=timeout, env={},
+            run_options=smoke_run_options(settings, network, read_only=read_only),
+            labels={"org.openenv.hub.smoke": "1"},
+        )
     return ProcessProvider(folder, startup_timeout_s=timeout)
 
 
-def container_limits(settings: HubSettings) -> dict[str, Any]:
-    """How smoke-test containers are confined (see issue 10 for the hardening)."""
-    return {"mem_limit": "1g", "nano_cpus": 1_000_000_000, "pids_limit": 256}
+async def _start(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog) -> tuple[Any, str, float]:
+    """Start the server confined; an env that needs to write outside /tmp gets one more try
+    without the read-only root. Returns the provider, its URL and when the start began."""
+    from openenv.errors import OpenEnvError
+
+    read_only = built.builder == "docker"
+    while True:
+        provider = _provider(settings, built, folder, read_only=read_only)
+        start = time.monotonic()
+        try:
+            return provider, await provider.astart(), start
+        except OpenEnvError as exc:
+            text = str(exc)
+            if read_only and "Read-only file system" in text:
+                log("the server wrote outside /tmp on a read-only root; trying again with a writable root")
+                await provider.astop()
+                read_only = False
+                continue
+            try:
+                server_log = await asyncio.to_thread(provider.logs)
+            except Exception:  # nothing to show
+                server_log = ""
+            for line in server_log.splitlines()[-100:]:
+                log(f"server| {line}")
+            await provider.astop()
+            raise StageFailed(f"the server did not start: {exc}") from exc
 
 
 async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog) -> SmokeOutput:
     from openenv import GenericEnvClient
     from openenv.errors import OpenEnvError
 
-    provider = _provider(settings, built, folder)
-    start = time.monotonic()
+    provider, url, start = await _start(settings, built, folder, log)
     errors: list[str] = []
     try:
-        try:
-            url = await provider.astart()
-        except OpenEnvError as exc:
-            raise StageFailed(f"the server did not start: {exc}") from exc
         log(f"server up at {url} after {time.monotonic() - start:.2f}s")
         schema = await _get_json(url + "/schema", settings.step_timeout_s, log)
         action_schema = schema.get("action") if isinstance(schema, dict) else None

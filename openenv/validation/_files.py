@@ -45,6 +45,8 @@ def read_front_matter(text: str) -> FrontMatter:
     """
     import yaml
 
+    from openenv._yaml import YamlLimitError, load_limited
+
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
         return FrontMatter(None, "README.md has no front matter (a '---' block at the very top)", 1)
@@ -54,7 +56,9 @@ def read_front_matter(text: str) -> FrontMatter:
         return FrontMatter(None, "the front matter block is not closed with '---'", 1)
     block = "\n".join(lines[1:end])
     try:
-        data = yaml.safe_load(block) or {}
+        data = load_limited(block) or {}
+    except YamlLimitError as exc:
+        return FrontMatter(None, f"the front matter is too large or too deep: {exc}", 2)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         return FrontMatter(None, f"the front matter is not valid YAML: {getattr(exc, 'problem', exc)}", (mark.line + 2) if mark else 2)

@@ -4,6 +4,7 @@ rolled-back transaction, and clean databases for end-to-end tests."""
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,17 +27,35 @@ def _postgres_url() -> str | None:
 def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A migrated database; every hub test runs on both backends."""
     if request.param == "postgresql":
-        url = _postgres_url()
-        if not url:
+        base = _postgres_url()
+        if not base:
             pytest.skip("PostgreSQL not configured: set TEST_DATABASE_URL (scripts/test does)")
-        engine = make_engine(url)
-        with engine.begin() as conn:  # start from nothing, so the migration itself is tested
-            conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-        engine.dispose()
+        url = _private_database(base, request)
     else:
         url = f"sqlite:///{tmp_path_factory.mktemp('hubdb') / 'hub.sqlite3'}"
     migrate(url)
     return url
+
+
+def _private_database(base_url: str, request: pytest.FixtureRequest) -> str:
+    """A fresh database of this test run's own on the server (test runs may share the server),
+    dropped at the end; starting from nothing also tests the migrations."""
+    from sqlalchemy.engine import make_url
+
+    name = f"openenv_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = make_engine(base_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+
+    def drop() -> None:
+        eng = make_engine(base_url, isolation_level="AUTOCOMMIT")
+        with eng.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        eng.dispose()
+
+    request.addfinalizer(drop)
+    return make_url(base_url).set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture(scope="session")

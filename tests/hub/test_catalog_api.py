@@ -136,3 +136,13 @@ def test_openapi_and_health(api: str) -> None:
     spec = httpx.get(f"{api}/openapi.json").json()
     assert "/api/v1/envs/{owner}/{name}/resolve" in spec["paths"]
     assert httpx.get(f"{api}/api/v1/health").json() == {"status": "ok"}
+
+
+def test_forged_cursors_are_400_not_500(api: str) -> None:
+    import base64
+    import json as _json
+
+    for payload in ([[1, 2], 3], [{"t": 5}, 1], ["x"], "nope", [None, "a"], [True, 1]):
+        cursor = base64.urlsafe_b64encode(_json.dumps(payload).encode()).decode().rstrip("=")
+        reply = httpx.get(f"{api}/api/v1/envs", params={"cursor": cursor})
+        assert reply.status_code == 400, (payload, reply.text)

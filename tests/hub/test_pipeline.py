@@ -108,6 +108,18 @@ def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_set
         assert resolved["local"]["docker"].endswith(echo.image_ref)
 
 
+def test_a_server_that_never_comes_up_fails_within_the_smoke_timeout(clean_factory, hub_settings: HubSettings) -> None:
+    _needs_docker()
+    settings = hub_settings.model_copy(update={"builder": "docker", "smoke_timeout_s": 8.0})
+    root = make_envs(Path(settings.local_source), "hanging_start")
+    index_source(clean_factory, LocalSource(root, trusted=False))  # untrusted: validation does not import it
+    start = time.monotonic()
+    assert Worker(settings, clean_factory).run_until_idle() == ["failed"]
+    assert time.monotonic() - start < 60
+    version = verdicts(clean_factory)["hanging_start"]
+    assert version.failure_stage == "smoke" and "did not start" in version.failure_reason
+
+
 def test_trusted_local_env_builds_and_runs_as_a_process(clean_factory, hub_settings: HubSettings) -> None:
     settings = hub_settings.model_copy(update={"builder": "process"})
     root = make_envs(Path(settings.local_source), "echo_env")

@@ -1,0 +1,107 @@
+"""How the Hub confines code it did not write: smoke-test containers and image builds.
+
+Smoke-test containers run with no capabilities, no new privileges, a read-only root with a small
+tmpfs at /tmp (a fallback without the read-only root is tried once, for envs that write their
+own folder), memory / CPU / process / file-size limits, and on a network of their own from which
+nothing can be reached — no NAT to the outside world, no traffic between containers, and no new
+connections to the host — while the Hub still reaches the server through its port published on
+127.0.0.1. Builds get a time limit, a memory limit and an image size cap. Nothing of the service's
+own environment (tokens, database URL, secrets) is passed to either.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import threading
+from typing import Any
+
+from hub_service.settings import HubSettings
+
+__all__ = ["BRIDGE_NAME", "SMOKE_NETWORK", "build_limits", "ensure_smoke_network", "smoke_run_options"]
+
+log = logging.getLogger("hub_service.sandbox")
+
+SMOKE_NETWORK = "openenv-hub-smoke"
+BRIDGE_NAME = "oe-hub-smoke0"
+_lock = threading.Lock()
+_ready: set[str] = set()
+
+
+def ensure_smoke_network(client: Any, name: str = SMOKE_NETWORK) -> str:
+    """Create (once) the isolated bridge network smoke containers join; returns its name."""
+    with _lock:
+        if name in _ready:
+            return name
+        existing = client.networks.list(names=[name])
+        if not any(n.name == name for n in existing):
+            client.networks.create(
+                name,
+                driver="bridge",
+                options={
+                    "com.docker.network.bridge.enable_ip_masquerade": "false",  # no route out
+                    "com.docker.network.bridge.enable_icc": "false",  # containers cannot talk to each other
+                    "com.docker.network.bridge.name": BRIDGE_NAME,
+                },
+                labels={"org.openenv.hub": "smoke-network"},
+            )
+        _block_host_access(BRIDGE_NAME)
+        _ready.add(name)
+        return name
+
+
+def _block_host_access(bridge: str) -> None:
+    """Drop new connections from the smoke bridge to the host itself (its services on 0.0.0.0).
+
+    Replies to the Hub's own connections into containers stay allowed (they are ESTABLISHED).
+    Needs root and iptables; without them the network still has no route out, and we say so.
+    """
+    iptables = shutil.which("iptables")
+    if iptables is None or os.geteuid() != 0:
+        log.warning("cannot block smoke containers from the host's own services (needs root and iptables)")
+        return
+    rule = ["INPUT", "-i", bridge, "-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"]
+    check = subprocess.run([iptables, "-C", *rule], capture_output=True)
+    if check.returncode != 0:
+        added = subprocess.run([iptables, "-I", *rule], capture_output=True, text=True)
+        if added.returncode != 0:
+            log.warning("could not add the iptables rule for %s: %s", bridge, added.stderr.strip())
+
+
+def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: bool = True) -> dict[str, Any]:
+    """Keyword arguments of the Docker host config for a smoke-test container."""
+    from docker.types import Ulimit
+
+    options: dict[str, Any] = {
+        "mem_limit": settings.smoke_memory,
+        "memswap_limit": settings.smoke_memory,  # no swap beyond the memory limit
+        "nano_cpus": int(settings.smoke_cpus * 1e9),
+        "pids_limit": settings.smoke_pids,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "ulimits": [
+            Ulimit(name="fsize", soft=settings.smoke_file_size_mb << 20, hard=settings.smoke_file_size_mb << 20),
+            Ulimit(name="nofile", soft=4096, hard=4096),
+        ],
+        "tmpfs": {"/tmp": f"rw,size={settings.smoke_tmpfs_mb}m,mode=1777"},
+        "read_only": read_only,
+    }
+    if network:
+        options["network_mode"] = network
+    return options
+
+
+def build_limits(settings: HubSettings) -> dict[str, Any]:
+    """`container_limits` for the build's RUN steps (memory in bytes; the legacy builder's knobs)."""
+    memory = _bytes(settings.build_memory)
+    return {"memory": memory, "memswap": memory}
+
+
+def _bytes(size: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    size = size.strip().lower()
+    if size[-1] in units:
+        return int(float(size[:-1]) * units[size[-1]])
+    return int(size)

@@ -1,0 +1,69 @@
+"""Abuse limits on the Hub API: body size (413), per-client rate limits with headers (429)."""
+
+from __future__ import annotations
+
+import httpx
+
+from hub_service.app import create_app
+from hub_service.limits import RateLimiter
+from tests.support.servers import serve_app
+
+
+def test_rate_limit_headers_then_429_then_recovery(hub_settings) -> None:
+    settings = hub_settings.model_copy(update={"rate_api_burst": 5, "rate_api_per_minute": 0.5})
+    with serve_app(create_app(settings), proxy_headers=False) as url:  # as `openenv hub serve` runs by default
+        replies = [httpx.get(f"{url}/api/v1/envs") for _ in range(5)]
+        assert all(r.status_code == 200 for r in replies)
+        assert [int(r.headers["ratelimit-remaining"]) for r in replies] == [4, 3, 2, 1, 0]
+        assert replies[0].headers["ratelimit-limit"] == "5"
+        refused = httpx.get(f"{url}/api/v1/envs")
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "rate_limited"
+        assert int(refused.headers["retry-after"]) >= 1
+        # A client cannot claim another address (X-Forwarded-For is ignored unless trusted).
+        spoofed = httpx.get(f"{url}/api/v1/envs", headers={"X-Forwarded-For": "10.9.9.9"})
+        assert spoofed.status_code == 429
+        assert "ratelimit-limit" not in httpx.get(f"{url}/openapi.json").headers  # only API paths are limited
+
+
+def test_a_refused_client_recovers_as_the_bucket_refills(hub_settings) -> None:
+    import time
+
+    settings = hub_settings.model_copy(update={"rate_api_burst": 1, "rate_api_per_minute": 60})
+    with serve_app(create_app(settings)) as url:
+        assert httpx.get(f"{url}/api/v1/health").status_code == 200
+        refused = httpx.get(f"{url}/api/v1/health")
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+        time.sleep(1.1)
+        assert httpx.get(f"{url}/api/v1/health").status_code == 200
+
+
+def test_forwarded_client_addresses_when_behind_a_proxy(hub_settings) -> None:
+    settings = hub_settings.model_copy(update={"rate_api_burst": 1, "rate_api_per_minute": 1, "trust_forwarded_for": True})
+    with serve_app(create_app(settings), proxy_headers=True, forwarded_allow_ips="127.0.0.1") as url:  # behind a local proxy
+        assert httpx.get(f"{url}/api/v1/envs", headers={"X-Forwarded-For": "1.1.1.1"}).status_code == 200
+        assert httpx.get(f"{url}/api/v1/envs", headers={"X-Forwarded-For": "1.1.1.1"}).status_code == 429
+        assert httpx.get(f"{url}/api/v1/envs", headers={"X-Forwarded-For": "2.2.2.2"}).status_code == 200
+
+
+def test_oversized_bodies_are_refused(hub_settings) -> None:
+    settings = hub_settings.model_copy(update={"max_body_bytes": 2048})
+    with serve_app(create_app(settings)) as url:
+        big = httpx.post(f"{url}/api/v1/envs", content=b"x" * 10_000, headers={"content-type": "application/json"})
+        assert big.status_code == 413 and big.json()["error"]["code"] == "too_large"
+
+        def chunks():
+            for _ in range(10):
+                yield b"y" * 1000
+
+        streamed = httpx.post(f"{url}/api/v1/envs", content=chunks(), headers={"content-type": "application/json"})
+        assert streamed.status_code in (405, 413)  # no GET-only route reads the body; the cap still holds
+        assert httpx.get(f"{url}/api/v1/health").status_code == 200
+
+
+def test_token_bucket_arithmetic() -> None:
+    limiter = RateLimiter({"x": (2, 60)})
+    first, second, third = (limiter.hit("x", "c") for _ in range(3))
+    assert (first.allowed, second.allowed, third.allowed) == (True, True, False)
+    assert third.retry_after_s == 1 and third.remaining == 0
+    assert limiter.hit("x", "other").allowed

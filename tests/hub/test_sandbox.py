@@ -1,0 +1,110 @@
+"""Untrusted code in the pipeline: a hostile Space is contained and reported, and no secret of the
+service reaches a build, a container or a log."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+from sqlalchemy import select
+
+from hub_service.catalog.models import EnvVersion
+from hub_service.indexer.service import index_source
+from hub_service.indexer.sources import FetchRefused, LocalSource, check_tree
+from hub_service.pipeline.models import StageRun
+from hub_service.pipeline.worker import Worker
+from tests.support.servers import ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+HOSTILE = ROOT / "tests" / "hub" / "envs" / "hostile"
+
+
+def probes(smoke_log: str) -> dict[str, str]:
+    return dict(re.findall(r"server\| PROBE (\S+) (.*)", smoke_log))
+
+
+def test_hostile_space_is_contained_and_secrets_never_leak(clean_factory, hub_settings, monkeypatch, tmp_path: Path) -> None:
+    if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
+        pytest.skip("no local base image: run through `bash scripts/test`")
+    marker = f"sekret{uuid.uuid4().hex}"
+    secrets = {f"hf_{marker}", f"maint_{marker}", f"webhook_{marker}", f"sk-{marker}"}
+    monkeypatch.setenv("HF_TOKEN", f"hf_{marker}")
+    monkeypatch.setenv("OPENAI_API_KEY", f"sk-{marker}")
+    monkeypatch.setenv("OPENENV_HUB_WEBHOOK_SECRET", f"webhook_{marker}")
+    db_url = hub_settings.database_url
+    if db_url.startswith("postgresql"):
+        db_url += ("&" if "?" in db_url else "?") + f"application_name=db_{marker}"
+        secrets.add(f"db_{marker}")
+    settings = hub_settings.model_copy(update={
+        "builder": "docker", "hf_token": SecretStr(f"hf_{marker}"), "maintainer_token": SecretStr(f"maint_{marker}"),
+        "database_url": db_url, "smoke_timeout_s": 120.0,
+    })
+    root = Path(settings.local_source)
+    root.mkdir(parents=True)
+    shutil.copytree(HOSTILE, root / "hostile", ignore=shutil.ignore_patterns("__pycache__"))
+    index_source(clean_factory, LocalSource(root, trusted=False))
+    assert Worker(settings, clean_factory).run_until_idle() == ["passed"]
+
+    with clean_factory() as s:
+        version = s.scalar(select(EnvVersion))
+        logs = {r.stage: r.log for r in s.scalars(select(StageRun))}
+    found = probes(logs["smoke"])
+    # Contained: no way out, no host, no disk filling, no fork bomb.
+    assert found["outside-ip"].startswith("blocked"), found
+    assert found["outside-dns"] == "blocked", found
+    assert found["host-gateway"] == "blocked-timeout", found  # new connections to the host are dropped
+    assert "EROFS" in found["disk/fill.bin"], found  # the root is read-only
+    stopped = re.match(r"stopped-at-(\d+)MB-(ENOSPC|EFBIG)", found["disk/tmp/fill.bin"])
+    assert stopped and int(stopped.group(1)) <= settings.smoke_tmpfs_mb, found
+    fork = re.match(r"stopped-at-(\d+)-EAGAIN", found["forkbomb"])
+    assert fork and int(fork.group(1)) < settings.smoke_pids, found
+    # Reported: the probes are in the smoke log the API serves.
+    assert "PROBE forkbomb" in logs["smoke"]
+
+    # Never leaked: not in the container's environment, not in any log, not in the image.
+    import docker
+
+    image = docker.from_env().images.get(version.image_ref)
+    places = {
+        "container environ": found["environ"] + found.get("pid1-environ", ""),
+        **{f"{stage} log": text for stage, text in logs.items()},
+        "report": json.dumps(version.validation),
+        "image config": json.dumps(image.attrs),
+        "image history": json.dumps(image.history()),
+    }
+    for place, text in places.items():
+        for secret in secrets:
+            assert secret not in text, f"{secret} leaked into the {place}"
+
+
+def test_fetched_trees_drop_links_out_and_respect_the_size_cap(tmp_path: Path) -> None:
+    tree = tmp_path / "env"
+    tree.mkdir()
+    (tree / "ok.txt").write_text("fine")
+    (tree / "inside").symlink_to(tree / "ok.txt")
+    (tree / "shadow").symlink_to("/etc/shadow")
+    (tree / "up").symlink_to("../..")
+    check_tree(tree, 1 << 20)
+    assert sorted(p.name for p in tree.iterdir()) == ["inside", "ok.txt"]
+    (tree / "big.bin").write_bytes(b"\0" * (2 << 20))
+    with pytest.raises(FetchRefused, match="cap of 1 MB"):
+        check_tree(tree, 1 << 20)
+
+
+def test_local_source_never_copies_what_a_link_points_at(tmp_path: Path) -> None:
+    root = tmp_path / "envs"
+    shutil.copytree(ROOT / "envs" / "echo_env", root / "echo_env", ignore=shutil.ignore_patterns("__pycache__"))
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("do not copy me")
+    (root / "echo_env" / "leak.txt").symlink_to(secret)
+    source = LocalSource(root)
+    [item] = list(source.list())
+    fetched = source.fetch("local", "echo_env", item.sha, tmp_path / "fetched")
+    assert not (fetched / "leak.txt").exists()
+    assert all("do not copy me" not in p.read_text(errors="ignore") for p in fetched.rglob("*") if p.is_file())

@@ -1,0 +1,120 @@
+"""The TRL integration: GRPOTrainer with openenv_grpo_kwargs trains on real env servers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+
+from openenv import ConfigurationError
+from openenv.training import openenv_grpo_kwargs
+from openenv.training._transcript import ChatFormat, TextFormat, Transcript
+from openenv.training.tiny import tiny_causal_lm, word_tokenizer
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+WORDS = ["good", "bad", "seed", "step", "say", "Action", ":", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
+
+
+def parse_move(text: str, observation: dict) -> dict:
+    return {"move": "good" if text.split()[:1] == ["good"] else "bad"}
+
+
+def test_grpo_trains_on_an_env_with_reward_components(scored_url: str, tmp_path) -> None:
+    model, tokenizer = tiny_causal_lm(WORDS, hidden_size=32, layers=1)
+    before = [p.detach().clone() for p in model.parameters()]
+    batches = []
+    kwargs = openenv_grpo_kwargs(
+        scored_url, parse_action=parse_move, max_turns=3, max_new_tokens=2, reset_kwargs={"length": 2},
+        on_batch=batches.append, base_seed=500,
+    )
+    config = GRPOConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, max_steps=3,
+        learning_rate=1e-2, logging_steps=1, report_to=[], use_cpu=True, save_strategy="no", disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config,
+                          train_dataset=Dataset.from_dict({"prompt": ["Say good."] * 24}), **kwargs)
+    trainer.train()
+
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logs) == 3
+    for h in logs:  # the env's rubric parts are logged beside TRL's own metrics
+        assert h["openenv/reward_components/format"] == pytest.approx(1.0)  # 0.5 a step, 2 steps
+        assert 0.0 <= h["openenv/reward_components/correct"] <= 2.0
+        assert h["rewards/env_reward/mean"] == pytest.approx(1.0 + h["openenv/reward_components/correct"])
+        assert h["openenv/episode_length"] == 2
+    assert any(not (a == b).all() for a, b in zip(before, model.parameters(), strict=True))
+
+    batch = batches[0]
+    assert [r.seed for r in batch] == [500, 500, 500, 500, 501, 501, 501, 501]  # one seed per group
+    record = batch[0]
+    transcript = record.extra["transcript"]
+    assert transcript.prompt_ids == tokenizer("Say good.\nseed 500: say good\nAction:")["input_ids"]
+    first, second = record.turns
+    feedback = tokenizer("\nseed 500: step 1\nAction:", add_special_tokens=False)["input_ids"]
+    assert transcript.completion_ids == first.completion_ids + feedback + second.completion_ids
+    assert transcript.env_mask == [1] * len(first.completion_ids) + [0] * len(feedback) + [1] * len(second.completion_ids)
+    assert transcript.logprobs[: len(first.completion_ids)] == first.logprobs
+
+
+def test_bad_configuration_is_refused_up_front() -> None:
+    with pytest.raises(ConfigurationError, match="server URL"):
+        openenv_grpo_kwargs("blackjack_env", parse_action=parse_move)
+    with pytest.raises(ConfigurationError, match="turn_format"):
+        openenv_grpo_kwargs("http://127.0.0.1:1", parse_action=parse_move, turn_format="xml")
+
+
+def test_chat_format_appends_exactly_what_the_template_renders() -> None:
+    """Tokens built turn by turn equal the tokens of the whole conversation rendered at once."""
+    tokenizer = word_tokenizer(["<", ">", "user", "assistant", "system", *WORDS, "hand", "hit", "stand"])
+    tokenizer.chat_template = (
+        "{% for m in messages %}< {{ m.role }} > {{ m.content }} [EOS] {% endfor %}"
+        "{% if add_generation_prompt %}< assistant > {% endif %}"
+    )
+    fmt = ChatFormat(tokenizer)
+    instruction = [{"role": "system", "content": "say good"}, {"role": "user", "content": "seed 1"}]
+    eos = tokenizer.eos_token_id
+    transcript = Transcript(fmt.first(instruction, "hand 5"))
+    history: list[tuple[str, str]] = []
+    for obs, answer in [("hand 5", "hit"), ("hand 9", "stand"), ("hand 2", "hit")]:
+        ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [eos]
+        transcript.add_completion(ids, None)
+        history.append((obs, answer))
+        nxt = {"hand 5": "hand 9", "hand 9": "hand 2", "hand 2": "hand 7"}[obs]
+        transcript.add_feedback(fmt.feedback(instruction, history, nxt, ids))
+    messages = [
+        {"role": "system", "content": "say good"}, {"role": "user", "content": "seed 1\n\nhand 5"},
+        {"role": "assistant", "content": "hit"}, {"role": "user", "content": "hand 9"},
+        {"role": "assistant", "content": "stand"}, {"role": "user", "content": "hand 2"},
+        {"role": "assistant", "content": "hit"}, {"role": "user", "content": "hand 7"},
+    ]
+    whole = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    whole = list(whole["input_ids"] if hasattr(whole, "keys") else whole)
+    assert transcript.context == whole
+    assert transcript.env_mask.count(1) == 6  # the three answers and their EOS tokens
+
+
+def test_text_format() -> None:
+    tokenizer = word_tokenizer(WORDS)
+    fmt = TextFormat(tokenizer)
+    assert tokenizer.decode(fmt.first("say good", "seed 1")) == tokenizer.decode(tokenizer("say good\nseed 1\nAction:")["input_ids"])
+    assert fmt.feedback("say good", [("seed 1", "good")], "step 1", []) == tokenizer("\nstep 1\nAction:", add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.slow
+def test_an_env_folder_is_served_for_the_trainer() -> None:
+    from tests.support.servers import ROOT
+
+    kwargs = openenv_grpo_kwargs(str(ROOT / "envs" / "blackjack_env"), parse_action=parse_move, servers=2,
+                                 provider_options={"venv": False})
+    rollout = kwargs["rollout_func"]
+    try:
+        assert len(rollout.env) == 2 and all(u.startswith("http://127.0.0.1:") for u in rollout.env)
+        from openenv.training import RolloutEngine
+
+        batch = RolloutEngine(rollout.env, lambda inp: {"action": "stand"}).run_sync(4)
+        assert all(r.status == "done" for r in batch)
+    finally:
+        rollout.close()
+    assert not rollout.providers
