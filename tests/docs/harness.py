@@ -358,14 +358,15 @@ class PageRun:
         return Result(True, "")
 
     def _covered_by(self, block: Block) -> Result:
-        test_file = self.root / block.argument
-        if not test_file.is_file():
-            return Result(False, "", f"{block.argument} does not exist")
-        source = test_file.read_text()
+        files = [self.root / name for name in block.argument.split()]
+        if missing_files := [str(f.relative_to(self.root)) for f in files if not f.is_file()]:
+            return Result(False, "", f"{', '.join(missing_files)} does not exist")
+        sources = [f.read_text() for f in files]
         commands = [c.split(" #")[0].strip() for c in block.code.splitlines() if c.strip() and not c.strip().startswith("#")]
-        missing = [c for c in commands if not all(word in source for word in re.findall(r"[\w./-]+", c))]
-        if missing:
-            return Result(False, "", f"{block.argument} does not run {missing[0]!r}")
+        for command in commands:
+            words = re.findall(r"[\w./:-]+", command)
+            if not any(all(word in source for word in words) for source in sources):
+                return Result(False, "", f"none of {block.argument} runs {command!r}")
         return Result(True, "")
 
     def _excerpt(self, block: Block) -> Result:

@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -128,8 +127,12 @@ def _cleanup(page: Page) -> None:
     subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", code], env=env, capture_output=True, timeout=120)
     if shutil.which("docker"):
         for image in page.subs.names.values():
-            if ":" in image:
-                subprocess.run(["docker", "rmi", "-f", image], capture_output=True, timeout=120)
+            if ":" not in image:
+                continue
+            running = subprocess.run(["docker", "ps", "-aq", "--filter", f"ancestor={image}"], capture_output=True, text=True).stdout.split()
+            if running:
+                subprocess.run(["docker", "rm", "-f", *running], capture_output=True, timeout=120)
+            subprocess.run(["docker", "rmi", "-f", image], capture_output=True, timeout=120)
 
 
 def _run_page(page: Page, scratch: Path) -> None:
@@ -176,19 +179,38 @@ def test_reference_page_runs(name: str, docs_environ: dict[str, str], mirror: Pa
 # -- journeys: a fresh checkout, as a new user has it ------------------------------------------------------
 
 
-@pytest.fixture()
-def fresh_checkout(tmp_path: Path) -> Iterator[Path]:
-    """A copy of this working tree (tracked and new files, nothing git ignores), without any venv."""
+@pytest.fixture(scope="module")
+def fresh_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of this working tree (tracked and new files, nothing git ignores) without a venv,
+    in a folder of its own (the journeys work beside it). The README and the tutorial share it,
+    so the venv the README's first block makes is reused."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                             capture_output=True, check=True).stdout.decode().split("\0")
-    dest = tmp_path / "openenv-hub"
+    dest = tmp_path_factory.mktemp("journey") / "openenv-hub"
     for rel in filter(None, listed):
         source = ROOT / rel
         if source.is_file():
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
-    yield dest
+    return dest
+
+
+def _journey(name: str, checkout: Path, docs_environ: dict[str, str], tmp_path: Path) -> None:
+    env = {**docs_environ, "OPENENV_STATE_DIR": str(tmp_path / "state"), "OPENENV_HUB_DATA_DIR": str(tmp_path / "hub")}
+    _run_page(Page(ROOT / name, name, checkout, env, _substitutions(), block_timeout_s=1800), tmp_path)
+
+
+@pytest.mark.slow
+def test_the_readme_runs_in_a_fresh_checkout(fresh_checkout: Path, docs_environ: dict[str, str], tmp_path: Path) -> None:
+    _journey("README.md", fresh_checkout, docs_environ, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_the_tutorial_runs_in_a_fresh_checkout(fresh_checkout: Path, docs_environ: dict[str, str], tmp_path: Path) -> None:
+    _docker_or_skip()
+    _journey("docs/tutorial.md", fresh_checkout, docs_environ, tmp_path)
 
 
 def test_the_api_reference_is_generated_from_the_current_docstrings() -> None:
