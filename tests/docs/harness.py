@@ -125,7 +125,7 @@ class Substitutions:
                 self.ports[wanted] = self.port_source()
             return f"{m['pre']}{self.ports[wanted]}"
 
-        code = re.sub(r"(?P<pre>(?:127\.0\.0\.1|localhost):|--port[ =])(?P<port>\d{4,5})\b", port, code)
+        code = re.sub(r"(?P<pre>(?:127\.0\.0\.1|localhost):|--port[ =]|scripts/serve )(?P<port>\d{4,5})\b", port, code)
         for old, new in self.names.items():
             code = code.replace(old, new)
         return code
@@ -203,8 +203,10 @@ class Terminal:
         m = self.out.wait_for(re.compile(re.escape(marker) + r" (\d+)"), start, timeout)
         output = self.out.text[start: m.start() if m else None]
         if m is None:
-            reason = "timed out" if self.proc.poll() is None else f"a command failed (exit status {self.proc.poll()})"
-            return Result(False, output, reason)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)  # the output ends a moment before the exit status is there
+            code = self.proc.poll()
+            return Result(False, output, f"timed out after {timeout:g} s" if code is None else f"a command failed (exit status {code})")
         return Result(True, output)
 
     def state(self) -> dict[str, object]:

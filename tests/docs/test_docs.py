@@ -142,7 +142,7 @@ def _run_page(page: Page, scratch: Path) -> None:
         run = stack.enter_context(page_run(page, scratch, ROOT))
         blocks = run.blocks()
         for block in blocks:
-            if block.lang in TEXT_LANGS or block.directive == "skip":
+            if (block.lang in TEXT_LANGS and block.directive is None) or block.directive == "skip":
                 continue
             result = run.run(block)
             if not result.ok:
@@ -225,3 +225,25 @@ def test_the_api_reference_is_generated_from_the_current_docstrings() -> None:
     for name in openenv.__all__:
         assert f"## `{name}`" in pages, f"{name} has no entry in docs/api"
         assert (getattr(openenv, name).__doc__ or "").strip(), f"openenv.{name} has no docstring"
+
+
+def test_the_protocol_page_names_every_frame_type_error_code_and_extension() -> None:
+    from openenv.protocol import EXTENSIONS, ErrorCode, MsgType
+
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    for frame in MsgType:
+        assert f'"type": "{frame.value}"' in text, f"docs/protocol.md does not show a {frame.value!r} frame"
+    for code in ErrorCode:
+        assert re.search(rf"^\| `{code.value}`", text, re.M), f"docs/protocol.md's error table lacks {code.value}"
+    for extension in EXTENSIONS:
+        assert f"| `{extension}` |" in text, f"docs/protocol.md's extensions table lacks {extension}"
+
+
+def test_the_hub_api_page_names_every_route(tmp_path: Path) -> None:
+    from hub_service.app import create_app
+    from hub_service.settings import HubSettings
+
+    text = (ROOT / "docs" / "hub-api.md").read_text()
+    paths = create_app(HubSettings(data_dir=tmp_path, local_source=None)).openapi()["paths"]
+    undocumented = [p for p in paths if f"`GET {p}" not in text and f"`POST {p}" not in text and f" {p}" not in text]
+    assert not undocumented, f"docs/hub-api.md does not describe {undocumented}"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from openenv.cli.init import render
 from tests.envs.images import ENV_NAMES
 from tests.support.hf_hub import HubStandIn
 from tests.support.pip_venv import Venv
@@ -109,14 +110,17 @@ def test_echo_env_installs_from_the_git_url_of_its_space(tmp_path: Path, hf_hub:
     _drive_echo(env, echo_url)
 
 
-def test_every_env_builds_a_wheel_whose_client_installs_without_the_server(tmp_path: Path) -> None:
+def test_every_env_and_a_new_one_build_wheels_whose_clients_install_without_the_server(tmp_path: Path) -> None:
+    render(tmp_path / "fresh_env", "fresh_env")  # what `openenv init` makes has the same shape
+    folders = {**{name: ROOT / "envs" / name for name in ENV_NAMES}, "fresh_env": tmp_path / "fresh_env"}
+    names = sorted(folders)
     wheels = tmp_path / "wheels"
     env = Venv(tmp_path / "venv")
-    env.pip("wheel", "--no-deps", "--wheel-dir", str(wheels), *(str(ROOT / "envs" / name) for name in ENV_NAMES))
+    env.pip("wheel", "--no-deps", "--wheel-dir", str(wheels), *(str(folder) for folder in folders.values()))
     built = sorted(p.name for p in wheels.glob("*.whl"))
-    assert [w.split("-")[0] for w in built] == sorted(ENV_NAMES), built
+    assert [w.split("-")[0] for w in built] == names, built
     env.pip("install", *(str(w) for w in wheels.glob("*.whl")))
-    _assert_client_only(env, *ENV_NAMES)
+    _assert_client_only(env, *names)
     check = textwrap.dedent("""
         import importlib, json, sys
         from importlib.metadata import requires
@@ -136,20 +140,21 @@ def test_every_env_builds_a_wheel_whose_client_installs_without_the_server(tmp_p
             }
         print(json.dumps(out))
     """)
-    script = tmp_path / "check.py"
+    script = wheels / "check.py"  # not beside fresh_env/: the installed package must be what imports
     script.write_text(check)
-    proc = subprocess.run([env.python, str(script), *ENV_NAMES], capture_output=True, text=True, cwd=tmp_path, env=env.env, timeout=120)
+    proc = subprocess.run([env.python, str(script), *names], capture_output=True, text=True, cwd=tmp_path / "wheels", env=env.env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout)
-    for name in ENV_NAMES:
+    for name in names:
         assert seen[name]["models"] == [True, True, True] and seen[name]["exported"], (name, seen[name])
         assert Path(seen[name]["typed"]).is_file(), f"{name} ships no py.typed marker"
+        assert seen[name]["typed"].startswith(str(env.path)), f"{name} was imported from {seen[name]['typed']}, not the venv"
         requires = [Requirement(r) for r in seen[name]["requires"]]
         base = {_key(r) for r in requires if r.marker is None}
         server = {_key(r) for r in requires if r.marker is not None and r.marker.evaluate({"extra": "server"})}
         assert base == {("openenv-hub", frozenset(), ">=0.1.0")}, base
         assert ("openenv-hub", frozenset({"server"}), ">=0.1.0") in server, server
-        listed = (ROOT / "envs" / name / "server" / "requirements.txt").read_text().splitlines()
+        listed = (folders[name] / "server" / "requirements.txt").read_text().splitlines()
         for line in filter(None, (r.split("#")[0].strip() for r in listed)):
             assert _key(Requirement(line)) in server, f"{name}: server/requirements.txt has {line}, the server extra does not"
 
