@@ -62,7 +62,7 @@ def server(cmd: list[str], cwd: Path, env: dict[str, str] | None = None):
         cwd=cwd,
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # never a pipe nobody reads: a chatty server would stall on it
     )
     try:
         wait_healthy(url)

@@ -31,6 +31,8 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        if getattr(app.state, "play", None) is not None:  # the website's play sessions and the envs they run on
+            await app.state.play.aclose()
         engine.dispose()
 
     app = FastAPI(
@@ -68,6 +70,10 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     from hub_service.catalog.routes import router as catalog_router
 
     app.include_router(catalog_router)
+    if settings.website:  # last: the website is mounted at / behind every API route
+        from hub_service.ui import mount_website
+
+        mount_website(app)
     return app
 
 

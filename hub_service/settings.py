@@ -75,6 +75,22 @@ class HubSettings(BaseSettings):
     forwarded_allow_ips: str = Field(default="127.0.0.1", description="Proxies whose X-Forwarded-For is believed, when trusted.")
     maintainer_token: SecretStr | None = None
 
+    # Website: play as a human, let a model try (sessions live in this process's memory)
+    website: bool = Field(default=True, description="Serve the website at / (the API stays at /api/v1).")
+    play_max_sessions: int = Field(default=16, ge=0, description="Play and model-try sessions at once, all visitors together.")
+    play_max_sessions_per_visitor: int = Field(default=3, ge=1, description="Sessions one visitor (address) may hold at once.")
+    play_max_instances: int = Field(default=4, ge=0, description="Env servers this service may run for visitors at once.")
+    play_idle_timeout_s: float = Field(default=600.0, gt=0, description="A session unused this long is closed.")
+    play_instance_linger_s: float = Field(default=60.0, ge=0, description="A started env with no sessions is stopped after this long.")
+    play_start_timeout_s: float = Field(default=120.0, gt=0)
+    try_max_episodes: int = Field(default=10, ge=1)
+    try_max_steps: int = Field(default=100, ge=1, description="Steps per episode at most when a model plays.")
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint offered to visitors (HF Inference Providers, vLLM, TGI, Ollama).")
+    llm_model: str | None = None
+    llm_token: SecretStr | None = Field(default=None, description="Sent only to llm_base_url, never to an endpoint typed in the form.")
+    llm_allow_custom_endpoint: bool = Field(default=True, description="Visitors may name their own endpoint in the form.")
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+
     @field_validator("data_dir")
     @classmethod
     def _expand(cls, value: Path) -> Path:

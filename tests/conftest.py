@@ -14,6 +14,8 @@ from tests.support.cli import run_cli  # noqa: F401  (fixture)
 from tests.support.hf_hub.fixtures import hf1_python, hf_hub  # noqa: F401  (fixtures)
 from tests.support.servers import ROOT, ProcessServer, serve_app
 
+pytest_plugins = ["tests.support.browser"]  # browser fixtures, screenshots of failed browser tests
+
 sys.path.insert(0, str(ROOT / "envs"))  # the reference envs import as packages: `echo_env`
 
 

@@ -46,10 +46,8 @@ def list_envs(
 @router.get("/envs/{owner}/{name}", response_model=EnvDetail, summary="One environment with its versions")
 def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
     env = service.get_env(db, owner, name)
-    from hub_service.catalog.models import EnvVersion
-
-    versions = db.scalars(select(EnvVersion).where(EnvVersion.env_id == env.id).order_by(EnvVersion.id.desc()).limit(50)).all()
-    latest = next((v for v in versions if v.id == env.latest_version_id), versions[0] if versions else None)
+    versions = service.env_versions(db, env)
+    latest = service.latest_of(env, versions)
     detail = EnvDetail(
         **service.summary(env).model_dump(),
         readme=latest.readme if latest else None,
@@ -67,7 +65,7 @@ def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
 def get_version(request: Request, owner: str, name: str, revision: str, db: DB) -> Response:
     env = service.get_env(db, owner, name)
     version = service.get_version(db, env, None if revision in ("latest", "main") else revision)
-    stages = db.scalars(select(StageRun).where(StageRun.version_id == version.id).order_by(StageRun.id)).all()
+    stages = service.stage_runs(db, version)
     base = f"/api/v1/envs/{owner}/{name}/versions/{version.sha}/logs"
     detail = VersionDetail(
         **service.version_summary(version).model_dump(),

@@ -14,9 +14,13 @@ from sqlalchemy.orm import Session
 from hub_service.catalog.models import STATUSES, EnvRecord, EnvVersion
 from hub_service.catalog.schemas import EnvSummary, ResolveRecord, VersionSummary
 from hub_service.errors import Conflict, InvalidRequest, NotFound
+from hub_service.pipeline.models import StageRun
 from hub_service.settings import HubSettings
 
-__all__ = ["ListQuery", "SORTS", "apply_verdict", "get_env", "get_version", "list_envs", "resolve", "summary", "version_summary"]
+__all__ = [
+    "ListQuery", "SORTS", "all_tags", "apply_verdict", "env_versions", "get_env", "get_version", "latest_of", "list_envs", "resolve",
+    "stage_runs", "summary", "version_summary",
+]
 
 _HUGE = 1e12
 # sort name -> (column expression, descending?)
@@ -158,6 +162,31 @@ def get_version(session: Session, env: EnvRecord, revision: str | None) -> EnvVe
     if version is None:
         raise NotFound(f"{env.repo_id} has no indexed revision yet; it is queued for the pipeline")
     return version
+
+
+def env_versions(session: Session, env: EnvRecord, limit: int = 50) -> list[EnvVersion]:
+    """The env's newest `limit` versions, newest first."""
+    stmt = select(EnvVersion).where(EnvVersion.env_id == env.id).order_by(EnvVersion.id.desc()).limit(limit)
+    return list(session.scalars(stmt).all())
+
+
+def latest_of(env: EnvRecord, versions: list[EnvVersion]) -> EnvVersion | None:
+    """The version the env's page shows: its current verdict's, else the newest."""
+    return next((v for v in versions if v.id == env.latest_version_id), versions[0] if versions else None)
+
+
+def stage_runs(session: Session, version: EnvVersion) -> list[StageRun]:
+    """Every stage run of `version` (all attempts), in the order they ran."""
+    return list(session.scalars(select(StageRun).where(StageRun.version_id == version.id).order_by(StageRun.id)).all())
+
+
+def all_tags(session: Session, limit: int = 200) -> list[str]:
+    """The tags of listed environments, most used first (for filters)."""
+    counts: dict[str, int] = {}
+    for tags in session.scalars(select(EnvRecord.tags).where(EnvRecord.gone.is_(False))):
+        for tag in tags or []:
+            counts[tag] = counts.get(tag, 0) + 1
+    return sorted(counts, key=lambda t: (-counts[t], t))[:limit]
 
 
 def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:

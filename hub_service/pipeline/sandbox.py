@@ -1,8 +1,8 @@
 """How the Hub confines code it did not write: smoke-test containers and image builds.
 
-Smoke-test containers run with no capabilities, no new privileges, a read-only root with a small
-tmpfs at /tmp (a fallback without the read-only root is tried once, for envs that write their
-own folder), memory / CPU / process / file-size limits, and on a network of their own from which
+Smoke-test containers run as an unprivileged user (uid 1000, as a Hugging Face Space runs), with
+no capabilities, no new privileges, a read-only root with a small tmpfs at /tmp (a fallback
+without the read-only root is tried once, for envs that write their own folder), memory / CPU / process / file-size limits, and on a network of their own from which
 nothing can be reached — no NAT to the outside world, no traffic between containers, and no new
 connections to the host — while the Hub still reaches the server through its port published on
 127.0.0.1. Builds get a time limit, a memory limit and an image size cap. Nothing of the service's
@@ -20,11 +20,16 @@ from typing import Any
 
 from hub_service.settings import HubSettings
 
-__all__ = ["BRIDGE_NAME", "SMOKE_NETWORK", "build_limits", "ensure_smoke_network", "smoke_run_options"]
+__all__ = [
+    "BRIDGE_NAME", "SMOKE_ENV", "SMOKE_NETWORK", "SMOKE_USER", "build_limits", "confined_provider", "ensure_smoke_network",
+    "smoke_run_options",
+]
 
 log = logging.getLogger("hub_service.sandbox")
 
 SMOKE_NETWORK = "openenv-hub-smoke"
+SMOKE_USER = "1000:1000"  # the uid a Hugging Face Space runs as
+SMOKE_ENV = {"HOME": "/tmp"}  # a writable home for libraries that cache under ~
 BRIDGE_NAME = "oe-hub-smoke0"
 _lock = threading.Lock()
 _ready: set[str] = set()
@@ -91,6 +96,20 @@ def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: 
     if network:
         options["network_mode"] = network
     return options
+
+
+def confined_provider(settings: HubSettings, image: str, *, startup_timeout_s: float, read_only: bool = True,
+                      labels: dict[str, str] | None = None) -> Any:
+    """A DockerProvider for `image` with every confinement above (smoke tests and play sessions)."""
+    import docker
+
+    from openenv.client.providers import DockerProvider
+
+    network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
+    return DockerProvider(
+        image, pull="never", startup_timeout_s=startup_timeout_s, env=dict(SMOKE_ENV), user=SMOKE_USER,
+        run_options=smoke_run_options(settings, network, read_only=read_only), labels=dict(labels or {}),
+    )
 
 
 def build_limits(settings: HubSettings) -> dict[str, Any]:

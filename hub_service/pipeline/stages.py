@@ -242,20 +242,13 @@ def smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog
 
 
 def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_only: bool = True) -> Any:
-    from openenv.client.providers import DockerProvider, ProcessProvider
+    from openenv.client.providers import ProcessProvider
 
     timeout = settings.smoke_timeout_s
     if built.builder == "docker":
-        import docker
+        from hub_service.pipeline.sandbox import confined_provider
 
-        from hub_service.pipeline.sandbox import ensure_smoke_network, smoke_run_options
-
-        network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
-        return DockerProvider(
-            built.image_ref, pull="never", startup_timeout_s=timeout, env={},
-            run_options=smoke_run_options(settings, network, read_only=read_only),
-            labels={"org.openenv.hub.smoke": "1"},
-        )
+        return confined_provider(settings, built.image_ref, startup_timeout_s=timeout, read_only=read_only, labels={"org.openenv.hub.smoke": "1"})
     return ProcessProvider(folder, startup_timeout_s=timeout)
 
 

@@ -97,6 +97,7 @@ def create_app(
     env_name: str | None = None,
     max_concurrent_envs: int | None = None,
     settings: ServerSettings | None = None,
+    enable_web_interface: bool | None = None,
 ) -> FastAPI:
     """Build the FastAPI app that serves an environment.
 
@@ -110,9 +111,12 @@ def create_app(
         env_name: the name shown in /metadata and the OpenAPI title (default: the class name).
         max_concurrent_envs: session capacity; overrides `settings.max_sessions`.
         settings: server settings; `ServerSettings.from_env()` when omitted.
+        enable_web_interface: serve the play page at /web (one session per browser tab over
+            /ws); default `settings.enable_web_interface` (OPENENV_ENABLE_WEB_INTERFACE).
 
     Returns:
-        A FastAPI app with /health, /metadata, /schema, /reset, /step, /state, /mcp and /ws.
+        A FastAPI app with /health, /metadata, /schema, /reset, /step, /state, /mcp and /ws
+        (and /web when the web interface is on).
 
     Raises:
         ConfigurationError: the classes are not models of the right kind, a capacity above 1
@@ -245,6 +249,10 @@ def create_app(
     ws_endpoint = WebSocketEndpoint(runtime)
     app.router.routes.append(WebSocketRoute("/ws", ws_endpoint))
     app.openenv_ws = ws_endpoint
+    if settings.enable_web_interface if enable_web_interface is None else enable_web_interface:
+        from openenv.server.web import add_web_routes  # imported only when on: no cost otherwise
+
+        add_web_routes(app, name)
     return app
 
 

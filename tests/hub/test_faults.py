@@ -84,7 +84,7 @@ def test_docker_engine_restart_mid_build(clean_factory, hub_settings: HubSetting
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
         pytest.skip("no local base image: run through `bash scripts/test`")
     if os.environ.get("OPENENV_TEST_RESTART_DOCKER") != "1":
-        pytest.skip("restarting the shared Docker engine is allowed only in a dedicated run: OPENENV_TEST_RESTART_DOCKER=1 (scripts/test sets it)")
+        pytest.skip("restarting the shared Docker engine is allowed only in a dedicated run: OPENENV_TEST_RESTART_DOCKER=1 (.ci/run sets it)")
     from tests.support.dockerd import restart_dockerd
 
     envs = Path(hub_settings.local_source)

@@ -38,7 +38,8 @@ async def test_openai_policy_plays_blackjack_through_the_endpoint(standin, black
             assert turn.action == {"action": turn.completion}
     sent = app.state.requests
     assert len(sent) == sum(r.length for r in batch)
-    first = next(b for b in sent if b["seed"] == 3 * 1000)
+    bodies = [r["body"] | {"path": r["path"]} for r in sent]
+    first = next(b for b in bodies if b["seed"] == 3 * 1000)
     assert first["path"] == "/v1/chat/completions" and first["model"] == "tiny-blackjack"
     assert first["messages"][0] == {"role": "system", "content": "You play blackjack."}
     assert first["messages"][1]["role"] == "user" and first["messages"][1]["content"] == batch[0].turns[0].prompt

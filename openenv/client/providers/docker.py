@@ -66,6 +66,7 @@ class DockerProvider(Provider):
         network: str = "bridge",
         run_options: dict[str, Any] | None = None,
         docker_client: Any = None,
+        user: str | None = None,  # run as this user ("uid:gid"), e.g. "1000:1000" as a Space does
         **kwargs: Any,
     ) -> None:
         if not image or not isinstance(image, str):
@@ -82,6 +83,7 @@ class DockerProvider(Provider):
         self.host = host
         self.pull = pull
         self.run_options = dict(run_options or {})
+        self.user = user
         self._client = docker_client
         self.container_id: str | None = None
 
@@ -149,6 +151,7 @@ class DockerProvider(Provider):
         try:
             created = api.create_container(
                 self.image, name=self.name, environment=env, labels=labels, ports=ports, host_config=host_config, detach=True,
+                user=self.user or "",
             )
             self.container_id = created["Id"]
             api.start(self.container_id)

@@ -1,0 +1,137 @@
+"""Env instances that play sessions run on: a live Space, or a server this service starts.
+
+One instance per env revision, shared by every visitor playing it (each visitor still gets a
+session of their own: one WebSocket, one env object). A started instance is stopped when its
+last session ends and `linger_s` has passed with nobody coming back, and at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hub_service.play.errors import PlayLimit, PlayStartError
+
+__all__ = ["Instance", "InstancePool", "Target"]
+
+log = logging.getLogger("hub_service.play")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an env revision can be played: `url` when it already runs, else `make_provider()`."""
+
+    key: str  # "owner/name@sha"
+    how: str  # "space" | "docker" | "process"
+    url: str | None = None
+    make_provider: Callable[[], Any] | None = None
+
+
+@dataclass
+class Instance:
+    target: Target
+    url: str | None = None
+    provider: Any = None
+    users: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+    ready: asyncio.Future[str] | None = None
+
+    @property
+    def started_here(self) -> bool:
+        return self.provider is not None
+
+
+class InstancePool:
+    """Starts, shares and stops env instances; all methods run on the service's event loop."""
+
+    def __init__(self, *, max_instances: int, linger_s: float) -> None:
+        self.max_instances = max_instances
+        self.linger_s = linger_s
+        self.instances: dict[str, Instance] = {}
+
+    async def acquire(self, target: Target) -> Instance:
+        """The running instance for `target` with one more user, started when needed.
+
+        Raises:
+            PlayLimit: as many instances as allowed are running already.
+            PlayStartError: the server did not start (the reason is in the message).
+        """
+        inst = self.instances.get(target.key)
+        if inst is None:
+            started = sum(1 for i in self.instances.values() if i.target.make_provider is not None)
+            if target.url is None and started >= self.max_instances:
+                raise PlayLimit(f"the Hub already runs {started} environments for visitors; try again in a few minutes")
+            inst = self.instances[target.key] = Instance(target=target, url=target.url)
+            if target.url is None:
+                inst.ready = asyncio.get_running_loop().create_task(self._start(inst))
+        inst.users += 1
+        try:
+            if inst.ready is not None:
+                await asyncio.shield(inst.ready)
+        except BaseException:
+            inst.users -= 1
+            if self.instances.get(target.key) is inst and inst.ready is not None and inst.ready.done():
+                self.instances.pop(target.key, None)
+            raise
+        return inst
+
+    async def _start(self, inst: Instance) -> str:
+        from openenv.errors import OpenEnvError
+
+        assert inst.target.make_provider is not None
+        try:
+            provider = inst.target.make_provider()
+            inst.provider = provider
+            log.info("starting %s for play (%s)", inst.target.key, inst.target.how)
+            inst.url = await provider.astart()
+        except OpenEnvError as exc:
+            raise PlayStartError(f"{inst.target.key} did not start: {_first_line(exc)}") from exc
+        return inst.url
+
+    async def release(self, inst: Instance) -> None:
+        """One user fewer; stops the instance now when nobody uses it and there is no linger."""
+        inst.users = max(0, inst.users - 1)
+        if inst.users == 0:
+            inst.idle_since = time.monotonic()
+            if self.linger_s <= 0:
+                await self._stop(inst)
+
+    async def reap(self, now: float | None = None) -> int:
+        """Stop instances nobody has used for `linger_s`; returns how many were stopped."""
+        now = time.monotonic() if now is None else now
+        idle = [i for i in self.instances.values() if i.users == 0 and now - i.idle_since >= self.linger_s]
+        for inst in idle:
+            await self._stop(inst)
+        return len(idle)
+
+    async def _stop(self, inst: Instance) -> None:
+        if self.instances.get(inst.target.key) is inst:
+            del self.instances[inst.target.key]
+        if inst.ready is not None and not inst.ready.done():
+            inst.ready.cancel()
+            with contextlib.suppress(BaseException):
+                await inst.ready
+        if inst.provider is not None:
+            log.info("stopping %s (no visitor plays it)", inst.target.key)
+            try:
+                await inst.provider.astop()
+            except Exception:  # stopping must go on for the others; the provider's own gc backs it up
+                log.exception("stopping %s failed", inst.target.key)
+
+    async def aclose(self) -> None:
+        for inst in list(self.instances.values()):
+            await self._stop(inst)
+
+    def running(self) -> list[dict[str, Any]]:
+        return [{"env": i.target.key, "how": i.target.how, "users": i.users, "started_here": i.started_here}
+                for i in self.instances.values()]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,211 @@
+"""Who plays when "a model tries": an LLM behind an OpenAI-compatible endpoint, or a random baseline.
+
+A policy's `act` returns a `Decision`: what it was asked (`prompt`), what it answered (`raw`),
+and the action parsed from it, or the reason none could be (`error`): an answer that does not
+parse is shown and counted, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = ["Decision", "LLMPolicy", "Policy", "RandomPolicy", "parse_action", "random_action"]
+
+_WORDS = ("hello", "world", "apple", "crane", "north", "seven", "green", "river", "stone", "light", "print(1)", "ok")
+_MAX_OBS_CHARS = 6000
+_HISTORY_TURNS = 4
+
+
+@dataclass
+class Decision:
+    action: dict[str, Any] | None
+    prompt: str | None = None
+    raw: str | None = None
+    error: str | None = None
+
+
+class Policy(Protocol):
+    name: str
+
+    async def act(self, observation: dict[str, Any], step: int) -> Decision: ...
+
+    def feedback(self, decision: Decision, result: str) -> None: ...
+
+
+# -- random baseline -------------------------------------------------------------------------
+
+
+class RandomPolicy:
+    """Random actions valid against the action schema (bounds, enums, lengths honoured)."""
+
+    name = "random baseline"
+
+    def __init__(self, schema: dict[str, Any], seed: int | None = None) -> None:
+        self.schema = schema
+        self.rng = random.Random(seed)
+
+    async def act(self, observation: dict[str, Any], step: int) -> Decision:
+        return Decision(action=random_action(self.schema, self.rng))
+
+    def feedback(self, decision: Decision, result: str) -> None:
+        return None
+
+
+def _deref(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
+    for _ in range(32):
+        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)):
+            break
+        target: Any = root
+        for part in schema["$ref"].removeprefix("#/").split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema if isinstance(schema, dict) else {}
+
+
+def random_action(schema: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """A random action for an object schema: its required fields, each drawn within its constraints."""
+    value = _random_value(schema, schema, rng, 0)
+    return value if isinstance(value, dict) else {}
+
+
+def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: int) -> Any:
+    from openenv.validation import example_from_schema
+
+    s = _deref(schema, root)
+    if depth > 8:
+        return example_from_schema({**s, "$defs": root.get("$defs", {})})
+    for key in ("anyOf", "oneOf"):
+        if isinstance(s.get(key), list) and s[key]:
+            options = [o for o in s[key] if _deref(o, root).get("type") != "null"] or s[key]
+            return _random_value(rng.choice(options), root, rng, depth + 1)
+    if isinstance(s.get("enum"), list) and s["enum"]:
+        return rng.choice(s["enum"])
+    if "const" in s:
+        return s["const"]
+    kind = s.get("type")
+    if isinstance(kind, list):
+        kind = rng.choice([k for k in kind if k != "null"] or kind)
+    if kind == "object" or (kind is None and "properties" in s):
+        props = s.get("properties") or {}
+        return {name: _random_value(props.get(name, {}), root, rng, depth + 1) for name in s.get("required") or []}
+    if kind == "integer":
+        low = int(s["minimum"] if "minimum" in s else s["exclusiveMinimum"] + 1 if "exclusiveMinimum" in s else 0)
+        high = int(s["maximum"] if "maximum" in s else s["exclusiveMaximum"] - 1 if "exclusiveMaximum" in s else low + 10)
+        return rng.randint(low, max(low, high))
+    if kind == "number":
+        low = float(s.get("minimum", 0.0))
+        return rng.uniform(low, float(s.get("maximum", low + 10.0)))
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "string" and not s.get("pattern") and not s.get("format"):
+        word = rng.choice(_WORDS)
+        low, high = int(s.get("minLength", 0)), s.get("maxLength")
+        word = word + "x" * max(0, low - len(word))
+        return word[: int(high)] if high is not None else word
+    if kind == "array":
+        count = int(s.get("minItems", 0)) or (1 if rng.random() < 0.5 else 0)
+        return [_random_value(s.get("items", {}), root, rng, depth + 1) for _ in range(count)]
+    return example_from_schema({**s, "$defs": root.get("$defs", {})}, variant=rng.randrange(4))
+
+
+# -- LLM ---------------------------------------------------------------------------------------
+
+
+class LLMPolicy:
+    """Asks a chat model behind an OpenAI-compatible endpoint for one JSON action per step."""
+
+    def __init__(self, *, base_url: str, model: str, token: str | None, schema: dict[str, Any], env_name: str,
+                 description: str, timeout_s: float = 60.0, temperature: float = 0.0) -> None:
+        from openai import AsyncOpenAI
+
+        self.name = f"LLM {model}"
+        self.model = model
+        self.schema = schema
+        self.temperature = temperature
+        # max_retries=0: a failing endpoint is shown at once; the visitor decides to try again.
+        self.client = AsyncOpenAI(base_url=base_url, api_key=token or "no-token", timeout=timeout_s, max_retries=0)
+        self.system = (
+            f"You are playing the reinforcement-learning environment {env_name}. {description}\n"
+            "Each turn you see the latest observation as JSON. Reply with exactly one action: a JSON object "
+            "valid against this JSON Schema, and nothing else.\n"
+            f"Action schema: {json.dumps(_lean_schema(schema), separators=(',', ':'))}"
+        )
+        self.turns: list[dict[str, str]] = []
+
+    async def act(self, observation: dict[str, Any], step: int) -> Decision:
+        from openai import OpenAIError
+
+        prompt = f"Step {step}. Observation: {_observation_text(observation)}\nYour action (JSON only):"
+        messages = [{"role": "system", "content": self.system}, *self.turns[-2 * _HISTORY_TURNS:], {"role": "user", "content": prompt}]
+        try:
+            reply = await self.client.chat.completions.create(model=self.model, messages=messages, temperature=self.temperature)  # type: ignore[arg-type]
+        except OpenAIError as exc:
+            return Decision(action=None, prompt=prompt, error=f"the model endpoint failed: {_openai_error(exc)}")
+        raw = (reply.choices[0].message.content or "") if reply.choices else ""
+        self.turns += [{"role": "user", "content": prompt}, {"role": "assistant", "content": raw}]
+        try:
+            action = parse_action(raw)
+        except ValueError as exc:
+            return Decision(action=None, prompt=prompt, raw=raw, error=str(exc))
+        return Decision(action=action, prompt=prompt, raw=raw)
+
+    def feedback(self, decision: Decision, result: str) -> None:
+        # The model hears why its last answer was refused, so it can do better next turn.
+        if decision.error or result:
+            self.turns.append({"role": "user", "content": f"That answer was not accepted: {decision.error or result}"})
+            self.turns.append({"role": "assistant", "content": "Understood."})
+
+
+def _openai_error(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}{f' ({status})' if status else ''}: {text[:300]}"
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def parse_action(text: str) -> dict[str, Any]:
+    """The first JSON object in a model's answer (code fences and surrounding prose allowed).
+
+    Raises:
+        ValueError: there is no JSON object in the answer; the message says what was wrong.
+    """
+    if not text or not text.strip():
+        raise ValueError("the model answered nothing")
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for chunk in candidates:
+        for match in re.finditer(r"\{", chunk):
+            try:
+                value, _ = decoder.raw_decode(chunk, match.start())
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    raise ValueError(f"no JSON object found in the answer: {text.strip()[:120]!r}")
+
+
+def _lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    props = {k: v for k, v in (schema.get("properties") or {}).items() if k != "metadata"}
+    return {**{k: v for k, v in schema.items() if k not in ("properties", "title")}, "properties": props}
+
+
+def _observation_text(observation: dict[str, Any]) -> str:
+    """The observation as compact JSON, without images (base64 screens) and within a size bound."""
+
+    def lean(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > 512 and re.fullmatch(r"[A-Za-z0-9+/=\s]+", value[:1024]):
+            return "<image omitted>"
+        if isinstance(value, dict):
+            return {k: lean(v) for k, v in value.items() if k != "metadata" or v}
+        if isinstance(value, list):
+            return [lean(v) for v in value[:256]]
+        return value
+
+    text = json.dumps(lean(observation), separators=(",", ":"), default=str)
+    return text if len(text) <= _MAX_OBS_CHARS else text[:_MAX_OBS_CHARS] + "…"

@@ -1,0 +1,278 @@
+"""`PlayManager`: private env sessions for website visitors, held in this process's memory.
+
+A session belongs to one browser tab (`tab`: Gradio's session hash) and one purpose (`kind`:
+"play" for a human, "try" for a model); a visitor (by address) may hold a few at once, and all
+visitors together a bounded number. Sessions end when the tab goes away, when unused for
+`play_idle_timeout_s`, or at shutdown; their env instance stops when nobody plays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.catalog import service as catalog
+from hub_service.play.errors import NotPlayable, PlayError, PlayLimit, PlayStartError
+from hub_service.play.instances import Instance, InstancePool, Target
+from hub_service.settings import HubSettings
+
+__all__ = ["PlayManager", "PlaySession", "resolve_target"]
+
+log = logging.getLogger("hub_service.play")
+
+
+@dataclass
+class PlaySession:
+    """One visitor's session on one env: its own WebSocket to the env server."""
+
+    id: str
+    tab: str
+    kind: str
+    visitor: str
+    env_id: str
+    instance: Instance
+    client: Any
+    action_schema: dict[str, Any]
+    description: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    last: dict[str, Any] | None = None
+    episode_return: float = 0.0
+    created: float = field(default_factory=time.monotonic)
+    last_active: float = field(default_factory=time.monotonic)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    async def reset(self, seed: int | None = None) -> dict[str, Any]:
+        """Start an episode; returns {"observation", "reward", "done"}."""
+        async with self.lock:
+            self.touch()
+            result = await self.client.reset(**({"seed": seed} if seed is not None else {}))
+            self.history, self.episode_return = [], 0.0
+            self.last = _payload(result)
+            return self.last
+
+    async def step(self, action: dict[str, Any]) -> dict[str, Any]:
+        """Apply `action`; returns {"observation", "reward", "done"} and records it in `history`.
+
+        Raises:
+            openenv.errors.InvalidActionError: the env rejected the action (nothing recorded).
+            openenv.errors.EnvServerError / EnvClientError: the env failed or is gone.
+        """
+        async with self.lock:
+            self.touch()
+            result = await self.client.step(action)
+            self.last = _payload(result)
+            self.episode_return += float(result.reward or 0.0)
+            self.history.append({"action": action, "reward": result.reward, "done": result.done})
+            return self.last
+
+    async def state(self) -> dict[str, Any]:
+        async with self.lock:
+            self.touch()
+            return await self.client.state()
+
+
+def _payload(result: Any) -> dict[str, Any]:
+    return {"observation": result.observation, "reward": result.reward, "done": result.done}
+
+
+def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) -> Target:
+    """How `owner/name` can be played now: its live Space, or an instance to start.
+
+    Raises:
+        NotFound: no such env.  NotPlayable: nothing of it has passed the Hub's checks.
+    """
+    record = catalog.resolve(db, settings, owner, name, None)
+    env = catalog.get_env(db, owner, name)
+    version = catalog.get_version(db, env, record.revision)
+    key = f"{record.repo_id}@{record.revision}"
+    if record.url:
+        return Target(key=key, how="space", url=record.url)
+    if version.state != "passed":
+        why = f"failed at {version.failure_stage}: {version.failure_reason}" if version.state == "failed" else f"is {version.state}"
+        raise NotPlayable(f"{record.repo_id} cannot be played: its latest revision {why}. Come back when it passes the Hub's checks.")
+    from openenv.client.providers import ProcessProvider
+
+    timeout = settings.play_start_timeout_s
+    if version.builder == "docker" and version.image_ref:
+        from hub_service.pipeline.sandbox import confined_provider
+
+        image = version.image_ref
+        # Played envs are confined exactly like smoke tests (user, capabilities, limits, network).
+        return Target(key=key, how="docker", make_provider=lambda: confined_provider(
+            settings, image, startup_timeout_s=timeout, labels={"org.openenv.hub.play": "1"}))
+    if env.trusted and env.location:
+        folder = env.location
+        return Target(key=key, how="process", make_provider=lambda: ProcessProvider(folder, startup_timeout_s=timeout))
+    raise NotPlayable(f"{record.repo_id} passed its checks but has no image this Hub can run and no live Space; try `openenv fork {record.repo_id}`")
+
+
+class PlayManager:
+    """Opens, finds and closes play sessions; enforces the caps; reaps idle ones."""
+
+    def __init__(self, settings: HubSettings, factory: sessionmaker[Session], limiter: Any = None) -> None:
+        self.settings = settings
+        self.factory = factory
+        self.limiter = limiter  # hub_service.limits.RateLimiter: "play" and "model" categories
+        self.pool = InstancePool(max_instances=settings.play_max_instances, linger_s=settings.play_instance_linger_s)
+        self.sessions: dict[tuple[str, str], PlaySession] = {}
+        self._opening: set[tuple[str, str]] = set()
+        self._reaper: asyncio.Task[None] | None = None
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def get(self, tab: str, kind: str = "play") -> PlaySession | None:
+        session = self.sessions.get((tab, kind))
+        if session is not None:
+            session.touch()
+        return session
+
+    async def open(self, tab: str, visitor: str, owner: str, name: str, kind: str = "play") -> PlaySession:
+        """This tab's session of `kind` on `owner/name`, opened (and its env started) when needed.
+
+        Raises:
+            PlayLimit: the visitor's or the service's session cap is reached.
+            NotFound / NotPlayable: the env cannot be played.
+            PlayStartError: the env's server did not start or refused the session.
+        """
+        self._ensure_reaper()
+        key = (tab, kind)
+        current = self.sessions.get(key)
+        if current is not None:
+            if current.env_id == f"{owner}/{name}":
+                current.touch()
+                return current
+            await self.close(tab, kind)
+        if key in self._opening:
+            raise PlayError("a session is already being started in this tab; wait a moment")
+        if kind == "play":  # model tries are counted per run, by whoever starts one
+            self.check_rate("play", visitor)
+        self._check_caps(visitor)
+        self._opening.add(key)
+        try:
+            with self.factory() as db:
+                target = resolve_target(db, self.settings, owner, name)
+                description = _description(db, owner, name)
+            instance = await self.pool.acquire(target)
+            try:
+                client, schema = await self._connect(instance)
+            except BaseException:
+                await self.pool.release(instance)
+                raise
+            session = PlaySession(id=uuid.uuid4().hex[:12], tab=tab, kind=kind, visitor=visitor, env_id=f"{owner}/{name}",
+                                  instance=instance, client=client, action_schema=schema, description=description)
+            self.sessions[key] = session
+            log.info("play session %s opened on %s (%s)", session.id, target.key, target.how)
+            return session
+        finally:
+            self._opening.discard(key)
+
+    def check_rate(self, category: str, visitor: str) -> None:
+        """Count one start (a play session, a model-try run) against the visitor's rate limit.
+
+        Raises:
+            PlayLimit: over the limit; the message says when to try again.
+        """
+        if self.limiter is None:
+            return
+        decision = self.limiter.hit(category, visitor)
+        if not decision.allowed:
+            what = "play sessions" if category == "play" else "model tries"
+            raise PlayLimit(f"you have started too many {what} in a short time; try again in {decision.retry_after_s}s")
+
+    def _check_caps(self, visitor: str) -> None:
+        if len(self.sessions) + len(self._opening) >= self.settings.play_max_sessions:
+            raise PlayLimit(f"all {self.settings.play_max_sessions} play sessions of this Hub are in use; try again in a few minutes")
+        if sum(1 for s in self.sessions.values() if s.visitor == visitor) >= self.settings.play_max_sessions_per_visitor:
+            raise PlayLimit(f"you already have {self.settings.play_max_sessions_per_visitor} play sessions open; "
+                            "close another tab (or wait for it to time out) first")
+
+    async def _connect(self, instance: Instance) -> tuple[Any, dict[str, Any]]:
+        import httpx
+
+        from openenv import GenericEnvClient
+        from openenv.errors import OpenEnvError
+
+        assert instance.url is not None
+        timeout = self.settings.step_timeout_s
+        try:
+            async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
+                reply = await http.get(instance.url.rstrip("/") + "/schema")
+                reply.raise_for_status()
+                schema = reply.json().get("action") or {}
+            client = GenericEnvClient(instance.url, message_timeout_s=timeout, connect_timeout_s=timeout)
+            await client.connect()
+        except (OpenEnvError, httpx.HTTPError, ValueError) as exc:
+            raise PlayStartError(f"{instance.target.key} did not accept a session: {exc}") from exc
+        return client, schema
+
+    async def close(self, tab: str, kind: str | None = None) -> int:
+        """Close this tab's sessions (of `kind`, or all); returns how many were closed."""
+        keys = [k for k in self.sessions if k[0] == tab and (kind is None or k[1] == kind)]
+        for key in keys:
+            await self._close(self.sessions.pop(key))
+        return len(keys)
+
+    async def _close(self, session: PlaySession) -> None:
+        try:
+            await session.client.close()
+        except Exception:  # the env may be gone already; its instance is released all the same
+            log.warning("closing play session %s failed", session.id, exc_info=True)
+        await self.pool.release(session.instance)
+        log.info("play session %s closed", session.id)
+
+    # -- upkeep ------------------------------------------------------------------------------
+
+    async def reap(self) -> int:
+        """Close sessions idle past the timeout and stop unused instances; returns sessions closed."""
+        cutoff = time.monotonic() - self.settings.play_idle_timeout_s
+        idle = [k for k, s in self.sessions.items() if s.last_active < cutoff and not s.lock.locked()]
+        for key in idle:
+            session = self.sessions.pop(key, None)
+            if session is not None:
+                log.info("play session %s idle for %.0fs: closing it", session.id, self.settings.play_idle_timeout_s)
+                await self._close(session)
+        await self.pool.reap()
+        return len(idle)
+
+    def _ensure_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def _reap_forever(self) -> None:
+        every = max(0.2, min(30.0, self.settings.play_idle_timeout_s / 4, self.settings.play_instance_linger_s / 2 or 30.0))
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.reap()
+            except Exception:  # keep reaping: one failure must not leave the rest running
+                log.exception("reaping play sessions failed")
+
+    async def aclose(self) -> None:
+        """Close every session and stop every instance (service shutdown)."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reaper
+        for key in list(self.sessions):
+            await self._close(self.sessions.pop(key))
+        await self.pool.aclose()
+
+    def stats(self) -> dict[str, Any]:
+        return {"sessions": len(self.sessions), "visitors": len({s.visitor for s in self.sessions.values()}),
+                "instances": self.pool.running()}
+
+
+def _description(db: Session, owner: str, name: str) -> str:
+    env = catalog.get_env(db, owner, name)
+    return env.description or env.title or env.name
+

@@ -1,0 +1,24 @@
+"""The Hub website (Gradio), mounted at `/` of the service: catalog, env pages, play, model tries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["mount_website"]
+
+
+def mount_website(app: Any) -> Any:
+    """Mount the website on the service `app` (after its API routes, which keep precedence).
+
+    Creates the app's `PlayManager` (`app.state.play`), whose sessions the lifespan closes.
+    """
+    import gradio as gr
+
+    from hub_service.play.sessions import PlayManager
+    from hub_service.ui.site import CSS, HEAD, build_site, theme
+
+    play = PlayManager(app.state.settings, app.state.sessionmaker, getattr(app.state, "limiter", None))
+    app.state.play = play
+    blocks = build_site(app.state.settings, app.state.sessionmaker, play)
+    return gr.mount_gradio_app(app, blocks, path="", theme=theme(), css=CSS, head=HEAD, footer_links=[],
+                               ssr_mode=False, show_error=True)

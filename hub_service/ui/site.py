@@ -1,0 +1,217 @@
+"""The website's layout: a catalog tab and an environment tab (overview, checks, play, model try).
+
+Env pages are addressed as `/?env=owner/name`: catalog cards are plain links, so pages can be
+bookmarked and shared, and the browser's back button works. All queries go through
+`hub_service.catalog.service`; all HTML comes from `views` (escaped) and `markdown` (sanitized).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gradio as gr
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.catalog import service as catalog
+from hub_service.errors import HubError
+from hub_service.play.sessions import PlayManager
+from hub_service.settings import HubSettings
+from hub_service.ui import views
+from hub_service.ui.markdown import render_markdown, split_front_matter
+
+__all__ = ["CSS", "HEAD", "build_site", "theme"]
+
+SORTS = [("Name (A→Z)", "name"), ("Name (Z→A)", "-name"), ("Most liked", "-likes"), ("Recently updated", "-updated"),
+         ("Fastest cold start", "cold_start"), ("Fastest step", "step_latency")]
+STATUSES = [("any status", ""), ("passing", "passing"), ("failing", "failing"), ("pending", "pending")]
+HEAD = '<meta name="description" content="OpenEnv Hub: find RL environments that work, try them, and use them.">'
+CSS = """
+.oe-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px; }
+.oe-card { display: block; border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 12px; text-decoration: none !important; color: inherit !important; background: var(--background-fill-primary); }
+.oe-card:hover { border-color: var(--color-accent); }
+.oe-card, .oe-card div { text-align: left; }
+.oe-card-head { display: flex; justify-content: space-between; gap: 8px; align-items: center; }
+.oe-card-desc { margin: 6px 0; color: var(--body-text-color-subdued); min-height: 1.2em; }
+.oe-card-foot, .oe-count { font-size: .85em; color: var(--body-text-color-subdued); margin: 4px 0; }
+.oe-tag { display: inline-block; font-size: .78em; padding: 1px 7px; margin: 2px 4px 2px 0; border-radius: 9px; background: var(--background-fill-secondary); }
+.oe-pill { display: inline-block; font-size: .8em; padding: 1px 9px; margin-right: 6px; border-radius: 9px; border: 1px solid transparent; }
+.oe-ok { background: #dafbe1; color: #1a7f37; } .oe-bad { background: #ffebe9; color: #cf222e; }
+.oe-warn { background: #fff8c5; color: #9a6700; } .oe-none { background: #eaeef2; color: #57606a; }
+.oe-msg { padding: 6px 10px; border-radius: 6px; margin: 4px 0; } .oe-msg.oe-error { background: #ffebe9; color: #cf222e; }
+.oe-msg.oe-info { background: var(--background-fill-secondary); }
+.oe-table, .oe-kv, .oe-grid { border-collapse: collapse; margin: 4px 0; }
+.oe-table td, .oe-table th, .oe-kv td, .oe-kv th, .oe-grid td { border: 1px solid var(--border-color-primary); padding: 3px 7px; text-align: left; vertical-align: top; }
+.oe-kv th { white-space: nowrap; background: var(--background-fill-secondary); }
+.oe-grid td { font-family: var(--font-mono); text-align: center; padding: 1px 5px; }
+.oe-frame { image-rendering: pixelated; width: 320px; max-width: 100%; }
+.oe-figs { display: flex; gap: 18px; margin: 4px 0 8px; }
+.oe-log pre, .oe-json, .oe-step pre { max-height: 420px; overflow: auto; white-space: pre-wrap; word-break: break-word; font-size: .82em; }
+.oe-step { border-left: 3px solid #1a7f37; padding-left: 8px; margin: 6px 0; } .oe-step-bad { border-left-color: #cf222e; }
+.oe-err { color: #cf222e; }
+.oe-readme img { max-width: 100%; }
+.oe-readme pre { overflow-x: auto; white-space: pre; }
+"""
+
+
+def theme() -> Any:
+    # System fonts: the default theme would fetch web fonts from the internet on every page.
+    return gr.themes.Soft(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
+
+
+def _split_id(env_id: str | None) -> tuple[str, str] | None:
+    if not env_id or env_id.count("/") != 1:
+        return None
+    owner, name = env_id.split("/")
+    return (owner, name) if owner and name else None
+
+
+class _Pages:
+    """Query helpers for the page handlers (each opens one short database session)."""
+
+    def __init__(self, settings: HubSettings, factory: sessionmaker[Session]) -> None:
+        self.settings = settings
+        self.factory = factory
+
+    def search(self, q: str, tags: list[str], status: str, sort: str) -> str:
+        query = catalog.ListQuery(q=(q or "").strip()[:200] or None, tags=list(tags or []), status=status or None,
+                                  sort=sort or "name", limit=self.settings.page_size)
+        try:
+            query.check(500)
+            with self.factory() as db:
+                envs, _, total = catalog.list_envs(db, query)
+                items = [catalog.summary(e) for e in envs]
+        except HubError as exc:
+            return views.message(exc.message, "error")
+        return views.catalog_cards(items, total)
+
+    def tags(self) -> list[str]:
+        with self.factory() as db:
+            return catalog.all_tags(db)
+
+    def env_page(self, env_id: str) -> dict[str, Any]:
+        """Everything the env tab shows, as HTML fragments and text."""
+        parts = _split_id(env_id)
+        if parts is None:
+            raise HubError(f"{env_id!r} is not an environment id: use owner/name")
+        with self.factory() as db:
+            env = catalog.get_env(db, *parts)
+            versions = catalog.env_versions(db, env, limit=20)
+            version = catalog.latest_of(env, versions)
+            runs = catalog.stage_runs(db, version) if version else []
+            summary = catalog.summary(env)
+        front, body = split_front_matter(version.readme if version and version.readme else "")
+        subtitle = " · ".join(p for p in (summary.title, summary.description) if p)
+        header = (f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
+                  f'{views.badges(env, version)}')
+        history = "".join(
+            f"<tr><td><code>{views.escape(v.sha[:12])}</code></td><td>{views.escape(v.ref)}</td><td>{views.escape(v.state)}</td>"
+            f"<td>{views.escape(str(v.created_at)[:19])}</td></tr>" for v in versions
+        )
+        return {
+            "header": header,
+            "readme": f'<div class="oe-readme">{render_markdown(body) if body.strip() else views.message("This environment has no README.")}</div>',
+            "manifest": json.dumps(version.manifest if version and version.manifest else front or {}, indent=2, default=str),
+            "figures": views.figures(version),
+            "report": views.report_view(version.validation if version else None),
+            "stages": views.stages_view(runs),
+            "versions": f'<table class="oe-table"><tr><th>revision</th><th>ref</th><th>state</th><th>indexed</th></tr>{history}</table>',
+            "python": _python_usage(summary.id, self.settings.public_url, env.source, version),
+            "shell": f"openenv fork {summary.id}      # your own copy, as a Space\nopenenv validate {summary.id}  # the checks, on your machine",
+        }
+
+
+def _python_usage(env_id: str, hub_url: str, source: str, version: Any | None) -> str:
+    lines = [
+        "from openenv import GenericEnvClient",
+        "",
+        f"# export OPENENV_HUB_URL={hub_url}   (the Hub tells the client where the env runs)",
+        f'env = await GenericEnvClient.from_hub("{env_id}")',
+        "result = await env.reset()",
+        "print(result.observation)",
+        "await env.close()",
+        "",
+        "# or blocking:",
+        f'with GenericEnvClient.from_hub("{env_id}").sync() as env:',
+        "    print(env.reset().observation)",
+    ]
+    if source == "local" and version is not None and version.image_ref:
+        lines += ["", "# on this machine, from the image the Hub built:", f'env = await GenericEnvClient.from_docker_image("{version.image_ref}")']
+    return "\n".join(lines)
+
+
+def build_site(settings: HubSettings, factory: sessionmaker[Session], play: PlayManager) -> gr.Blocks:
+    """The website's Blocks."""
+    from hub_service.ui.play_panel import play_panel
+    from hub_service.ui.try_panel import try_panel
+
+    pages = _Pages(settings, factory)
+    with gr.Blocks(title="OpenEnv Hub", analytics_enabled=False) as site:
+        current = gr.State(None)
+        gr.HTML('<div style="display:flex;gap:12px;align-items:baseline"><h1 style="margin:0"><a href="./" style="text-decoration:none">'
+                'OpenEnv Hub</a></h1><span>Environments for agentic RL that pass their checks: browse them, play them, '
+                'let a model try. JSON API at <a href="api/v1/envs">/api/v1</a>, reference at <a href="docs">/docs</a>.</span></div>')
+        with gr.Tabs(selected="catalog") as tabs:
+            with gr.Tab("Catalog", id="catalog"):
+                with gr.Row():
+                    q = gr.Textbox(label="Search", placeholder="words in the name, description or tags", elem_id="oe-search", scale=3)
+                    tags = gr.Dropdown(label="Tags", multiselect=True, choices=[], elem_id="oe-tags", scale=2)
+                    status = gr.Dropdown(label="Status", choices=STATUSES, value="", elem_id="oe-status", scale=1)
+                    sort = gr.Dropdown(label="Sort by", choices=SORTS, value="name", elem_id="oe-sort", scale=1)
+                results = gr.HTML(elem_id="oe-results")
+            with gr.Tab("Environment", id="env"):
+                header = gr.HTML(views.message("Choose an environment in the catalog."), elem_id="oe-env-header")
+                with gr.Tabs():
+                    with gr.Tab("Overview"):
+                        with gr.Row():
+                            with gr.Column(scale=3):
+                                readme = gr.HTML(elem_id="oe-readme")
+                            with gr.Column(scale=2):
+                                gr.Markdown("**How to use**")
+                                python = gr.Code(language="python", label="Python", elem_id="oe-usage-python")
+                                shell = gr.Code(language="shell", label="Command line", elem_id="oe-usage-shell")
+                                manifest = gr.Code(language="json", label="Manifest (openenv.yaml)", elem_id="oe-manifest")
+                    with gr.Tab("Checks"):
+                        figures = gr.HTML(elem_id="oe-figures-box")
+                        gr.Markdown("**Validation report**")
+                        report = gr.HTML(elem_id="oe-report-box")
+                        gr.Markdown("**Build and smoke-test logs**")
+                        stages = gr.HTML(elem_id="oe-stages-box")
+                        gr.Markdown("**Revisions**")
+                        revisions = gr.HTML()
+                    with gr.Tab("Play", id="play"):
+                        play_panel(settings, play, current)
+                    with gr.Tab("Let a model try", id="try"):
+                        try_panel(settings, play, current)
+
+        page_outputs = [current, tabs, header, readme, python, shell, manifest, figures, report, stages, revisions]
+
+        def open_page(request: gr.Request) -> list[Any]:
+            env_id = dict(request.query_params).get("env") if request else None
+            blank = [gr.skip()] * (len(page_outputs) - 2)
+            if not env_id:
+                return [None, gr.Tabs(selected="catalog"), *blank]
+            try:
+                page = pages.env_page(env_id)
+            except HubError as exc:
+                return [None, gr.Tabs(selected="env"), views.message(exc.message, "error"), *([gr.skip()] * (len(page_outputs) - 3))]
+            return [env_id, gr.Tabs(selected="env"), page["header"], page["readme"], page["python"], page["shell"],
+                    page["manifest"], page["figures"], page["report"], page["stages"], page["versions"]]
+
+        filters = [q, tags, status, sort]
+        site.load(open_page, inputs=None, outputs=page_outputs)
+        site.load(lambda: gr.Dropdown(choices=pages.tags()), outputs=tags)
+        site.load(pages.search, inputs=filters, outputs=results)
+        q.submit(pages.search, inputs=filters, outputs=results)
+        q.change(pages.search, inputs=filters, outputs=results, trigger_mode="always_last", show_progress="hidden")
+        for box in (tags, status, sort):
+            box.change(pages.search, inputs=filters, outputs=results)
+
+        async def leave(request: gr.Request) -> None:
+            if request is not None and request.session_hash:
+                await play.close(request.session_hash)
+
+        site.unload(leave)
+    # Gradio runs one event at a time per handler by default: visitors would wait for each other.
+    site.queue(default_concurrency_limit=max(4, settings.play_max_sessions))
+    return site

@@ -1,0 +1,120 @@
+"""The "Let a model try" tab: a policy plays N episodes while the trajectory streams in."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import gradio as gr
+
+from hub_service.errors import HubError
+from hub_service.play.episodes import run_episodes
+from hub_service.play.errors import PlayError
+from hub_service.play.policies import LLMPolicy, Policy, RandomPolicy
+from hub_service.play.sessions import PlayManager, PlaySession
+from hub_service.settings import HubSettings
+from hub_service.ui import views
+from hub_service.ui.play_panel import _env_parts, parse_seed, visitor_of
+
+__all__ = ["choose_endpoint", "try_panel"]
+
+BASELINE = "Random baseline (schema-valid actions)"
+LLM = "LLM (OpenAI-compatible endpoint)"
+
+
+def choose_endpoint(settings: HubSettings, base_url: str, model: str, token: str) -> tuple[str, str, str | None]:
+    """The endpoint, model and token to use: the form's, else the service's.
+
+    The service's token goes only to the service's own endpoint: an endpoint typed in the form
+    gets only the token typed with it.
+
+    Raises:
+        PlayError: no endpoint or model is known, or custom endpoints are turned off.
+    """
+    base_url, model, token = (base_url or "").strip(), (model or "").strip(), (token or "").strip()
+    own = (settings.llm_base_url or "").rstrip("/")
+    if base_url and base_url.rstrip("/") != own:
+        if not settings.llm_allow_custom_endpoint:
+            raise PlayError("this Hub only lets models try through its own endpoint; leave the base URL empty")
+        if not base_url.startswith(("http://", "https://")):
+            raise PlayError("the base URL must start with http:// or https:// (e.g. https://router.huggingface.co/v1)")
+        chosen_token = token or None
+    else:
+        if not own:
+            raise PlayError("this Hub has no model endpoint configured: enter a base URL (e.g. http://127.0.0.1:11434/v1 for Ollama)")
+        base_url = own
+        chosen_token = token or (settings.llm_token.get_secret_value() if settings.llm_token else None)
+    model = model or (settings.llm_model or "")
+    if not model:
+        raise PlayError("enter the model's name (e.g. meta-llama/Llama-3.1-8B-Instruct)")
+    return base_url, model, chosen_token
+
+
+def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> None:
+    """Lay out the model-try tab inside the current Blocks context."""
+    default_model = settings.llm_model or ""
+    with gr.Row():
+        with gr.Column(scale=2):
+            policy = gr.Radio([BASELINE, LLM], value=BASELINE, label="Policy", elem_id="oe-try-policy")
+            with gr.Group(visible=False) as llm_box:
+                base_url = gr.Textbox(label="Base URL", elem_id="oe-try-base-url",
+                                      placeholder=settings.llm_base_url or "https://router.huggingface.co/v1, http://127.0.0.1:8000/v1, ...")
+                model = gr.Textbox(label="Model", value=default_model, elem_id="oe-try-model")
+                token = gr.Textbox(label="Token", type="password", elem_id="oe-try-token",
+                                   placeholder="the Hub's own token is used with its own endpoint" if settings.llm_token else "optional")
+            with gr.Row():
+                episodes = gr.Slider(1, settings.try_max_episodes, value=1, step=1, label="Episodes", elem_id="oe-try-episodes")
+                max_steps = gr.Slider(1, settings.try_max_steps, value=min(20, settings.try_max_steps), step=1,
+                                      label="Steps per episode at most", elem_id="oe-try-steps")
+            seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-try-seed")
+            run = gr.Button("Run", variant="primary", elem_id="oe-try-run")
+        with gr.Column(scale=3):
+            score = gr.HTML(views.try_summary(None), elem_id="oe-try-score")
+            trajectory = gr.HTML(elem_id="oe-try-trajectory")
+
+    policy.change(lambda p: gr.Group(visible=p == LLM), inputs=policy, outputs=llm_box, show_progress="hidden")
+
+    async def do_run(env_id: str | None, kind: str, url: str, name: str, secret: str, n: float, steps: float,
+                     seed_text: str, request: gr.Request) -> AsyncIterator[list[str]]:
+        tab = request.session_hash or "anonymous"
+        events: list[dict[str, Any]] = []
+        session: PlaySession | None = None
+        try:
+            owner, env_name = _env_parts(env_id)
+            seed_value = parse_seed(seed_text)
+            n_episodes = max(1, min(int(n), settings.try_max_episodes))
+            n_steps = max(1, min(int(steps), settings.try_max_steps))
+            yield [views.try_summary(None, f"starting {env_id}..."), ""]
+            play.check_rate("model", visitor_of(request))
+            session = await play.open(tab, visitor_of(request), owner, env_name, kind="try")
+            chosen = _policy(settings, session, kind, url, name, secret, seed_value)
+            async for event in run_episodes(session, chosen, episodes=n_episodes, max_steps=n_steps,
+                                            seed=seed_value):
+                if event["type"] == "summary":
+                    yield [views.try_summary(event), views.trajectory_view(events)]
+                else:
+                    events.append(event)
+                    yield [views.try_summary(None, f"{chosen.name} is playing: episode {event['episode']}..."), views.trajectory_view(events)]
+        except HubError as exc:
+            yield [views.message(exc.message, "error"), views.trajectory_view(events)]
+        except Exception as exc:  # the env or endpoint failed mid-run: say so, keep what was played
+            from openenv.errors import OpenEnvError
+
+            if not isinstance(exc, OpenEnvError):
+                raise
+            yield [views.message(f"the run stopped: {exc}", "error"), views.trajectory_view(events)]
+        finally:
+            if session is not None:
+                await play.close(tab, "try")
+
+    run.click(do_run, inputs=[current, policy, base_url, model, token, episodes, max_steps, seed], outputs=[score, trajectory],
+              concurrency_limit=None)
+
+
+def _policy(settings: HubSettings, session: PlaySession, kind: str, url: str, name: str, secret: str,
+            seed_value: int | None) -> Policy:
+    if kind != LLM:
+        return RandomPolicy(session.action_schema, seed=seed_value)
+    base_url, model, token = choose_endpoint(settings, url, name, secret)
+    return LLMPolicy(base_url=base_url, model=model, token=token, schema=session.action_schema, env_name=session.env_id,
+                     description=session.description, timeout_s=settings.llm_timeout_s)

@@ -1,0 +1,204 @@
+"""Play sessions through the service: private per tab, capped, reaped, and on the env the
+pipeline checked; model tries with the random baseline and with an LLM over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.play import NotPlayable, PlayError, PlayLimit
+from hub_service.play.episodes import run_episodes
+from hub_service.play.policies import LLMPolicy, RandomPolicy, parse_action
+from hub_service.play.sessions import PlayManager
+from hub_service.settings import HubSettings
+from hub_service.ui.try_panel import choose_endpoint
+from tests.support.openai_standin import openai_standin
+from tests.support.servers import serve_app
+
+pytestmark = pytest.mark.slow
+TOKEN = "sk-very-secret-token-123"
+
+
+async def test_each_tab_plays_a_private_session_and_the_env_stops_when_the_last_leaves(
+        web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    play = PlayManager(web_settings, clean_factory)
+    try:
+        a = await play.open("tab-a", "10.0.0.1", "local", "echo_env")
+        b = await play.open("tab-b", "10.0.0.1", "local", "echo_env")
+        assert a.instance is b.instance and a.instance.target.how == "process"  # one server, two sessions
+        assert a.action_schema["required"] == ["message"]
+        await a.reset()
+        await b.reset()
+        await a.step({"message": "hello"})
+        out = await a.step({"message": "hi"})
+        assert out["observation"]["echoed_message"] == "hi" and out["reward"] == pytest.approx(0.2)
+        assert (await a.state())["step_count"] == 2 and (await b.state())["step_count"] == 0
+        assert [h["action"] for h in a.history] == [{"message": "hello"}, {"message": "hi"}] and b.history == []
+        assert await play.open("tab-a", "10.0.0.1", "local", "echo_env") is a  # the same tab finds its session
+        provider = a.instance.provider
+        await play.close("tab-a")
+        assert provider.running  # tab b still plays on it
+        await play.close("tab-b")
+        assert not provider.running and play.stats() == {"sessions": 0, "visitors": 0, "instances": []}
+    finally:
+        await play.aclose()
+
+
+async def test_caps_per_visitor_and_in_total(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    settings = web_settings.model_copy(update={"play_max_sessions_per_visitor": 1, "play_max_sessions": 2})
+    play = PlayManager(settings, clean_factory)
+    try:
+        await play.open("t1", "alice", "local", "echo_env")
+        with pytest.raises(PlayLimit, match="you already have 1"):
+            await play.open("t2", "alice", "local", "echo_env")
+        await play.open("t3", "bob", "local", "echo_env")
+        with pytest.raises(PlayLimit, match="all 2 play sessions"):
+            await play.open("t4", "carol", "local", "echo_env")
+        await play.close("t1")
+        await play.open("t2", "alice", "local", "echo_env")  # a closed session frees the place
+        assert play.stats()["sessions"] == 2
+    finally:
+        await play.aclose()
+    assert play.stats()["instances"] == []
+
+
+async def test_starting_sessions_and_model_tries_is_rate_limited_per_visitor(
+        web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    from hub_service.limits import RateLimiter
+
+    limiter = RateLimiter({"play": (2, 0.01), "model": (1, 0.01)})
+    play = PlayManager(web_settings, clean_factory, limiter)
+    try:
+        await play.open("t1", "alice", "local", "echo_env")
+        await play.close("t1")
+        await play.open("t2", "alice", "local", "echo_env")
+        await play.close("t2")
+        with pytest.raises(PlayLimit, match=r"too many play sessions in a short time; try again in \d+s"):
+            await play.open("t3", "alice", "local", "echo_env")
+        await play.open("t4", "bob", "local", "echo_env")  # other visitors are not affected
+        play.check_rate("model", "alice")
+        with pytest.raises(PlayLimit, match="too many model tries"):
+            play.check_rate("model", "alice")
+    finally:
+        await play.aclose()
+
+
+async def test_idle_sessions_are_reaped_and_their_env_stopped(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    play = PlayManager(web_settings.model_copy(update={"play_idle_timeout_s": 2.0}), clean_factory)
+    try:
+        session = await play.open("tab", "v", "local", "echo_env")
+        provider = session.instance.provider
+        await session.reset()
+        deadline = time.monotonic() + 30
+        while play.sessions and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert not play.sessions and not provider.running
+        assert play.get("tab") is None
+    finally:
+        await play.aclose()
+
+
+async def test_a_started_env_lingers_for_the_next_visitor(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    play = PlayManager(web_settings.model_copy(update={"play_instance_linger_s": 60}), clean_factory)
+    try:
+        first = await play.open("tab-1", "v", "local", "echo_env")
+        provider = first.instance.provider
+        await play.close("tab-1")
+        second = await play.open("tab-2", "v", "local", "echo_env")
+        assert second.instance.provider is provider and provider.running  # no second start
+    finally:
+        await play.aclose()
+    assert not provider.running  # shutdown stops it
+
+
+async def test_an_env_that_failed_its_checks_cannot_be_played(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    play = PlayManager(web_settings, clean_factory)
+    with pytest.raises(NotPlayable, match="failed at validate"):
+        await play.open("tab", "v", "local", "bad_manifest")
+    assert play.stats()["sessions"] == 0
+
+
+async def test_the_random_baseline_plays_schema_valid_episodes(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    play = PlayManager(web_settings, clean_factory)
+    try:
+        session = await play.open("tab", "v", "local", "echo_env", kind="try")
+        events = [e async for e in run_episodes(session, RandomPolicy(session.action_schema, seed=3), episodes=2, max_steps=4)]
+    finally:
+        await play.aclose()
+    steps = [e for e in events if e["type"] == "step"]
+    summary = events[-1]
+    assert len(steps) == 8 and all(e["error"] is None for e in steps)
+    assert all(e["reward"] == pytest.approx(0.1 * len(e["action"]["message"])) for e in steps)
+    assert summary["type"] == "summary" and summary["invalid"] == 0 and summary["episodes"] == 2
+    assert summary["score"] == pytest.approx(sum(e["reward"] for e in steps) / 2)
+
+
+async def test_an_llm_plays_and_unusable_answers_are_shown_and_counted(
+        web_settings: HubSettings, clean_factory: sessionmaker[Session], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    replies = ['{"message": "hello"}', 'Sure!\n```json\n{"message": "fenced"}\n```', "I would rather chat.", '{"nope": 1}', '{"message": "ok"}']
+    standin = openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=replies)
+    play = PlayManager(web_settings, clean_factory)
+    with serve_app(standin) as llm:
+        try:
+            session = await play.open("tab", "v", "local", "echo_env", kind="try")
+            policy = LLMPolicy(base_url=f"{llm}/v1", model="tiny-model", token=TOKEN, schema=session.action_schema,
+                               env_name=session.env_id, description=session.description)
+            events = [e async for e in run_episodes(session, policy, episodes=1, max_steps=5)]
+        finally:
+            await play.aclose()
+    steps = [e for e in events if e["type"] == "step"]
+    assert [s["action"] for s in steps] == [{"message": "hello"}, {"message": "fenced"}, None, {"nope": 1}, {"message": "ok"}]
+    assert steps[2]["raw"] == "I would rather chat." and "no JSON object" in steps[2]["error"]
+    assert "refused" in steps[3]["error"] and steps[3]["observation"] is None
+    assert steps[0]["observation"]["echoed_message"] == "hello" and "Echo environment ready!" in steps[0]["prompt"]
+    assert events[-1]["invalid"] == 2 and events[-1]["score"] == pytest.approx(0.5 + 0.6 + 0.2)
+    sent = standin.state.requests
+    assert len(sent) == 5 and all(r["headers"]["authorization"] == f"Bearer {TOKEN}" for r in sent)
+    assert '"message"' in sent[0]["body"]["messages"][0]["content"]  # the system prompt carries the action schema
+    assert "was not accepted" in sent[3]["body"]["messages"][-3]["content"]  # the model hears why
+    assert TOKEN not in caplog.text and TOKEN not in repr(events)
+
+
+async def test_a_failing_endpoint_is_an_error_in_the_trajectory(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    play = PlayManager(web_settings, clean_factory)
+    with serve_app(openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=["{}"])) as llm:
+        try:
+            session = await play.open("tab", "v", "local", "echo_env", kind="try")
+            policy = LLMPolicy(base_url=f"{llm}/v1", model="no-such-model", token="wrong", schema=session.action_schema,
+                               env_name="echo", description="")
+            events = [e async for e in run_episodes(session, policy, episodes=1, max_steps=5)]
+        finally:
+            await play.aclose()
+    steps = [e for e in events if e["type"] == "step"]
+    assert len(steps) == 3 and all("401" in s["error"] for s in steps)  # gives up after 3 in a row
+    assert events[-2]["reason"].startswith("gave up")
+
+
+def test_the_services_token_goes_only_to_the_services_endpoint(web_settings: HubSettings) -> None:
+    from pydantic import SecretStr
+
+    settings = web_settings.model_copy(update={"llm_base_url": "http://127.0.0.1:9/v1", "llm_model": "m", "llm_token": SecretStr(TOKEN)})
+    assert choose_endpoint(settings, "", "", "") == ("http://127.0.0.1:9/v1", "m", TOKEN)
+    assert choose_endpoint(settings, "http://127.0.0.1:9/v1/", "other", "") == ("http://127.0.0.1:9/v1", "other", TOKEN)
+    assert choose_endpoint(settings, "http://127.0.0.1:7/v1", "", "") == ("http://127.0.0.1:7/v1", "m", None)
+    assert choose_endpoint(settings, "http://127.0.0.1:7/v1", "", "mine")[2] == "mine"
+    with pytest.raises(PlayError, match="only lets models try"):
+        choose_endpoint(settings.model_copy(update={"llm_allow_custom_endpoint": False}), "http://127.0.0.1:7/v1", "", "")
+    with pytest.raises(PlayError, match="no model endpoint"):
+        choose_endpoint(web_settings, "", "m", "")
+    with pytest.raises(PlayError, match="model's name"):
+        choose_endpoint(web_settings, "http://127.0.0.1:7/v1", "", "")
+
+
+def test_parse_action_finds_the_json_object() -> None:
+    assert parse_action('{"a": 1}') == {"a": 1}
+    assert parse_action('Let me think. {"a": {"b": [1]}} done') == {"a": {"b": [1]}}
+    assert parse_action('```json\n{"a": 2}\n```') == {"a": 2}
+    for bad in ("", "   ", "[1, 2]", "{not json}", "move left"):
+        with pytest.raises(ValueError):
+            parse_action(bad)
