@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import ipaddress
 import os
 import shutil
 from collections.abc import Iterator
@@ -276,6 +277,16 @@ def _accepts_endpoint() -> bool:
     return "endpoint" in inspect.signature(snapshot_download).parameters
 
 
+def _is_loopback(host: str) -> bool:
+    """A `host[:port]` on this machine (a Space run by a local Hub, as the tests' stand-in does):
+    served over plain HTTP, as the client assumes for such hosts too."""
+    name = host.rsplit(":", 1)[0].strip("[]")
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return name == "localhost"
+
+
 def _space_host(info: Any, runtime_raw: dict[str, Any]) -> str | None:
     """The Space's URL as the Hub reports it: `host`, else a READY runtime domain, else the subdomain."""
     host = getattr(info, "host", None)
@@ -284,7 +295,7 @@ def _space_host(info: Any, runtime_raw: dict[str, Any]) -> str | None:
     for domain in runtime_raw.get("domains") or []:
         if isinstance(domain, dict) and domain.get("domain") and domain.get("stage", "READY") == "READY":
             name = str(domain["domain"]).rstrip("/")
-            return name if "://" in name else f"https://{name}"
+            return name if "://" in name else f"{'http' if _is_loopback(name) else 'https'}://{name}"
     if getattr(info, "subdomain", None):
         return f"https://{info.subdomain}.hf.space"
     return None

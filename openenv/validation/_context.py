@@ -4,7 +4,10 @@ declared dependencies, and the app's import probe, each computed once, on demand
 from __future__ import annotations
 
 import functools
+import re
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from openenv.manifest import MANIFEST_FILE, Manifest, ManifestInspection, find_app_module, inspect_manifest
 from openenv.validation import _files
@@ -50,6 +53,30 @@ class FolderContext:
         if not readme.is_file():
             return None
         return _files.read_front_matter(readme.read_text(encoding="utf-8", errors="replace"))
+
+    @functools.cached_property
+    def _pyproject(self) -> tuple[dict[str, Any] | None, str | None, int | None]:
+        path = self.root / "pyproject.toml"
+        try:
+            return tomllib.loads(path.read_text(encoding="utf-8", errors="replace")), None, None
+        except OSError:
+            return None, None, None
+        except tomllib.TOMLDecodeError as exc:
+            line = re.search(r"line (\d+)", str(exc))
+            return None, str(exc), int(line.group(1)) if line else None
+
+    @property
+    def pyproject(self) -> dict[str, Any] | None:
+        """pyproject.toml, parsed; None when it is missing or not valid TOML."""
+        return self._pyproject[0]
+
+    @property
+    def pyproject_error(self) -> str | None:
+        return self._pyproject[1]
+
+    @property
+    def pyproject_error_line(self) -> int | None:
+        return self._pyproject[2]
 
     @functools.cached_property
     def declared(self) -> dict[str, str]:

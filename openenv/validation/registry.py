@@ -79,7 +79,7 @@ class Check:
 
 
 REGISTRY: dict[str, Check] = {}
-_AREAS = ("manifest", "app", "dockerfile", "readme", "deps", "runtime")
+_AREAS = ("manifest", "app", "dockerfile", "readme", "deps", "package", "runtime")
 
 
 def register(

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 # The check modules register their checks on import, in this order (the report's order).
-from openenv.validation import _checks_files, _checks_manifest  # noqa: F401
+from openenv.validation import _checks_files, _checks_manifest, _checks_package  # noqa: F401
 from openenv.validation._context import FolderContext
 from openenv.validation.registry import checks, run_check
 from openenv.validation.report import CheckResult, Report, Target

@@ -208,3 +208,45 @@ def test_the_oldest_huggingface_hub_1x_client_works_too(hf_hub: HubStandIn, hf1_
     assert out["dup"].endswith("/spaces/alice/two") and hf_hub.files("alice/two")["Dockerfile"] == b"FROM python\n"
     assert out["listed"] == ["alice/one", "alice/two", "bob/source"]
     assert hf_hub.files("alice/one")["server/app.py"] == b"x = 1\n"
+
+
+def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0", "HOME": str(cwd or "/nonexistent")})
+
+
+def test_git_clones_a_space_over_smart_http_and_follows_new_commits(hf_hub: HubStandIn, tmp_path: Path) -> None:
+    hf_hub.create_space("alice/echo_env", files={"openenv.yaml": "name: echo_env\n", "server/app.py": "x = 1\n"})
+    hf_hub.commit("alice/echo_env", {"server/app.py": "x = 2\n"}, message="second")
+    clone = tmp_path / "clone"
+    assert _git("clone", "-q", f"{hf_hub.url}/spaces/alice/echo_env", str(clone)).returncode == 0
+    assert (clone / "server" / "app.py").read_text() == "x = 2\n" and (clone / "openenv.yaml").is_file()
+    log = _git("log", "--format=%s|%an", cwd=clone).stdout.splitlines()
+    assert log == ["second|alice", "seed|alice", "initial commit|alice"], log
+    assert hf_hub.request_count("GET", "/spaces/{owner}/{name}/info/refs") == 1
+
+    hf_hub.commit("alice/echo_env", {"server/app.py": "x = 3\n"}, message="third")
+    assert _git("pull", "-q", cwd=clone).returncode == 0
+    assert (clone / "server" / "app.py").read_text() == "x = 3\n"
+    # a pull request's ref, and the `.git` spelling of the URL
+    hf_hub.open_discussion("alice/echo_env", "try", pull_request=True)
+    hf_hub.commit("alice/echo_env", {"server/app.py": "x = 4\n"}, branch="refs/pr/1")
+    pr = tmp_path / "pr"
+    assert _git("clone", "-q", f"{hf_hub.url}/spaces/alice/echo_env.git", str(pr)).returncode == 0
+    assert _git("fetch", "-q", "origin", "refs/pr/1", cwd=pr).returncode == 0
+    assert _git("show", "FETCH_HEAD:server/app.py", cwd=pr).stdout == "x = 4\n"
+
+
+def test_git_needs_the_token_for_a_private_space_and_refuses_pushes(hf_hub: HubStandIn, tmp_path: Path) -> None:
+    hf_hub.create_space("alice/secret_env", private=True, files={"a.txt": "hidden"})
+    anonymous = _git("clone", "-q", f"{hf_hub.url}/spaces/alice/secret_env", str(tmp_path / "a"))
+    assert anonymous.returncode != 0 and not (tmp_path / "a" / "a.txt").exists()
+    with_token = hf_hub.url.replace("http://", f"http://alice:{hf_hub.token}@")
+    clone = tmp_path / "b"
+    assert _git("clone", "-q", f"{with_token}/spaces/alice/secret_env", str(clone)).returncode == 0
+    assert (clone / "a.txt").read_text() == "hidden"
+    (clone / "a.txt").write_text("changed")
+    _git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "change", cwd=clone)
+    pushed = _git("push", "-q", "origin", "main", cwd=clone)
+    assert pushed.returncode != 0 and "403" in pushed.stderr  # git shows the status, not the stand-in's "read-only" message
+    assert hf_hub.files("alice/secret_env")["a.txt"] == b"hidden"

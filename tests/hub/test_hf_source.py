@@ -67,6 +67,14 @@ def test_space_url_comes_from_the_hubs_own_domains(hf_hub: HubStandIn, clean_fac
     assert env.host == "https://some-org-my-cool-env.hf.space"
 
 
+def test_a_space_running_on_this_machine_is_reached_over_http(hf_hub: HubStandIn, clean_factory) -> None:
+    hf_hub.create_space("alice/local_env", domains=["127.0.0.1:18123"])  # how a local Hub (the stand-in) runs Spaces
+    index_source(clean_factory, HfSource(hf_hub.url, hf_hub.token))
+    with clean_factory() as s:
+        env = s.scalar(select(EnvRecord))
+    assert env.host == "http://127.0.0.1:18123"
+
+
 def test_hf_env_goes_through_the_pipeline_at_its_sha(hf_hub: HubStandIn, clean_factory, hub_settings, tmp_path: Path) -> None:
     repo = hf_hub.create_space("alice/echo_env", files=env_files())
     first_sha = repo.resolve("main").oid

@@ -59,6 +59,23 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str, str, str | None, int | None
     "SDK not declared": (lambda e: [(e / "pyproject.toml").unlink(), _edit(e / "Dockerfile", '"${OPENENV_SDK}" ', "")], "deps.sdk", "warn", None, None),
     "import not declared": (lambda e: _edit(e / "server" / "environment.py", "import uuid\n", "import uuid\n\nimport yaml_extra_thing_xyz as _x  # noqa\n"),
                             "deps.imports", "warn", "server/environment.py", 8),
+    "no pyproject": (lambda e: (e / "pyproject.toml").unlink(), "package.pyproject", "warn", None, None),
+    "pyproject not TOML": (lambda e: _edit(e / "pyproject.toml", 'version = "0.1.0"', "version = 0.1.0 oops"), "package.pyproject", "warn", "pyproject.toml", 11),
+    "package named otherwise": (lambda e: _edit(e / "pyproject.toml", 'name = "good_env"', 'name = "openenv-good"'), "package.pyproject", "warn", "pyproject.toml", 10),
+    "no build-system": (lambda e: _edit(e / "pyproject.toml", 'build-backend = "hatchling.build"', ""), "package.pyproject", "warn", "pyproject.toml", None),
+    "folder not mapped to the package": (lambda e: _edit(e / "pyproject.toml", '"" = "good_env"', '"" = "src"'), "package.layout", "warn", "pyproject.toml", None),
+    "no __init__.py": (lambda e: (e / "__init__.py").unlink(), "package.layout", "warn", None, None),
+    "client not exported": (lambda e: _edit(e / "__init__.py", "from .client import GoodEnv\n", ""), "package.client", "warn", "__init__.py", None),
+    "models not exported": (lambda e: _edit(e / "__init__.py", "from .models import GoodAction, GoodObservation, GoodState",
+                                            "from .models import GoodAction"), "package.client", "warn", "__init__.py", None),
+    "client not typed": (lambda e: _edit(e / "client.py", "(EnvClient[GoodAction, GoodObservation, GoodState])", "(object)"),
+                         "package.client", "warn", "client.py", None),
+    "server deps required by the client": (lambda e: _edit(e / "pyproject.toml", 'dependencies = ["openenv-hub>=0.1.0"]',
+                                                            'dependencies = ["openenv-hub[server]>=0.1.0", "fastapi"]'),
+                                           "package.server_extra", "warn", "pyproject.toml", 14),
+    "no server extra": (lambda e: _edit(e / "pyproject.toml", 'server = ["openenv-hub[server]>=0.1.0"]\n', ""), "package.server_extra", "warn", "pyproject.toml", None),
+    "server extra lacks a requirement": (lambda e: (e / "server" / "requirements.txt").write_text("numpy>=1.26\n"),
+                                         "package.server_extra", "warn", "pyproject.toml", None),
 }
 
 
@@ -135,7 +152,7 @@ def test_a_space_in_todays_upstream_shape_gets_warnings_not_failures(tmp_path: P
     report = validate_folder(_upstream_style_space(tmp_path), space_id="someone/legacy-env")
     assert report.status == "warn" and report.exit_code == 0, [(c.id, c.message) for c in report.problems()]
     warned = {c.id for c in report.checks if c.status == "warn"}
-    assert {"manifest.spec_version", "app.module", "dockerfile.present", "readme.tag"} <= warned
+    assert {"manifest.spec_version", "app.module", "dockerfile.present", "readme.tag", "package.pyproject"} <= warned
     assert report.results("manifest.name")[0].status == "pass"  # "legacy_env" is the Space "legacy-env"
     import_result = report.results("app.import")[0]
     assert import_result.status == "skip" and "upstream openenv-core" in import_result.message
@@ -167,9 +184,9 @@ def test_a_shutil_copy_of_echo_env_validates_against_its_folder_name(tmp_path: P
 
 
 @pytest.mark.parametrize("env", sorted(p.parent.name for p in (ROOT / "envs").glob("*/openenv.yaml")))
-def test_every_reference_env_passes_validate(env: str) -> None:
-    report = validate_folder(ROOT / "envs" / env)
-    assert report.exit_code == 0, [(c.id, c.status, c.message) for c in report.problems()]
+def test_every_reference_env_passes_validate_strictly(env: str) -> None:
+    report = validate_folder(ROOT / "envs" / env, strict=True)
+    assert report.status == "pass", [(c.id, c.status, c.message) for c in report.problems()]
 
 
 def test_lazy_optional_and_type_only_imports_need_no_declaration(make_env) -> None:
@@ -179,3 +196,26 @@ def test_lazy_optional_and_type_only_imports_need_no_declaration(make_env) -> No
           "def _lazy():\n    import lazy_xyz\n\n    return lazy_xyz\n")
     result = validate_folder(env, import_app=False).results("deps.imports")
     assert [r.status for r in result] == ["pass"], result
+
+
+def test_an_upstream_style_pyproject_gets_package_warnings_not_failures(tmp_path: Path) -> None:
+    env = _upstream_style_space(tmp_path)
+    (env / "__init__.py").write_text("from .client import LegacyEnv\nfrom .models import LegacyAction, LegacyObservation\n")
+    (env / "models.py").write_text("from openenv.core.env_server.types import Action, Observation\n\n\nclass LegacyAction(Action):\n    x: int\n\n\n"
+                                   "class LegacyObservation(Observation):\n    y: int\n")
+    (env / "client.py").write_text("from openenv.core.env_client import EnvClient\n\nfrom .models import LegacyAction, LegacyObservation\n\n\n"
+                                   "class LegacyEnv(EnvClient[LegacyAction, LegacyObservation]):\n    pass\n")
+    (env / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=45"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "openenv-legacy-env"\nversion = "0.1.0"\n'
+        'dependencies = ["openenv-core[core]>=0.2.2", "fastapi>=0.115", "uvicorn>=0.24"]\n\n'
+        '[tool.setuptools]\npackages = ["legacy_env", "legacy_env.server"]\npackage-dir = { "legacy_env" = ".", "legacy_env.server" = "server" }\n')
+    report = validate_folder(env, space_id="someone/legacy_env", import_app=False)
+    assert report.exit_code == 0, [(c.id, c.message) for c in report.problems()]
+    status = {c.id: c.status for c in report.checks}
+    assert status["package.layout"] == "pass"  # setuptools maps the folder to the package
+    assert status["package.pyproject"] == status["package.server_extra"] == "warn"
+    heavy = report.results("package.server_extra")[0].message
+    assert "fastapi" in heavy and "uvicorn" in heavy and "openenv-core[core]" in heavy
+    client = report.results("package.client")[0]  # upstream's clients are typed by action and observation
+    assert client.status == "pass" and "LegacyEnv(EnvClient[LegacyAction, LegacyObservation])" in client.message

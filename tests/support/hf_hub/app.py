@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 
 from tests.support.hf_hub.access import KINDS, Access, HubState, User
 from tests.support.hf_hub.discussions import add_discussion_routes
+from tests.support.hf_hub.git_http import add_git_routes
 from tests.support.hf_hub.spaces import add_space_routes
 from tests.support.hf_hub.store import HubError, now_iso, object_id
 from tests.support.hf_hub.views import card_and_tags, repo_info, tree_entries, url_prefix
@@ -334,4 +335,5 @@ def create_hub_app(state: HubState) -> FastAPI:
 
     add_space_routes(app, access)
     add_discussion_routes(app, access)
+    add_git_routes(app, access)
     return app

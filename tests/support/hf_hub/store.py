@@ -89,6 +89,7 @@ class Repo:
     likes: int = 0
     extra_tags: list[str] = field(default_factory=list)
     mongo_id: str = field(default_factory=object_id)
+    host: str | None = None  # where the Space runs when the stand-in runs it (else <subdomain>.hf.space)
 
     @property
     def id(self) -> str:

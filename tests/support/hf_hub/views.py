@@ -83,7 +83,7 @@ def repo_info(store: HubStore, repo: Repo, commit: Commit | None, *, endpoint: s
         info.update({
             "sdk": repo.sdk,
             "subdomain": repo.subdomain,
-            "host": f"https://{repo.subdomain}.hf.space",
+            "host": repo.host or f"https://{repo.subdomain}.hf.space",
             "runtime": dict(repo.runtime),
             "models": [],
             "datasets": [],
