@@ -81,10 +81,20 @@ def test_the_yaml_in_the_page_is_the_workflows() -> None:
     assert block.strip() in WORKFLOW.read_text()
 
 
+# The "Any other CI" block of the page, run in a broken env's folder (the page's own docs test
+# hands this block to this file: `covered-by`).
+ANY_CI = """openenv validate . --json > openenv-report.json; code=$?
+python openenv_report.py openenv-report.json      # prints the summary; exits with the same code
+exit $code
+"""
+
+
 @pytest.mark.parametrize("lang", ["python", "bash"])
 def test_the_pages_snippets_run(lang: str, tmp_path: Path) -> None:
     blocks = re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), re.S)
     assert blocks
+    if lang == "bash":
+        assert blocks == [ANY_CI], "the page's block changed: update ANY_CI"
     for code in blocks:
         if lang == "python":
             proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

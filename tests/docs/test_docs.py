@@ -57,15 +57,6 @@ def test_every_block_has_a_language_the_tests_know(page: str) -> None:
             assert _SKIP_REASON.search(block.argument), f"{block.where}: a block may be skipped only when it needs the internet or a GPU"
 
 
-def _skipped() -> list[pytest.ParameterSet]:
-    return [pytest.param(b, id=b.where) for page in _pages() for b in _blocks(page) if b.directive == "skip"]
-
-
-@pytest.mark.parametrize("block", _skipped())
-def test_skipped_block(block: Block) -> None:
-    pytest.skip(f"{block.where} is not run: it {block.argument}")
-
-
 def test_the_checks_table_lists_every_check_in_order() -> None:
     text = (ROOT / "docs" / "validate.md").read_text()
     rows = re.findall(r"^\| `([a-z_.]+)` \| (error|warning) \| (.+) \|$", text, re.M)
