@@ -81,12 +81,31 @@ def session(engine: Engine) -> Iterator[Session]:
 
 
 def truncate(engine: Engine) -> None:
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execute(text(f"TRUNCATE {', '.join(_TABLES)} RESTART IDENTITY CASCADE"))
-        else:
+    """Empty the tables. On PostgreSQL, a transaction a failed test left open (a session it never
+    closed, a worker it could not stop) would block TRUNCATE forever: after a short wait such
+    connections are ended, so that one failure never hangs the rest of the run."""
+    if engine.dialect.name != "postgresql":
+        with engine.begin() as conn:
             for table in _TABLES:
                 conn.execute(text(f"DELETE FROM {table}"))
+        return
+    from sqlalchemy.exc import OperationalError
+
+    statement = text(f"TRUNCATE {', '.join(_TABLES)} RESTART IDENTITY CASCADE")
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("SET LOCAL lock_timeout = '10s'"))
+            conn.execute(statement)
+        return
+    except OperationalError:  # lock_timeout: someone still holds the tables
+        pass
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+    engine.dispose()  # pooled connections of this process may have been among them
+    with engine.begin() as conn:
+        conn.execute(text("SET LOCAL lock_timeout = '30s'"))
+        conn.execute(statement)
 
 
 @pytest.fixture()

@@ -29,6 +29,12 @@ from tests.support.servers import ROOT, serve_app
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
+def _scalar(factory, statement):
+    """One value read in a session that is closed at once (an open one would hold locks)."""
+    with factory() as s:
+        return s.scalar(statement)
+
+
 def _wait(predicate, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -60,10 +66,10 @@ def test_database_restart_mid_job(tmp_path: Path) -> None:
         worker = subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker"], env={**os.environ, **settings_env(settings)},
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with serve_app(create_app(settings, run_migrations=False)) as url:
-            _wait(lambda: factory().scalar(select(StageRun).where(StageRun.stage == "build")) is not None, 60, "the build to start")
+            _wait(lambda: _scalar(factory, select(StageRun).where(StageRun.stage == "build")) is not None, 60, "the build to start")
             pg.restart(down_s=3)  # the database goes away in the middle of the build
             _wait(lambda: httpx.get(f"{url}/api/v1/health").status_code == 200, 30, "the API to serve again")
-            _wait(lambda: factory().scalar(select(Job)).state in ("done", "failed"), 180, "the job to end")
+            _wait(lambda: _scalar(factory, select(Job)).state in ("done", "failed"), 180, "the job to end")
             with factory() as s:
                 job = s.scalar(select(Job))
                 version = s.scalar(select(EnvVersion))
@@ -96,9 +102,9 @@ def test_docker_engine_restart_mid_build(clean_factory, hub_settings: HubSetting
     worker = subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker"], env={**os.environ, **settings_env(settings)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait(lambda: clean_factory().scalar(select(StageRun).where(StageRun.stage == "build")) is not None, 60, "the build to start")
+        _wait(lambda: _scalar(clean_factory, select(StageRun).where(StageRun.stage == "build")) is not None, 60, "the build to start")
         restart_dockerd()
-        _wait(lambda: clean_factory().scalar(select(Job)).state in ("done", "failed"), 300, "the job to end")
+        _wait(lambda: _scalar(clean_factory, select(Job)).state in ("done", "failed"), 300, "the job to end")
         with clean_factory() as s:
             job = s.scalar(select(Job))
             version = s.scalar(select(EnvVersion))

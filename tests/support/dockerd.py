@@ -12,22 +12,51 @@ __all__ = ["restart_dockerd"]
 
 
 def _engine_up() -> bool:
-    return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs: a zombie (exited, not yet reaped by its parent) counts as gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+_started: list[subprocess.Popen[bytes]] = []  # engines this process started: reaped when they exit
 
 
 def restart_dockerd(timeout_s: float = 60.0) -> None:
-    """Stop dockerd (SIGTERM, as a service manager would) and start it again the same way."""
+    """Stop dockerd (SIGTERM, as a service manager would) and start it again the same way.
+
+    Raises:
+        RuntimeError: the engine did not stop, or did not come back, within `timeout_s` each.
+    """
     pid_file = Path(os.environ.get("TMPDIR", "/tmp")) / "openenv-docker" / "dockerd.pid"
     pids = [int(p) for p in subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()]
     for pid in pids:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+    while True:
+        for proc in _started:
+            proc.poll()  # reaps an engine this process started, so that it does not linger as a zombie
+        if not any(_alive(pid) for pid in pids):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"dockerd (pids {pids}) did not stop within {timeout_s:.0f} s")
         time.sleep(0.2)
     log = open(pid_file.parent / "dockerd.log", "ab")  # noqa: SIM115 - handed to the daemon
     proc = subprocess.Popen(["dockerd"], stdout=log, stderr=log, start_new_session=True)
+    _started.append(proc)
     pid_file.write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout_s
     while not _engine_up():
+        if proc.poll() is not None:
+            raise RuntimeError(f"dockerd exited with {proc.returncode} on start; see {pid_file.parent / 'dockerd.log'}")
         if time.monotonic() > deadline:
-            raise RuntimeError("dockerd did not come back")
+            raise RuntimeError(f"dockerd did not come back within {timeout_s:.0f} s; see {pid_file.parent / 'dockerd.log'}")
         time.sleep(0.5)
