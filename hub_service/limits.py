@@ -76,7 +76,8 @@ def client_key(scope: dict[str, Any]) -> str:
 
 
 class LimitsMiddleware:
-    """ASGI middleware: body size cap for every request, rate limits for the paths in `routes`.
+    """ASGI middleware: body size cap for every request, rate limits for the paths in `routes`,
+    and a 400 for a NUL character in the path or query (no name or parameter may hold one).
 
     Args:
         routes: (path prefix, category) pairs, first match wins; unmatched paths are not rate limited.
@@ -98,6 +99,11 @@ class LimitsMiddleware:
                 await _reply(send, 413, {"code": "too_large", "message": f"request bodies are limited to {self.max_body_bytes} bytes"})
                 return
         path = scope.get("path", "")
+        query = scope.get("query_string", b"")
+        if "\x00" in path or b"\x00" in query or b"%00" in query.lower():
+            # No name, tag or revision holds a NUL; PostgreSQL cannot even compare one.
+            await _reply(send, 400, {"code": "invalid_request", "message": "NUL characters (%00) are not allowed in paths or query parameters"})
+            return
         category = next((c for prefix, c in self.routes if path.startswith(prefix)), None)
         decision = self.limiter.hit(category, client_key(scope)) if category else None
         if decision is not None and not decision.allowed:

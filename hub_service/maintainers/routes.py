@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from hub_service.audit.routes import EventView
 from hub_service.catalog.schemas import EnvSummary, VersionSummary
@@ -26,6 +26,13 @@ router = APIRouter(prefix="/api/v1", tags=["maintainers"], dependencies=[Depends
 class Action(BaseModel):
     actor: str = Field(min_length=1, max_length=128, description="Who acts (recorded in the audit trail)")
     reason: str = Field(min_length=3, max_length=2000, description="Why (recorded in the audit trail)")
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("NUL characters are not allowed")
+        return value
 
 
 class Deprecation(Action):

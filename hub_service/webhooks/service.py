@@ -66,6 +66,16 @@ def check_secret(settings: HubSettings, given: str | None) -> None:
         raise Forbidden("the X-Webhook-Secret does not match this service's webhook secret")
 
 
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
 def parse(body: bytes) -> tuple[WebhookPayload, str]:
     """The payload and its idempotency key (sha256 of its canonical JSON). The body's size is
     capped before it gets here (hub_service/limits.py: OPENENV_HUB_MAX_BODY_BYTES).
@@ -79,6 +89,8 @@ def parse(body: bytes) -> tuple[WebhookPayload, str]:
         raise InvalidPayload(f"the webhook body is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidPayload("the webhook body must be a JSON object with `event`, `repo` and `webhook`")
+    if _holds_nul(data):
+        raise InvalidPayload("the webhook body holds a NUL character (\\u0000) in a string; no Hub payload does")
     try:
         payload = WebhookPayload.model_validate(data)
     except ValidationError as exc:
