@@ -13,8 +13,10 @@ from typing import Any
 import gradio as gr
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service.audit.service import list_events
 from hub_service.catalog import service as catalog
 from hub_service.errors import HubError
+from hub_service.health.service import env_health
 from hub_service.play.sessions import PlayManager
 from hub_service.settings import HubSettings
 from hub_service.ui import views
@@ -100,12 +102,15 @@ class _Pages:
             version = catalog.latest_of(env, versions)
             runs = catalog.stage_runs(db, version) if version else []
             summary = catalog.summary(env)
+            health = env_health(db, *parts, limit=20)
+            events, _ = list_events(db, env, limit=30)
         front, body = split_front_matter(version.readme if version and version.readme else "")
         subtitle = " · ".join(p for p in (summary.title, summary.description) if p)
         header = (f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
-                  f'{views.badges(env, version)}')
+                  f'{views.badges(env, version)}{views.health_line(health)}{views.deprecation_note(env)}')
         history = "".join(
-            f"<tr><td><code>{views.escape(v.sha[:12])}</code></td><td>{views.escape(v.ref)}</td><td>{views.escape(v.state)}</td>"
+            f"<tr><td><code>{views.escape(v.sha[:12])}</code></td><td>{views.escape(v.ref)}</td>"
+            f"<td>{views.escape(v.state)}{' · yanked: ' + views.escape(v.yank_reason or '') if v.yanked else ''}</td>"
             f"<td>{views.escape(str(v.created_at)[:19])}</td></tr>" for v in versions
         )
         return {
@@ -115,6 +120,7 @@ class _Pages:
             "figures": views.figures(version),
             "report": views.report_view(version.validation if version else None),
             "stages": views.stages_view(runs),
+            "history": views.history_view(health, events),
             "versions": f'<table class="oe-table"><tr><th>revision</th><th>ref</th><th>state</th><th>indexed</th></tr>{history}</table>',
             "python": _python_usage(summary.id, self.settings.public_url, env.source, version),
             "shell": f"openenv fork {summary.id}      # your own copy, as a Space\nopenenv validate {summary.id}  # the checks, on your machine",
@@ -179,12 +185,14 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                         stages = gr.HTML(elem_id="oe-stages-box")
                         gr.Markdown("**Revisions**")
                         revisions = gr.HTML()
+                    with gr.Tab("History"):
+                        history = gr.HTML(elem_id="oe-history-box")
                     with gr.Tab("Play", id="play"):
                         play_panel(settings, play, current)
                     with gr.Tab("Let a model try", id="try"):
                         try_panel(settings, play, current)
 
-        page_outputs = [current, tabs, header, readme, python, shell, manifest, figures, report, stages, revisions]
+        page_outputs = [current, tabs, header, readme, python, shell, manifest, figures, report, stages, revisions, history]
 
         def open_page(request: gr.Request) -> list[Any]:
             env_id = dict(request.query_params).get("env") if request else None
@@ -196,7 +204,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
             except HubError as exc:
                 return [None, gr.Tabs(selected="env"), views.message(exc.message, "error"), *([gr.skip()] * (len(page_outputs) - 3))]
             return [env_id, gr.Tabs(selected="env"), page["header"], page["readme"], page["python"], page["shell"],
-                    page["manifest"], page["figures"], page["report"], page["stages"], page["versions"]]
+                    page["manifest"], page["figures"], page["report"], page["stages"], page["versions"], page["history"]]
 
         filters = [q, tags, status, sort]
         site.load(open_page, inputs=None, outputs=page_outputs)

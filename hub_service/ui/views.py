@@ -65,10 +65,12 @@ def catalog_cards(items: list[Any], total: int) -> str:
         desc = escape((env.description or env.title or "")[:240])
         cards.append(
             f'<a class="oe-card" href="{escape(link)}" data-env="{escape(env.id)}">'
-            f'<div class="oe-card-head"><b>{escape(env.id)}</b>{_pill(env.status, env.status)}</div>'
+            f'<div class="oe-card-head"><b>{escape(env.id)}</b>{_pill(env.status, env.status)}'
+            f'{" <span class=oe-tag>deprecated</span>" if env.deprecated else ""}</div>'
             f'<div class="oe-card-desc">{desc}</div><div class="oe-tags">{tags}</div>'
             f'<div class="oe-card-foot">cold start {_fmt(env.cold_start_s, " s")} · step p50 {_fmt(env.step_p50_ms, " ms")}'
-            f' · ♥ {env.likes} · {escape(env.source)} · updated {escape(_ago(env.updated_at))}</div></a>'
+            f' · ♥ {env.likes} · {escape(env.source)}{" · " + escape(env.health) if env.health else ""}'
+            f' · updated {escape(_ago(env.updated_at))}</div></a>'
         )
     shown = f"{len(items)} of {total}" if total > len(items) else str(total)
     return f'<div class="oe-count">{shown} environment{"s" if total != 1 else ""}</div><div class="oe-cards">{"".join(cards)}</div>'
@@ -84,6 +86,49 @@ def badges(env: Any, version: Any | None) -> str:
         _pill("live", "live" if live else None),
     ]
     return f'<div class="oe-badges" id="oe-badges">{"".join(parts)}</div>'
+
+
+_HEALTH_CLASS = {"running": "ok", "sleeping": "warn", "building": "warn", "stopped": "none", "error": "bad"}
+
+
+def health_line(health: Any) -> str:
+    """The Space's runtime health now (`HealthView`): since when, and its share of time running."""
+    if health.health is None:
+        return '<div class="oe-health" id="oe-health">runtime: not polled yet</div>'
+    share = f" · running {health.running_share:.0%} of the last {health.window_days} days" if health.running_share is not None else ""
+    state = f'<span class="oe-pill oe-{_HEALTH_CLASS.get(health.health, "none")}">{escape(health.health)}</span>'
+    return (f'<div class="oe-health" id="oe-health">runtime: {state} since {escape(_ago(health.since) or "–")}{share}'
+            f' · checked {escape(_ago(health.checked_at) or "–")}</div>')
+
+
+def deprecation_note(env: Any) -> str:
+    """A banner on a deprecated env, linking to its successor."""
+    if not env.deprecated:
+        return ""
+    text = "Deprecated" + (f" ({escape(env.deprecation_reason)})" if env.deprecation_reason else "") + "."
+    if env.successor:
+        link = "?env=" + urllib.parse.quote(env.successor, safe="/")
+        text += f' Use <a href="{escape(link)}">{escape(env.successor)}</a> instead.'
+    return f'<div class="oe-msg oe-warn" id="oe-deprecated">{text}</div>'
+
+
+def history_view(health: Any, events: list[Any]) -> str:
+    """Runtime transitions and the audit trail (newest first)."""
+    if health.history:
+        rows = "".join(f"<tr><td>{escape(str(t.at)[:19])}</td><td>{escape(t.previous or '–')} → {escape(t.health)}</td>"
+                       f"<td>{escape(t.stage or '')}</td></tr>" for t in health.history)
+        runtime = f'<table class="oe-table" id="oe-health-history"><tr><th>when</th><th>health</th><th>stage</th></tr>{rows}</table>'
+    else:
+        runtime = message("No runtime transition recorded yet.")
+    if events:
+        rows = "".join(
+            f"<tr><td>{escape(str(e.created_at)[:19])}</td><td><code>{escape(e.kind)}</code></td><td>{escape(e.summary)}</td>"
+            f"<td>{escape(e.cause)}</td><td>{escape(e.actor)}</td></tr>" for e in events
+        )
+        trail = f'<table class="oe-table" id="oe-events"><tr><th>when</th><th>event</th><th>what</th><th>cause</th><th>by</th></tr>{rows}</table>'
+    else:
+        trail = message("No event recorded yet.")
+    return f"<h4>Runtime health</h4>{runtime}<h4>Audit trail</h4>{trail}"
 
 
 def figures(version: Any | None) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import expect
+from pydantic import SecretStr
 
 from hub_service.app import create_app
 from hub_service.settings import HubSettings
@@ -106,8 +107,8 @@ def test_a_visitor_finds_reads_plays_and_lets_models_try_echo_env(web_settings: 
         assert _wait(lambda: app.state.play.stats() == {"sessions": 0, "visitors": 0, "instances": []}), app.state.play.stats()
 
 
-def test_two_visitors_play_separately_and_a_bad_env_id_is_explained(web_settings: HubSettings, new_page) -> None:
-    app = create_app(web_settings)
+def test_two_visitors_play_separately_a_bad_env_id_is_explained_and_history_shown(web_settings: HubSettings, new_page) -> None:
+    app = create_app(web_settings.model_copy(update={"maintainer_token": SecretStr("m41nt")}))
     with serve_app(app) as url:
         first, second = new_page(), new_page()
         for page in (first, second):
@@ -130,3 +131,22 @@ def test_two_visitors_play_separately_and_a_bad_env_id_is_explained(web_settings
         third.goto(url + "/?env=local/no_such_env")
         expect(third.locator("#oe-env-header")).to_contain_text("no environment local/no_such_env")
         assert _wait(lambda: app.state.play.stats()["sessions"] == 1)  # the second visitor's page reload ended theirs
+
+        # a maintainer deprecates bad_manifest for echo_env: its page says so and links the successor;
+        # its history tab shows the audit trail, newest first
+        deprecated = httpx.post(f"{url}/api/v1/envs/local/bad_manifest/deprecate", headers={"Authorization": "Bearer m41nt"},
+                                json={"actor": "alice", "reason": "superseded by echo", "successor": "local/echo_env"})
+        assert deprecated.status_code == 200, deprecated.text
+        third.goto(url + "/?env=local/bad_manifest")
+        expect(third.locator("#oe-deprecated")).to_contain_text("Deprecated (superseded by echo). Use local/echo_env instead.")
+        expect(third.locator("#oe-health")).to_contain_text("not polled yet")  # a local env has no runtime to poll
+        third.get_by_role("tab", name="History").click()
+        events = third.locator("#oe-events tr")
+        expect(events.nth(1)).to_contain_text("deprecated")
+        expect(events.nth(1)).to_contain_text("alice")
+        expect(third.locator("#oe-events")).to_contain_text("indexed")
+        expect(third.locator("#oe-events")).to_contain_text("failed")
+        third.locator("#oe-deprecated a").click()
+        expect(third.locator("#oe-env-title")).to_have_text("local/echo_env")
+        third.goto(url + "/")
+        expect(third.locator("a.oe-card[data-env='local/bad_manifest']")).to_contain_text("deprecated")
