@@ -52,11 +52,11 @@ async def test_venv_is_made_once_per_set_of_dependencies(tmp_path: Path) -> None
     import shutil
 
     shutil.copytree(ECHO_DIR, changed, ignore=shutil.ignore_patterns("__pycache__"))
-    (changed / "server" / "requirements.txt").write_text("six\n")
+    (changed / "server" / "requirements.txt").write_text("iniconfig\n")  # in uv's cache: a dependency of our own test tools
     other = ProcessProvider(changed)
     python = other.interpreter()
     assert python != first.interpreter()
-    proc = await asyncio.create_subprocess_exec(python, "-c", "import six", stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(python, "-c", "import iniconfig", stderr=asyncio.subprocess.PIPE)
     assert await proc.wait() == 0  # the env's own requirement is installed in its venv
 
 
