@@ -54,6 +54,9 @@ class HubSettings(BaseSettings):
     smoke_isolated_network: bool = Field(default=True, description="Smoke containers reach nothing but their own port.")
     build_memory: str = Field(default="2g", description="Memory limit of a build's RUN steps.")
     image_max_mb: int = Field(default=6144, ge=1, description="Images larger than this fail the build.")
+    keep_images_per_env: int = Field(default=2, ge=0, description=(
+        "Images of older passing main revisions kept per env, besides its current revision's and open pull requests' "
+        "(for clients pinned to them); the other images the Hub built are removed after each job of the env."))
     fetch_max_mb: int = Field(default=512, ge=1, description="Revisions with more files than this fail the fetch.")
     job_max_attempts: int = Field(default=3, ge=1)
     job_stale_after_s: float = Field(default=60.0, gt=0, description="A running job with no heartbeat this long is reclaimed.")

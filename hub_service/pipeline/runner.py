@@ -22,6 +22,7 @@ from hub_service.db import session_scope, utcnow
 from hub_service.errors import SourceError
 from hub_service.indexer.sources import FetchRefused, HfSource, LocalSource, Source
 from hub_service.pipeline import hooks, jobs, stages
+from hub_service.pipeline.images_gc import prune_env_images
 from hub_service.pipeline.models import Job, StageRun
 from hub_service.settings import HubSettings
 
@@ -75,12 +76,26 @@ class JobRunner:
         self._beat = beat
         workdir = self.settings.data_dir / "work" / f"job-{claim.job_id}-{claim.attempt}"
         try:
-            return self._run(claim, workdir)
+            outcome = self._run(claim, workdir)
         except _Lost:
             return self._lost(claim)
         finally:
             beat.stop_event.set()
             shutil.rmtree(workdir, ignore_errors=True)
+        if outcome in ("passed", "failed"):
+            self._prune_images(claim)
+        return outcome
+
+    def _prune_images(self, claim: jobs.Claim) -> None:
+        """The env's images nobody needs any more go (never failing the job that ran)."""
+        try:
+            with self.factory() as session:
+                version = session.get(EnvVersion, claim.version_id)
+                env_id = version.env_id if version is not None and version.builder == "docker" else None
+            if env_id is not None:
+                prune_env_images(self.settings, self.factory, env_id)
+        except Exception:  # the engine went away, say: the next job of the env tries again
+            log.warning("removing old images after job %s failed", claim.job_id, exc_info=True)
 
     # -- orchestration ------------------------------------------------------------------------------
 

@@ -1,0 +1,82 @@
+"""Removing the images nobody needs any more: the Hub builds one image per revision and per
+pull-request head, and without this its disk would fill.
+
+Kept: the env's current revision, the heads of its open pull requests, anything not finished,
+and the `keep_images_per_env` newest other passing main revisions (clients may pin them). The
+rest of its images are removed after each of its jobs, and their versions forget the image (the
+resolve record then offers building from source). An image a container still runs (a play
+session) is not forced out: the next pass takes it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.db import session_scope
+from hub_service.prbot.models import PullRequestCheck
+from hub_service.settings import HubSettings
+
+__all__ = ["prune_env_images"]
+
+log = logging.getLogger("hub_service.pipeline.images_gc")
+_FINISHED = ("passed", "failed", "cancelled")
+
+
+def _doomed(session: Session, env: EnvRecord, keep: int) -> list[tuple[int, str]]:
+    """(version id, image) pairs to remove, newest first."""
+    versions = session.scalars(
+        select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.builder == "docker", EnvVersion.image_ref.is_not(None))
+        .order_by(EnvVersion.created_at.desc(), EnvVersion.id.desc())
+    ).all()
+    open_heads = set(session.scalars(select(PullRequestCheck.version_id).where(
+        PullRequestCheck.env_id == env.id, PullRequestCheck.status.in_(("open", "draft")))))
+    protected = {env.latest_version_id} | open_heads
+    kept: set[str] = set()
+    fallbacks = 0
+    doomed: list[tuple[int, str]] = []
+    for version in versions:
+        if version.id in protected or version.state not in _FINISHED:
+            kept.add(version.image_ref)
+        elif version.state == "passed" and version.ref == "main" and not version.yanked and fallbacks < keep:
+            kept.add(version.image_ref)
+            fallbacks += 1
+        else:
+            doomed.append((version.id, version.image_ref))
+    return [(vid, ref) for vid, ref in doomed if ref not in kept]  # a tag a kept version also names stays
+
+
+def prune_env_images(settings: HubSettings, factory: sessionmaker[Session], env_id: int) -> list[str]:
+    """Remove the images of `env_id` that nobody needs (see the module); returns those removed."""
+    with factory() as session:
+        env = session.get(EnvRecord, env_id)
+        doomed = _doomed(session, env, settings.keep_images_per_env) if env is not None else []
+    if not doomed:
+        return []
+    import docker
+    from docker.errors import APIError, ImageNotFound
+
+    client = docker.from_env()
+    removed: dict[int, str] = {}
+    try:
+        for version_id, ref in doomed:
+            try:
+                client.images.remove(ref)  # not forced: an image a container runs stays until the next pass
+            except ImageNotFound:
+                pass  # removed by hand: the version forgets it all the same
+            except APIError as exc:
+                log.info("keeping image %s for now: %s", ref, getattr(exc, "explanation", None) or exc)
+                continue
+            removed[version_id] = ref
+    finally:
+        client.close()
+    with session_scope(factory) as session:
+        for version_id, ref in removed.items():
+            version = session.get(EnvVersion, version_id)
+            if version is not None and version.image_ref == ref:
+                version.image_ref = None
+    log.info("removed %d image(s) of env %s: %s", len(removed), env_id, ", ".join(removed.values()))
+    return list(removed.values())
