@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hub_service.schema_refs import deref
+
 __all__ = ["Decision", "LLMPolicy", "Policy", "RandomPolicy", "parse_action", "random_action"]
 
 _WORDS = ("hello", "world", "apple", "crane", "north", "seven", "green", "river", "stone", "light", "print(1)", "ok")
@@ -55,17 +57,6 @@ class RandomPolicy:
         return None
 
 
-def _deref(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
-    for _ in range(32):
-        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)):
-            break
-        target: Any = root
-        for part in schema["$ref"].removeprefix("#/").split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-    return schema if isinstance(schema, dict) else {}
-
-
 def random_action(schema: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """A random action for an object schema: its required fields, each drawn within its constraints."""
     value = _random_value(schema, schema, rng, 0)
@@ -75,12 +66,12 @@ def random_action(schema: dict[str, Any], rng: random.Random) -> dict[str, Any]:
 def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: int) -> Any:
     from openenv.validation import example_from_schema
 
-    s = _deref(schema, root)
+    s = deref(schema, root)
     if depth > 8:
         return example_from_schema({**s, "$defs": root.get("$defs", {})})
     for key in ("anyOf", "oneOf"):
         if isinstance(s.get(key), list) and s[key]:
-            options = [o for o in s[key] if _deref(o, root).get("type") != "null"] or s[key]
+            options = [o for o in s[key] if deref(o, root).get("type") != "null"] or s[key]
             return _random_value(rng.choice(options), root, rng, depth + 1)
     if isinstance(s.get("enum"), list) and s["enum"]:
         return rng.choice(s["enum"])

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from hub_service.schema_refs import deref
+
 __all__ = ["FieldSpec", "FormError", "collect", "field_specs"]
 
 
@@ -53,17 +55,6 @@ class FieldSpec:
         return value
 
 
-def _deref(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
-    for _ in range(32):
-        if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)):
-            break
-        target: Any = root
-        for part in schema["$ref"].removeprefix("#/").split("/"):
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-    return schema if isinstance(schema, dict) else {}
-
-
 def field_specs(schema: dict[str, Any]) -> list[FieldSpec]:
     """The form's fields, in the schema's order (`metadata` left out: it is for tooling)."""
     specs = []
@@ -71,10 +62,10 @@ def field_specs(schema: dict[str, Any]) -> list[FieldSpec]:
     for name, raw in (schema.get("properties") or {}).items():
         if name == "metadata":
             continue
-        s, nullable = _deref(raw, schema), False
+        s, nullable = deref(raw, schema), False
         alts = s.get("anyOf") or s.get("oneOf")
         if isinstance(alts, list):
-            real = [_deref(a, schema) for a in alts if _deref(a, schema).get("type") != "null"]
+            real = [deref(a, schema) for a in alts if deref(a, schema).get("type") != "null"]
             if len(real) == 1:
                 s, nullable = {**real[0], **{k: v for k, v in s.items() if k in ("default", "description", "title")}}, True
         if isinstance(s.get("enum"), list) and s["enum"]:
