@@ -147,6 +147,7 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     migrate(settings.sqlalchemy_url)
+    _retry_waiting(settings)
     app = create_app(settings, run_migrations=False)
     count = settings.embedded_workers if workers is None else workers
     live = settings.webhook_secret is not None or settings.hf_enabled
@@ -175,6 +176,19 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
         supervisor.stop()
         if previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
+
+
+def _retry_waiting(settings: HubSettings) -> None:
+    """A (re)start may have fixed what revisions wait for (an engine, a base image): run them now."""
+    from hub_service.pipeline.jobs import wake_waiting
+
+    engine = make_engine(settings.sqlalchemy_url)
+    try:
+        woken = wake_waiting(sessionmaker_for(engine))
+    finally:
+        engine.dispose()
+    if woken:
+        log.info("%s revisions waiting for the infrastructure run again now", woken)
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

@@ -59,6 +59,11 @@ class HubSettings(BaseSettings):
         "(for clients pinned to them); the other images the Hub built are removed after each job of the env."))
     fetch_max_mb: int = Field(default=512, ge=1, description="Revisions with more files than this fail the fetch.")
     job_max_attempts: int = Field(default=3, ge=1)
+    infra_retry_s: float = Field(default=15.0, gt=0, description=(
+        "A revision stopped by the infrastructure (no engine, engine restarted, base image or source unreachable) runs again "
+        "after this long, doubling with each retry..."))
+    infra_retry_max_s: float = Field(default=300.0, gt=0, description="...up to this long (sooner when the Docker engine answers again).")
+    infra_probe_s: float = Field(default=5.0, gt=0, description="How often an idle worker checks whether the engine that revisions wait for answers again.")
     job_stale_after_s: float = Field(default=60.0, gt=0, description="A running job with no heartbeat this long is reclaimed.")
     heartbeat_s: float = Field(default=5.0, gt=0)
     embedded_workers: int = Field(default=1, ge=0, description="Workers `openenv hub serve` runs in-process.")

@@ -9,6 +9,7 @@ builds a wheel of the local source, stages it in a copy of the build context and
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -21,19 +22,44 @@ from typing import Any
 
 from openenv.errors import OpenEnvError
 
-__all__ = ["BuildResult", "ImageBuildError", "build_image", "local_sdk_wheel", "source_checkout"]
+__all__ = ["LOCAL_BASE_IMAGE", "BuildResult", "ImageBuildError", "base_images", "build_image", "engine_epoch", "local_sdk_wheel",
+           "source_checkout"]
 
 LABEL_PREFIX = "org.openenv"
+# The registry-free base image `scripts/base-image` builds from Debian's packages. A Dockerfile whose
+# `ARG BASE_IMAGE` default cannot be pulled builds on it when it is in the engine.
+LOCAL_BASE_IMAGE = "openenv-local/python:3.11"
 _SDK_DIR = ".openenv-sdk"
 _IGNORED = (".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache", "*.egg-info", _SDK_DIR)
 
 
 class ImageBuildError(OpenEnvError):
-    """The image could not be built; `log` holds the build output."""
+    """The image could not be built; `log` holds the build output.
 
-    def __init__(self, message: str, log: str = "") -> None:
+    `reason` says whose problem it is: the env's (`FAILED`: a step of its Dockerfile failed;
+    `NO_DOCKERFILE`), or the machine's (`NO_ENGINE`: no Docker engine answers; `ENGINE_LOST`: the
+    engine went away or restarted during the build; `BASE_IMAGE`: a base image is neither in the
+    engine nor pullable; `TIMEOUT`; `SDK`: the local SDK wheel did not build).
+    """
+
+    FAILED = "failed"
+    NO_DOCKERFILE = "no_dockerfile"
+    NO_ENGINE = "no_engine"
+    ENGINE_LOST = "engine_lost"
+    BASE_IMAGE = "base_image"
+    TIMEOUT = "timeout"
+    SDK = "sdk"
+    INFRASTRUCTURE = frozenset({NO_ENGINE, ENGINE_LOST, BASE_IMAGE})
+
+    def __init__(self, message: str, log: str = "", reason: str = FAILED) -> None:
         super().__init__(message)
         self.log = log
+        self.reason = reason
+
+    @property
+    def infrastructure(self) -> bool:
+        """True when the machine, not the env, kept the image from building (retrying may help)."""
+        return self.reason in self.INFRASTRUCTURE
 
 
 @dataclass
@@ -71,7 +97,7 @@ def local_sdk_wheel(cache_dir: Path | None = None) -> Path:
     """
     root = source_checkout()
     if root is None:
-        raise ImageBuildError("the local SDK is not a source checkout; build with sdk='published'")
+        raise ImageBuildError("the local SDK is not a source checkout; build with sdk='published'", reason=ImageBuildError.SDK)
     out = (cache_dir or root / ".cache" / "sdk-wheels") / _source_digest(root)
     wheels = sorted(out.glob("openenv_hub-*.whl"))
     if wheels:
@@ -83,7 +109,7 @@ def local_sdk_wheel(cache_dir: Path | None = None) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     wheels = sorted(out.glob("openenv_hub-*.whl"))
     if proc.returncode != 0 or not wheels:
-        raise ImageBuildError(f"building the SDK wheel failed: {proc.stderr[-1500:]}")
+        raise ImageBuildError(f"building the SDK wheel failed: {proc.stderr[-1500:]}", reason=ImageBuildError.SDK)
     return wheels[-1]
 
 
@@ -139,24 +165,28 @@ def build_image(
     env_dir = Path(env_dir).resolve()
     dockerfile_rel = dockerfile or "Dockerfile"
     if not (env_dir / dockerfile_rel).is_file():
-        raise ImageBuildError(f"no {dockerfile_rel} in {env_dir}; add one (see `openenv init`) or pass the env's folder")
+        raise ImageBuildError(f"no {dockerfile_rel} in {env_dir}; add one (see `openenv init`) or pass the env's folder",
+                              reason=ImageBuildError.NO_DOCKERFILE)
     args = dict(build_args or {})
     if base_image:
         args.setdefault("BASE_IMAGE", base_image)
     context = env_dir
     used_sdk = "published"
     if sdk not in ("auto", "local", "published"):
-        raise ImageBuildError(f"sdk must be 'auto', 'local' or 'published', not {sdk!r}")
+        raise ImageBuildError(f"sdk must be 'auto', 'local' or 'published', not {sdk!r}", reason=ImageBuildError.SDK)
     if sdk == "local" or (sdk == "auto" and source_checkout() is not None and _dockerfile_takes_sdk(env_dir, dockerfile_rel)):
         wheel = local_sdk_wheel()
         context = _stage_context(env_dir, wheel)
         args.setdefault("OPENENV_SDK", f"/app/env/{_SDK_DIR}/{wheel.name}[server]")
         used_sdk = f"local:{wheel.name}"
     client = client or _docker_client()
+    dockerfile_text = (env_dir / dockerfile_rel).read_text(encoding="utf-8", errors="replace")
+    _ensure_base_images(client, dockerfile_text, args, explicit_base=base_image is not None or "BASE_IMAGE" in (build_args or {}), on_log=on_log)
     all_labels = {f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.env-dir": env_dir.name, **(labels or {})}
     log: list[str] = []
     start = time.monotonic()
     image_id = ""
+    epoch = engine_epoch(client)
     try:
         chunks = client.api.build(
             path=str(context), dockerfile=dockerfile_rel, tag=tag, buildargs=args, rm=True, forcerm=True, decode=True,
@@ -164,17 +194,22 @@ def build_image(
         )
         for line in _stream(chunks):
             if line.startswith("\x00error:"):
-                raise ImageBuildError(f"building {tag} failed: {line[7:].strip()}", "\n".join(log))
+                raise _engine_trouble(client, epoch, "\n".join(log)) or ImageBuildError(
+                    f"building {tag} failed: {line[7:].strip()}", "\n".join(log))
             log.append(line)
             if on_log is not None:
                 on_log(line)
             if time.monotonic() - start > timeout_s:
                 chunks.close()  # closing the stream makes the engine abandon the build
-                raise ImageBuildError(f"building {tag} took longer than {timeout_s:g}s; the build was stopped", "\n".join(log))
+                raise ImageBuildError(f"building {tag} took longer than {timeout_s:g}s; the build was stopped", "\n".join(log),
+                                      reason=ImageBuildError.TIMEOUT)
         image_id = client.images.get(tag).id
     except ImageBuildError:
         raise
-    except Exception as exc:  # docker.errors.* and transport errors: report with the log so far
+    except Exception as exc:  # transport errors and docker.errors.*: the engine's trouble, or the build's
+        trouble = _engine_trouble(client, epoch, "\n".join(log), lost=_is_transport_error(exc))
+        if trouble is not None:
+            raise trouble from exc
         raise ImageBuildError(f"building {tag} failed: {exc}", "\n".join(log)) from exc
     finally:
         if context != env_dir:
@@ -198,10 +233,160 @@ def _docker_client() -> Any:
     try:
         import docker
     except ImportError as exc:
-        raise ImageBuildError("building images needs the docker SDK: pip install 'openenv-hub[docker]'") from exc
+        raise ImageBuildError("building images needs the docker SDK: pip install 'openenv-hub[docker]'", reason=ImageBuildError.SDK) from exc
     try:
         client = docker.from_env()
         client.ping()
     except Exception as exc:
-        raise ImageBuildError(f"no Docker engine reachable ({exc}); start Docker, or check DOCKER_HOST") from exc
+        raise ImageBuildError(f"no Docker engine reachable ({exc}); start Docker, or check DOCKER_HOST", reason=ImageBuildError.NO_ENGINE) from exc
     return client
+
+
+# -- the machine's part: the engine and the base images ---------------------------------------------------
+
+
+def engine_epoch(client: Any) -> str | None:
+    """When the engine last started (None when it cannot tell): the engine makes its default
+    `bridge` network anew at every start, so a different value means it restarted in between."""
+    try:
+        return str(client.networks.get("bridge").attrs.get("Created") or "") or None
+    except Exception:  # no such network (bridge disabled), or no engine: cannot tell
+        return None
+
+
+def _engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = False) -> ImageBuildError | None:
+    """The engine's part in a failed build: gone, restarted since `epoch`, or (`lost`) the
+    connection to it broke; None when it answers as before (the build itself failed)."""
+    try:
+        client.ping()
+    except Exception as exc:
+        return ImageBuildError(f"the Docker engine stopped answering during the build ({exc}); the build will be tried again once it is back",
+                               log, reason=ImageBuildError.ENGINE_LOST)
+    now = engine_epoch(client)
+    if epoch is not None and now is not None and now != epoch:
+        return ImageBuildError("the Docker engine restarted during the build; the build will be tried again", log, reason=ImageBuildError.ENGINE_LOST)
+    if lost:
+        return ImageBuildError("the connection to the Docker engine broke during the build; the build will be tried again", log,
+                               reason=ImageBuildError.ENGINE_LOST)
+    return None
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    """An error of the connection to the engine (reset, closed mid-stream), not one the engine sent."""
+    import requests
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError, ConnectionError)):
+            return True
+        if type(current).__module__.startswith("urllib3") and type(current).__name__ in ("ProtocolError", "ReadTimeoutError"):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _instructions(text: str) -> Iterator[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments dropped."""
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        full = (pending + line).strip()
+        pending = ""
+        if full:
+            word, _, rest = full.partition(" ")
+            yield word.upper(), rest.strip()
+    if pending.strip():
+        word, _, rest = pending.strip().partition(" ")
+        yield word.upper(), rest.strip()
+
+
+def base_images(dockerfile_text: str, build_args: dict[str, str] | None = None) -> list[tuple[str, bool]]:
+    """The images a Dockerfile builds FROM (not `scratch`, not its own stages), in order, each with
+    whether it comes from the `BASE_IMAGE` argument. Global `ARG`s and `build_args` are applied."""
+    values: dict[str, str] = {}
+    given = dict(build_args or {})
+    stages: set[str] = set()
+    found: list[tuple[str, bool]] = []
+    seen_from = False
+    for word, rest in _instructions(dockerfile_text):
+        if word == "ARG" and not seen_from:
+            for item in rest.split():
+                name, eq, default = item.partition("=")
+                values[name] = given.get(name, default.strip("\"'") if eq else values.get(name, ""))
+        elif word == "FROM":
+            seen_from = True
+            parts = [p for p in rest.split() if not p.startswith("--")]
+            if not parts:
+                continue
+            ref = parts[0]
+            from_base = any(m.group(1) == "BASE_IMAGE" or m.group(3) == "BASE_IMAGE" for m in _VAR.finditer(ref))
+            image = _VAR.sub(lambda m: values.get(m.group(1) or m.group(3)) or (m.group(2) or ""), ref)
+            if len(parts) >= 3 and parts[1].lower() == "as":
+                stages.add(parts[2].lower())
+            if image and image.lower() != "scratch" and image.lower() not in stages and (image, from_base) not in found:
+                found.append((image, from_base))
+    return found
+
+
+def _ensure_base_images(client: Any, dockerfile_text: str, args: dict[str, str], *, explicit_base: bool,
+                        on_log: Callable[[str], None] | None) -> None:
+    """Make sure every base image is in the engine before the build: pull what is missing. When
+    the `BASE_IMAGE` default cannot be pulled (no registry here) and nobody chose a base image,
+    build on LOCAL_BASE_IMAGE if the engine has it (and say so); otherwise fail with what to do.
+
+    Raises:
+        ImageBuildError: a base image is missing and cannot be pulled (reason BASE_IMAGE).
+    """
+    for image, from_base in base_images(dockerfile_text, args):
+        if _has_image(client, image):
+            continue
+        error = _pull(client, image)
+        if error is None:
+            if on_log is not None:
+                on_log(f"pulled base image {image}")
+            continue
+        if from_base and not explicit_base and _has_image(client, LOCAL_BASE_IMAGE):
+            args["BASE_IMAGE"] = LOCAL_BASE_IMAGE
+            if on_log is not None:
+                on_log(f"base image {image} cannot be pulled ({error}); building on {LOCAL_BASE_IMAGE}, made from Debian packages")
+            continue
+        hint = ("pass another base image (`openenv build --base-image IMAGE`, OPENENV_BASE_IMAGE, or the Hub's OPENENV_HUB_BASE_IMAGE: "
+                "any image with Python >= 3.11 and pip), or make the registry-free one with `bash scripts/base-image` in an "
+                f"openenv-hub checkout ({LOCAL_BASE_IMAGE})") if from_base else (
+                f"this Dockerfile names {image} itself; pull or load it into the engine (docker pull / docker load), or make the "
+                "Dockerfile take `ARG BASE_IMAGE` so another base can be passed")
+        raise ImageBuildError(f"base image {image} is not in the Docker engine and cannot be pulled ({error}); {hint}",
+                              reason=ImageBuildError.BASE_IMAGE)
+
+
+def _has_image(client: Any, image: str) -> bool:
+    try:
+        client.images.get(image)
+    except Exception:  # docker.errors.ImageNotFound, or an invalid name: not usable as is
+        return False
+    return True
+
+
+def _pull(client: Any, image: str) -> str | None:
+    """Pull `image`; None on success, else the engine's reason in one line."""
+    repo, tag = image, None
+    if "@" not in image:
+        last = image.rsplit("/", 1)[-1]
+        if ":" in last:
+            repo, tag = image.rsplit(":", 1)
+    try:
+        client.images.pull(repo, tag=tag or "latest") if "@" not in image else client.images.pull(image)
+    except Exception as exc:  # registry unreachable, no such image, not authorised: all mean "cannot pull"
+        text = str(getattr(exc, "explanation", None) or exc)
+        return " ".join(text.split())[:300]
+    return None

@@ -10,11 +10,14 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from hub_service.db import Base, utcnow
 
-__all__ = ["EnvRecord", "EnvVersion", "STATUSES", "VERSION_STATES"]
+__all__ = ["STATUSES", "VERSION_STATES", "EnvRecord", "EnvVersion"]
 
-# An environment's status is its latest main-branch version's verdict.
-STATUSES = ("pending", "passing", "failing")
-VERSION_STATES = ("queued", "running", "passed", "failed", "cancelled")
+# An environment's status is its latest main-branch version's verdict; before it has one, "waiting"
+# says that its run waits for the infrastructure (engine, registry, source), not on the env.
+STATUSES = ("pending", "waiting", "passing", "failing")
+# "waiting": the run stopped for a reason outside the env and is retried with backoff (see
+# hub_service/pipeline/runner.py); its version keeps why in waiting_code / waiting_reason.
+VERSION_STATES = ("queued", "running", "waiting", "passed", "failed", "cancelled")
 
 
 class EnvRecord(Base):
@@ -99,6 +102,11 @@ class EnvVersion(Base):
     step_p95_ms: Mapped[float | None] = mapped_column(Float, default=None)
     failure_stage: Mapped[str | None] = mapped_column(String(16), default=None)
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    # While state is "waiting": the infrastructure's reason code (no_engine, engine_lost, base_image,
+    # source), what it said, and since when the version waits.
+    waiting_code: Mapped[str | None] = mapped_column(String(32), default=None)
+    waiting_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    waiting_since: Mapped[dt.datetime | None] = mapped_column(default=None)
     yanked: Mapped[bool] = mapped_column(Boolean, default=False)
     yank_reason: Mapped[str | None] = mapped_column(Text, default=None)
 

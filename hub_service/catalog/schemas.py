@@ -19,7 +19,9 @@ class EnvSummary(BaseModel):
     description: str | None = None
     tags: list[str] = []
     likes: int = 0
-    status: str = Field(description="pending | passing | failing: the latest main version's verdict")
+    status: str = Field(description=(
+        "pending | waiting | passing | failing: the latest main version's verdict; before one, waiting means that its run "
+        "waits for the infrastructure (engine, registry, source), not on the env"))
     stage: str | None = Field(default=None, description="Runtime stage reported by the source (RUNNING, SLEEPING, ...)")
     sha: str | None = None
     url: str | None = Field(default=None, description="Where the Space runs, from the Hub's own subdomain")
@@ -50,6 +52,11 @@ class VersionSummary(BaseModel):
     step_p95_ms: float | None = None
     failure_stage: str | None = None
     failure_reason: str | None = None
+    waiting_code: str | None = Field(default=None, description=(
+        "While the run waits for the infrastructure (state waiting, or running again after it): no_engine, engine_lost, "
+        "base_image, source or other"))
+    waiting_reason: str | None = None
+    waiting_since: dt.datetime | None = None
     yanked: bool = False
     yank_reason: str | None = None
     created_at: dt.datetime

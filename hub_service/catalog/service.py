@@ -89,7 +89,7 @@ def _decode_cursor(cursor: str) -> tuple[Any, int]:
             import datetime as dt
 
             value = dt.datetime.fromisoformat(value["t"])
-        if not isinstance(value, (str, int, float)) and not hasattr(value, "isoformat") or isinstance(value, bool):
+        if (not isinstance(value, (str, int, float)) and not hasattr(value, "isoformat")) or isinstance(value, bool):
             raise TypeError("cursor value of an unexpected type")
         return value, int(row_id)
     except (ValueError, TypeError) as exc:
@@ -213,7 +213,8 @@ def version_summary(v: EnvVersion) -> VersionSummary:
     return VersionSummary(
         sha=v.sha, ref=v.ref, state=v.state, validation_status=v.validation_status, build_status=v.build_status,
         smoke_status=v.smoke_status, cold_start_s=v.cold_start_s, step_p50_ms=v.step_p50_ms, step_p95_ms=v.step_p95_ms,
-        failure_stage=v.failure_stage, failure_reason=v.failure_reason, yanked=v.yanked, yank_reason=v.yank_reason, created_at=v.created_at,
+        failure_stage=v.failure_stage, failure_reason=v.failure_reason, waiting_code=v.waiting_code, waiting_reason=v.waiting_reason,
+        waiting_since=v.waiting_since, yanked=v.yanked, yank_reason=v.yank_reason, created_at=v.created_at,
         finished_at=v.finished_at,
     )
 

@@ -20,7 +20,7 @@ from hub_service.pipeline import jobs
 from hub_service.pipeline.models import Job
 from hub_service.settings import HubSettings
 
-__all__ = ["check_token", "deprecate", "rerun", "undeprecate", "unyank", "yank"]
+__all__ = ["check_token", "deprecate", "rerun", "rerun_failed", "undeprecate", "unyank", "yank"]
 
 PRIORITY_RERUN = 40
 
@@ -48,15 +48,38 @@ def _version(session: Session, owner: str, name: str, revision: str) -> tuple[En
 
 
 def rerun(session: Session, settings: HubSettings, owner: str, name: str, revision: str, *, actor: str, reason: str) -> tuple[EnvVersion, EnvEvent]:
-    """Queue the pipeline again for a revision.
+    """Queue the pipeline again for a revision; one that waits for the infrastructure runs now.
 
     Raises:
         Conflict: a run of that revision is already queued or running.
     """
     env, version = _version(session, owner, name, revision)
-    busy = session.scalar(select(Job.id).where(Job.version_id == version.id, Job.kind == "pipeline", Job.state.in_(("queued", "running"))).limit(1))
+    return _rerun(session, settings, env, version, actor=actor, reason=reason)
+
+
+def rerun_failed(session: Session, settings: HubSettings, *, actor: str, reason: str) -> list[tuple[EnvVersion, EnvEvent]]:
+    """Re-run every env whose current main revision failed or waits for the infrastructure (envs
+    the source still lists); returns what was queued."""
+    current = (
+        select(EnvVersion, EnvRecord)
+        .join(EnvRecord, EnvRecord.id == EnvVersion.env_id)
+        .where(EnvRecord.gone.is_(False), EnvVersion.ref == "main", EnvVersion.sha == EnvRecord.sha,
+               EnvVersion.state.in_(("failed", "waiting")))
+        .order_by(EnvRecord.owner, EnvRecord.name)
+    )
+    return [_rerun(session, settings, env, version, actor=actor, reason=reason) for version, env in session.execute(current).all()]
+
+
+def _rerun(session: Session, settings: HubSettings, env: EnvRecord, version: EnvVersion, *, actor: str,
+           reason: str) -> tuple[EnvVersion, EnvEvent]:
+    busy = session.scalar(select(Job).where(Job.version_id == version.id, Job.kind == "pipeline", Job.state.in_(("queued", "running"))).limit(1))
+    if busy is not None and version.state == "waiting" and busy.state == "queued":
+        busy.run_after, busy.infra_retries = None, 0
+        event = record(session, env, "queued", f"{version.sha[:12]} runs again now (it waited for the infrastructure: {version.waiting_code})",
+                       cause=f"maintainer {actor}: {reason}", actor=actor, version=version, job=busy.id, previous=version.state)
+        return version, event
     if busy is not None:
-        raise Conflict(f"{env.repo_id}@{version.sha[:12]} is already queued or running (job {busy}); wait for it to finish", job=busy)
+        raise Conflict(f"{env.repo_id}@{version.sha[:12]} is already queued or running (job {busy.id}); wait for it to finish", job=busy.id)
     previous = version.state
     version.state, version.finished_at = "queued", None
     job = jobs.enqueue(session, version.id, priority=PRIORITY_RERUN, max_attempts=settings.job_max_attempts)

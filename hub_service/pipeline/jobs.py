@@ -20,7 +20,7 @@ from hub_service.db import session_scope, utcnow
 from hub_service.pipeline.models import Job
 
 __all__ = ["Claim", "cancel", "claim", "defer", "enqueue", "enqueue_task", "finish", "heartbeat", "next_due_in", "reclaim_stale",
-           "requeue"]
+           "requeue", "wait_for_infrastructure", "wake_waiting"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,38 @@ def defer(factory: sessionmaker[Session], job_id: int, worker_id: str, delay_s: 
                     run_after=utcnow() + dt.timedelta(seconds=delay_s))
         )
         return result.rowcount == 1
+
+
+def wait_for_infrastructure(factory: sessionmaker[Session], job_id: int, worker_id: str, reason: str, *, first_s: float,
+                            max_s: float) -> float | None:
+    """Give a job back because the infrastructure failed it: queued again after a backoff that
+    doubles with each such retry (`first_s`, twice that, four times, ... up to `max_s`), without using up an
+    attempt. Returns the delay, or None if the job was no longer ours."""
+    with session_scope(factory) as session:
+        job = session.get(Job, job_id, with_for_update=True)
+        if job is None or job.worker_id != worker_id or job.state != "running":
+            return None
+        delay = min(max_s, first_s * 2 ** min(job.infra_retries, 30))
+        job.state, job.worker_id, job.error = "queued", None, reason
+        job.attempts = max(0, job.attempts - 1)
+        job.infra_retries += 1
+        job.run_after = utcnow() + dt.timedelta(seconds=delay)
+        return delay
+
+
+def wake_waiting(factory: sessionmaker[Session], codes: frozenset[str] | set[str] | None = None) -> int:
+    """Make the queued jobs of versions waiting for the infrastructure (for one of `codes`, default
+    any) due now, with their backoff reset: the cause may be fixed (the engine answers again, the
+    service restarted with a new base image). Returns how many."""
+    waiting = select(EnvVersion.id).where(EnvVersion.state == "waiting")
+    if codes is not None:
+        waiting = waiting.where(EnvVersion.waiting_code.in_(sorted(codes)))
+    with session_scope(factory) as session:
+        result = session.execute(
+            update(Job).where(Job.kind == "pipeline", Job.state == "queued", Job.version_id.in_(waiting))
+            .values(run_after=None, infra_retries=0)
+        )
+        return result.rowcount or 0
 
 
 def next_due_in(factory: sessionmaker[Session], kinds: tuple[str, ...] | None = None) -> float | None:

@@ -38,6 +38,8 @@ class Job(Base):
     priority: Mapped[int] = mapped_column(Integer, default=100)  # lower runs first
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    # Runs given back because the infrastructure failed (they never use up attempts); sets the backoff.
+    infra_retries: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     worker_id: Mapped[str | None] = mapped_column(String(128), default=None)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     claimed_at: Mapped[dt.datetime | None] = mapped_column(default=None)

@@ -1,8 +1,10 @@
 """Run one claimed job: the stages in order, each recorded with its log and timing.
 
 Every outcome is written down: a stage that fails records why (and the version fails), an error
-outside the env (source down, engine gone) gives the job back for another attempt, and an
-unexpected bug in this code fails the version with the error rather than losing it.
+outside the env (source down, engine gone or restarted, base image unreachable) puts the version in
+"waiting" for the infrastructure and gives the job back with backoff (never using up an attempt, and
+never blaming the env), and an unexpected bug in this code fails the version with the error rather
+than losing it.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ class JobRunner:
         self.worker_id = worker_id
 
     def run(self, claim: jobs.Claim) -> str:
-        """Run the job to its end; returns "passed", "failed", "retry", "cancelled" or "lost"."""
+        """Run the job to its end; returns "passed", "failed", "waiting" (for the infrastructure),
+        "cancelled" or "lost"."""
         beat = _Heartbeat(self.factory, claim.job_id, self.worker_id, self.settings.heartbeat_s)
         beat.start()
         self._beat = beat
@@ -126,14 +129,7 @@ class JobRunner:
                         cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms)
             self._stage(claim, "publish", lambda lg: self._publish(claim, lg))
         except stages.Transient as exc:
-            state = jobs.requeue(self.factory, claim.job_id, self.worker_id, str(exc))
-            if state == "failed":
-                self._fail_version(claim, "worker", f"gave up after repeated errors outside the env: {exc}")
-                return "failed"
-            if state != "queued":
-                return "lost"
-            self._update(claim.version_id, state="queued")
-            return "retry"
+            return self._wait(claim, exc)
         except _Failed as exc:
             self._fail_version(claim, exc.stage, exc.reason, extra=exc.extra)
             jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error=f"{exc.stage}: {exc.reason}")
@@ -159,16 +155,16 @@ class JobRunner:
         except stages.StageFailed as exc:
             status, failure = "failed", _Failed(name, exc.reason)
         except stages.Transient as exc:
-            stage_log(f"transient error, the job will be retried: {exc}")
+            stage_log(f"not the env's failure: the infrastructure failed ({exc.code}); the revision waits for it and runs again: {exc}")
             status = "failed"
             self._close_stage(run_id, status, stage_log, start)
             raise
         except FetchRefused as exc:
             status, failure = "failed", _Failed(name, str(exc))
         except SourceError as exc:
-            stage_log(f"source error, the job will be retried: {exc}")
+            stage_log(f"not the env's failure: its source failed; the revision waits for it and runs again: {exc}")
             self._close_stage(run_id, "failed", stage_log, start)
-            raise stages.Transient(str(exc)) from exc
+            raise stages.Transient(str(exc), code=stages.Transient.SOURCE) from exc
         except Exception as exc:  # a bug of ours, or a library's: fail the version with the error, keep the log
             log.exception("stage %s of job %s crashed", name, claim.job_id)
             status, failure = "failed", _Failed(name, f"internal error: {stages.describe_exception(exc)}")
@@ -204,12 +200,38 @@ class JobRunner:
                 lg(f"{version.sha[:12]} was cancelled; nothing to publish")
                 return
             version.state, version.finished_at = "passed", utcnow()
+            version.waiting_code = version.waiting_reason = version.waiting_since = None
             if env.sha == version.sha and version.ref == "main":
                 apply_verdict(env, version)
                 lg(f"{env.repo_id} is passing at {version.sha[:12]}")
             else:
                 lg(f"{version.sha[:12]} passed ({version.ref}); the env's current revision is {str(env.sha)[:12]}")
             hooks.version_finished(session, env, version, cause=_cause(claim))
+
+    def _wait(self, claim: jobs.Claim, exc: stages.Transient) -> str:
+        """The infrastructure failed this run: the version waits for it, and the job comes back
+        after a backoff (sooner when the engine answers again; see `jobs.wake_waiting`)."""
+        reason = str(exc)[:4000]
+        delay = jobs.wait_for_infrastructure(self.factory, claim.job_id, self.worker_id, reason,
+                                             first_s=self.settings.infra_retry_s, max_s=self.settings.infra_retry_max_s)
+        if delay is None:
+            return "lost"
+        with session_scope(self.factory) as session:
+            version = session.get(EnvVersion, claim.version_id)
+            if version is None or version.state == "cancelled":
+                return "waiting"
+            env = session.get(EnvRecord, version.env_id)
+            first = version.waiting_code != exc.code or version.waiting_since is None
+            version.state = "waiting"
+            if first:
+                version.waiting_since = utcnow()
+            version.waiting_code, version.waiting_reason = exc.code, reason
+            if env.sha == version.sha and version.ref == "main" and env.status == "pending":
+                env.status = "waiting"
+            if first:
+                hooks.version_waiting(session, env, version, cause=_cause(claim))
+        log.warning("job %s waits for the infrastructure (%s), retried in %.0fs: %s", claim.job_id, exc.code, delay, reason)
+        return "waiting"
 
     def _update(self, version_id: int, **values: Any) -> None:
         with session_scope(self.factory) as session:
@@ -227,6 +249,7 @@ class JobRunner:
             for key, value in (extra or {}).items():
                 setattr(version, key, value)
             version.state, version.finished_at = "failed", utcnow()
+            version.waiting_code = version.waiting_reason = version.waiting_since = None
             version.failure_stage, version.failure_reason = stage, reason[:4000]
             if status_field:
                 setattr(version, status_field, "failed")

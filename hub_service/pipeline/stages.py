@@ -1,8 +1,9 @@
 """The pipeline's stages, free of database code: fetch → validate → build → smoke.
 
 Each stage takes a `StageLog` to write to and returns what the next needs; a failure the env is
-responsible for raises `StageFailed(reason)`, a transient one (source unreachable, engine
-restarting) raises `Transient(reason)` so the job is retried.
+responsible for raises `StageFailed(reason)`; one of the infrastructure (no Docker engine, the
+engine restarted, a base image or the source unreachable) raises `Transient(reason, code)`, and
+the version waits for the infrastructure and is retried (never blamed on the env).
 """
 
 from __future__ import annotations
@@ -47,7 +48,22 @@ class ValidationFailed(StageFailed):
 
 
 class Transient(Exception):
-    """Something outside the environment failed; the job should be retried."""
+    """Something outside the environment failed; the job should be retried.
+
+    `code` says what: NO_ENGINE, ENGINE_LOST, BASE_IMAGE (the values of ImageBuildError's
+    reasons), SOURCE (the source of the env's files), or OTHER.
+    """
+
+    NO_ENGINE = "no_engine"
+    ENGINE_LOST = "engine_lost"
+    BASE_IMAGE = "base_image"
+    SOURCE = "source"
+    OTHER = "other"
+    ENGINE = frozenset({NO_ENGINE, ENGINE_LOST})  # what an engine that answers again may have fixed
+
+    def __init__(self, message: str, code: str = OTHER) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class StageLog:
@@ -152,14 +168,13 @@ def build(settings: HubSettings, folder: Path, owner: str, name: str, sha: str, 
 
     Raises:
         StageFailed: the Dockerfile or the dependencies do not build.
-        Transient: no Docker engine answered.
+        Transient: no Docker engine answered, it restarted, or a base image cannot be pulled.
     """
     builder = choose_builder(settings, trusted)
     start = time.monotonic()
     if builder == "docker":
-        from openenv.images import ImageBuildError, build_image
-
         from hub_service.pipeline.sandbox import build_limits
+        from openenv.images import ImageBuildError, build_image
 
         tag = image_tag(settings, owner, name, sha)
         log(f"building image {tag}")
@@ -170,11 +185,16 @@ def build(settings: HubSettings, folder: Path, owner: str, name: str, sha: str, 
                 container_limits=build_limits(settings),
             )
         except ImageBuildError as exc:
+            if exc.infrastructure:
+                raise Transient(str(exc), code=exc.reason) from exc
             text = str(exc)
-            if "no Docker engine" in text:
-                raise Transient(text) from exc
-            raise StageFailed(_last_error_line(exc.log, text) if "took longer" not in text else text) from exc
-        size_mb = _image_size_mb(tag)
+            raise StageFailed(text if exc.reason != ImageBuildError.FAILED else _last_error_line(exc.log, text)) from exc
+        try:
+            size_mb = _image_size_mb(tag)
+        except Exception as exc:  # the image was built: an engine that stopped answering is the machine's trouble
+            if not docker_available():
+                raise Transient(f"the Docker engine stopped answering after the build ({exc})", code=Transient.ENGINE_LOST) from exc
+            raise
         log(f"built {tag} ({result.image_id[:19]}, {size_mb:.0f} MB) in {result.seconds:.1f}s with SDK {result.sdk}")
         if size_mb > settings.image_max_mb:
             _remove_image(tag)
@@ -237,8 +257,41 @@ def smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog
 
     Raises:
         StageFailed: the server does not start, answers wrongly, crashes or hangs.
+        Transient: the Docker engine stopped answering or restarted meanwhile (not the env's doing).
     """
-    return asyncio.run(_smoke(settings, built, folder, log))
+    if built.builder != "docker":
+        return asyncio.run(_smoke(settings, built, folder, log))
+    from openenv.client.providers._docker import docker_client
+    from openenv.images import engine_epoch
+
+    try:
+        epoch = engine_epoch(docker_client())
+    except Exception as exc:  # no engine to run the container on
+        raise Transient(f"no Docker engine answers ({exc}); the smoke test waits for one", code=Transient.NO_ENGINE) from exc
+    try:
+        return asyncio.run(_smoke(settings, built, folder, log))
+    except StageFailed as exc:
+        trouble = _engine_trouble(epoch)
+        if trouble is not None:
+            log(f"not the env's failure: {trouble}")
+            raise trouble from exc
+        raise
+
+
+def _engine_trouble(epoch: str | None) -> Transient | None:
+    """Why a failed smoke test is the engine's doing (gone, or restarted since `epoch`), or None."""
+    from openenv.client.providers._docker import docker_client
+    from openenv.images import engine_epoch
+
+    try:
+        client = docker_client()
+        client.ping()
+    except Exception as exc:
+        return Transient(f"the Docker engine stopped answering during the smoke test ({exc})", code=Transient.ENGINE_LOST)
+    now = engine_epoch(client)
+    if epoch is not None and now is not None and now != epoch:
+        return Transient("the Docker engine restarted during the smoke test", code=Transient.ENGINE_LOST)
+    return None
 
 
 def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_only: bool = True) -> Any:

@@ -11,14 +11,18 @@ import os
 import signal
 import socket
 import threading
+import time
 import uuid
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service.catalog.models import EnvVersion
 from hub_service.db import make_engine, sessionmaker_for
 from hub_service.pipeline import jobs
 from hub_service.pipeline.models import JOB_KINDS
 from hub_service.pipeline.runner import JobRunner
+from hub_service.pipeline.stages import Transient, docker_available
 from hub_service.pipeline.tasks import run_task
 from hub_service.settings import HubSettings
 
@@ -41,6 +45,7 @@ class Worker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.runner = JobRunner(settings, self.factory, self.worker_id)
         self.stopping = threading.Event()
+        self._probed_at = float("-inf")
 
     def run_once(self) -> str | None:
         """Reclaim stale jobs, then run one job if there is one; returns its outcome or None."""
@@ -48,11 +53,29 @@ class Worker:
             log.warning("job %s had a dead worker; now %s", job_id, state)
         claim = jobs.claim(self.factory, self.worker_id, self.kinds)
         if claim is None:
+            self._wake_if_engine_back()
             return None
         log.info("worker %s runs %s job %s (attempt %s)", self.worker_id, claim.kind, claim.job_id, claim.attempt)
         if claim.kind != "pipeline":
             return run_task(self.settings, self.factory, self.worker_id, claim)
         return self.runner.run(claim)
+
+    def _wake_if_engine_back(self) -> None:
+        """While idle, now and then: when revisions wait for the Docker engine and it answers
+        again, run them now rather than at the end of their backoff."""
+        if self.kinds is not None and "pipeline" not in self.kinds:
+            return
+        now = time.monotonic()
+        if now - self._probed_at < self.settings.infra_probe_s:
+            return
+        self._probed_at = now
+        with self.factory() as session:
+            waiting = session.scalar(select(EnvVersion.id).where(EnvVersion.state == "waiting",
+                                                                 EnvVersion.waiting_code.in_(sorted(Transient.ENGINE))).limit(1))
+        if waiting is not None and docker_available():
+            woken = jobs.wake_waiting(self.factory, Transient.ENGINE)
+            if woken:
+                log.info("the Docker engine answers again: %s revisions waiting for it run now", woken)
 
     def run_until_idle(self, max_wait_s: float = 120.0) -> list[str]:
         """Run jobs until the queue is empty (tests, `openenv hub index --wait`); waits for jobs

@@ -26,7 +26,7 @@ __all__ = ["CSS", "HEAD", "build_site", "theme"]
 
 SORTS = [("Name (A→Z)", "name"), ("Name (Z→A)", "-name"), ("Most liked", "-likes"), ("Recently updated", "-updated"),
          ("Fastest cold start", "cold_start"), ("Fastest step", "step_latency")]
-STATUSES = [("any status", ""), ("passing", "passing"), ("failing", "failing"), ("pending", "pending")]
+STATUSES = [("any status", ""), ("passing", "passing"), ("failing", "failing"), ("pending", "pending"), ("waiting for infrastructure", "waiting")]
 HEAD = '<meta name="description" content="OpenEnv Hub: find RL environments that work, try them, and use them.">'
 CSS = """
 .oe-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px; }

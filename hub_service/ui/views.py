@@ -42,7 +42,7 @@ def _fmt(value: Any, unit: str = "", digits: int = 2) -> str:
 def _ago(when: dt.datetime | None) -> str:
     if when is None:
         return ""
-    seconds = (dt.datetime.now(dt.timezone.utc) - when).total_seconds()
+    seconds = (dt.datetime.now(dt.UTC) - when).total_seconds()
     for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
         if seconds >= size:
             return f"{int(seconds // size)} {unit} ago"
@@ -50,7 +50,8 @@ def _ago(when: dt.datetime | None) -> str:
 
 
 def _pill(label: str, state: str | None) -> str:
-    cls = {"passed": "ok", "pass": "ok", "passing": "ok", "warn": "warn", "failed": "bad", "fail": "bad", "failing": "bad", "live": "ok"}
+    cls = {"passed": "ok", "pass": "ok", "passing": "ok", "warn": "warn", "failed": "bad", "fail": "bad", "failing": "bad", "live": "ok",
+           "waiting": "warn"}
     return f'<span class="oe-pill oe-{cls.get(state or "", "none")}" title="{escape(label)}: {escape(state or "not yet")}">{escape(label)}</span>'
 
 
@@ -142,6 +143,10 @@ def figures(version: Any | None) -> str:
     ]
     if version.failure_stage:
         rows.append(("failed at", f"{escape(version.failure_stage)}: {escape(version.failure_reason or '')}"))
+    if version.waiting_code and version.state in ("waiting", "queued", "running"):
+        since = escape(_ago(version.waiting_since))
+        rows.append(("waiting for infrastructure", f"{escape(version.waiting_code)} (not the env's failure; retried by itself), "
+                     f"since {since}: {escape(version.waiting_reason or '')}"))
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<table class="oe-kv" id="oe-figures">{body}</table>'
 

@@ -1,4 +1,4 @@
-"""`openenv hub serve | index | worker`: run the Environment Hub service."""
+"""`openenv hub serve | index | worker | rerun`: run the Environment Hub service."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ openenv hub index --source hf                   # index Spaces tagged openenv (H
 openenv hub index --source envs/ --wait         # a local folder, then run the pipeline until done
 openenv hub worker                              # one more pipeline worker on the same database
 openenv hub worker --tasks-only                 # a worker for webhooks and pull-request comments only
+openenv hub rerun local/echo_env                # run the pipeline again on an env's current revision
+openenv hub rerun --failed                      # ... on every env whose current revision failed or waits
 """
 
 
@@ -45,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     worker = sub.add_parser("worker", help="run a pipeline worker until interrupted")
     worker.add_argument("--tasks-only", action="store_true", help="run only short tasks (webhooks, pull-request comments), never builds")
     _common(worker)
+
+    rerun = sub.add_parser("rerun", help="run the pipeline again on a revision (an operator on the Hub's machine)")
+    rerun.add_argument("env", nargs="?", help="OWNER/NAME[@REVISION] (default revision: the current one on main)")
+    rerun.add_argument("--failed", action="store_true", help="every env whose current revision failed or waits for the infrastructure")
+    rerun.add_argument("--reason", default="openenv hub rerun", help="recorded in the audit trail")
+    rerun.add_argument("--json", action="store_true", help="print what was queued as JSON")
+    _common(rerun)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +84,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
         return _serve(args, out)
     if args.hub_command == "index":
         return _index(args, out)
+    if args.hub_command == "rerun":
+        return _rerun(args, out)
     return _worker(args, out)
 
 
@@ -139,6 +150,49 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
         worker.run_forever()
     except KeyboardInterrupt:
         worker.stopping.set()
+    return 0
+
+
+def _rerun(args: argparse.Namespace, out: Output) -> int:
+    import getpass
+    import socket
+
+    from hub_service.catalog.models import EnvRecord
+    from hub_service.db import make_engine, migrate, session_scope, sessionmaker_for
+    from hub_service.errors import HubError
+    from hub_service.maintainers.service import rerun, rerun_failed
+    from openenv.client.env_id import parse_env_id
+    from openenv.errors import ConfigurationError
+
+    if bool(args.env) == bool(args.failed):
+        raise CliError("name one env or pass --failed", "openenv hub rerun OWNER/NAME[@REVISION], or openenv hub rerun --failed", exit_code=2)
+    try:
+        env_id = parse_env_id(args.env) if args.env else None
+    except ConfigurationError as exc:
+        raise CliError(str(exc), "e.g. openenv hub rerun local/echo_env", exit_code=2) from None
+    settings = _settings(args)
+    migrate(settings.sqlalchemy_url)
+    engine = make_engine(settings.sqlalchemy_url)
+    actor = f"{getpass.getuser()}@{socket.gethostname()}"
+    try:
+        with session_scope(sessionmaker_for(engine)) as session:
+            if env_id is not None:
+                done = [rerun(session, settings, env_id.owner, env_id.name, env_id.revision or "latest", actor=actor, reason=args.reason)]
+            else:
+                done = rerun_failed(session, settings, actor=actor, reason=args.reason)
+            queued = [{"env": session.get(EnvRecord, version.env_id).repo_id, "sha": version.sha, "summary": event.summary}  # type: ignore[union-attr]
+                      for version, event in done]
+    except HubError as exc:
+        raise CliError(str(exc), "see the env's page (GET /api/v1/envs/OWNER/NAME) for its revisions") from None
+    finally:
+        engine.dispose()
+    if args.json:
+        out.json({"queued": queued})
+        return 0
+    if not queued:
+        out.mark("ok", "nothing to re-run: no env's current revision failed or waits")
+    for item in queued:
+        out.mark("ok", f"{item['env']}: {item['summary']}")
     return 0
 
 
