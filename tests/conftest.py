@@ -13,6 +13,7 @@ import pytest
 from tests.support.cli import run_cli  # noqa: F401  (fixture)
 from tests.support.hf_hub.fixtures import hf1_python, hf_hub  # noqa: F401  (fixtures)
 from tests.support.servers import ROOT, ProcessServer, serve_app
+from tests.support.systems import in_ci
 
 pytest_plugins = ["tests.support.browser"]  # browser fixtures, screenshots of failed browser tests
 
@@ -52,3 +53,29 @@ def echo_process() -> Iterator[ProcessServer]:
         yield server
     finally:
         server.stop()
+
+
+# -- under CI, nothing may be skipped ---------------------------------------------------------------------
+
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With CI set, a run that skipped any test fails: CI has every system, so a skip means a test
+    did not run that should have (OPENENV_TEST_ALLOW_SKIPS=1 allows it for a partial run)."""
+    if in_ci() and _skipped and exitstatus == pytest.ExitCode.OK and os.environ.get("OPENENV_TEST_ALLOW_SKIPS") != "1":
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: object, exitstatus: int) -> None:
+    if in_ci() and _skipped and os.environ.get("OPENENV_TEST_ALLOW_SKIPS") != "1":
+        write = terminalreporter.write_line  # type: ignore[attr-defined]
+        write(f"CI is set and {len(_skipped)} test(s) were skipped; the run fails (every test must run in CI):", red=True)
+        for line in _skipped[:50]:
+            write(f"  SKIPPED {line}")

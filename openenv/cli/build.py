@@ -73,6 +73,10 @@ def run(args: argparse.Namespace, out: Output) -> int:
                 dockerfile=str(dockerfile.relative_to(root)), labels={"org.openenv.name": manifest.name},
             )
         except ImageBuildError as exc:
+            if exc.reason == ImageBuildError.BASE_IMAGE:
+                raise CliError(str(exc), "openenv build --base-image IMAGE (or OPENENV_BASE_IMAGE=IMAGE)") from None
+            if exc.infrastructure:
+                raise CliError(str(exc), "start the Docker engine (or point DOCKER_HOST at one), then build again") from None
             if exc.log and not args.verbose:
                 for line in exc.log.splitlines()[-15:]:
                     out.line(f"    {line}", style="dim")

@@ -26,6 +26,7 @@ from openenv.validation import checks
 from tests.docs.harness import DATA_LANGS, PYTHON_LANGS, SHELL_LANGS, TEXT_LANGS, Block, Page, Substitutions, page_run, parse_blocks
 from tests.support.pip_venv import wheelhouse
 from tests.support.servers import ROOT
+from tests.support.systems import require_system
 
 RUN_ID = uuid.uuid4().hex[:8]
 JOURNEYS = ("README.md", "docs/tutorial.md")
@@ -152,7 +153,7 @@ def _needs_docker(page: str) -> bool:
 
 def _docker_or_skip() -> None:
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
-        pytest.skip("OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image")
+        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image")
 
 
 @pytest.mark.parametrize("name", REFERENCE)

@@ -1,68 +1,180 @@
-"""The README's main command on this machine: the Hub comes up on 127.0.0.1, indexes the bundled
-envs, builds and smoke-tests each with Docker, and lists every one as passing."""
+"""The README's main command, `bash scripts/serve`, as a user runs it on this machine.
+
+On a clean data dir with no base image preset (and, here, no registry to pull one from), the Hub
+comes up on 127.0.0.1, picks a base image by itself, builds and smoke-tests every bundled env and
+lists each as passing. Started while the Docker engine is broken, it comes up anyway, shows the envs
+as waiting for the infrastructure (never as failing), and once the engine is fixed they build and
+pass by themselves, with nothing deleted; a restart afterwards finds everything as it was.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.servers import ROOT, free_port
+from tests.support.socket_relay import SocketRelay
+from tests.support.systems import require_system
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+# What a user's shell would not have: base images chosen for them, and this test run's settings.
+_PRESETS = ("OPENENV_HUB_", "OPENENV_BASE_IMAGE", "OPENENV_TEST_", "DOCKER_HOST")
 
 
 def bundled_envs() -> set[str]:
     return {p.name for p in (ROOT / "envs").iterdir() if (p / "openenv.yaml").is_file()}
 
 
-def test_scripts_serve_brings_up_the_hub_with_every_bundled_env_passing(tmp_path: Path) -> None:
-    if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
-        pytest.skip("no local base image: run through `bash scripts/test`, which starts Docker and builds one")
-    port = free_port()
-    env = {**os.environ, "OPENENV_HUB_DATA_DIR": str(tmp_path / "hub"), "OPENENV_HUB_BASE_IMAGE": os.environ["OPENENV_TEST_BASE_IMAGE"]}
-    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(["bash", "scripts/serve", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    wanted = bundled_envs()
-    items: dict[str, dict] = {}
-    try:
-        deadline = time.monotonic() + 900
+def _registry_reachable() -> bool:
+    out = subprocess.run(["docker", "pull", "-q", "python:3.11-slim"], capture_output=True, text=True, timeout=300)
+    return out.returncode == 0
+
+
+class Hub:
+    """`bash scripts/serve PORT` in a process group of its own, with its log in a file."""
+
+    def __init__(self, tmp_path: Path, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp_path / f"serve-{self.port}.log"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(_PRESETS)}
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(["bash", "scripts/serve", str(self.port)], cwd=ROOT, env={**clean, **env},
+                                     stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def items(self) -> dict[str, dict[str, Any]]:
+        """The catalog by env name (empty while the service is not up yet)."""
+        assert self.proc.poll() is None, self.log()[-3000:]
+        try:
+            page = httpx.get(f"{self.url}/api/v1/envs", params={"limit": 100}, timeout=5).json()
+        except httpx.HTTPError:
+            return {}
+        return {i["name"]: i for i in page["items"]}
+
+    def wait_for(self, predicate: Any, timeout: float, what: str) -> dict[str, dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        items: dict[str, dict[str, Any]] = {}
         while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                page = httpx.get(f"{url}/api/v1/envs", params={"limit": 100}, timeout=5).json()
-            except httpx.HTTPError:
-                time.sleep(1)
-                continue
-            items = {i["name"]: i for i in page["items"]}
-            if set(items) >= wanted and all(items[n]["status"] != "pending" for n in wanted):
-                break
+            items = self.items()
+            if items and predicate(items):
+                return items
             time.sleep(2)
-        failing = {n: items.get(n, {}).get("status") for n in wanted if items.get(n, {}).get("status") != "passing"}
-        details = {n: httpx.get(f"{url}/api/v1/envs/local/{n}/versions/latest").json().get("failure_reason") for n in failing}
-        assert not failing, details
+        statuses = {n: i.get("status") for n, i in items.items()}
+        reasons = {n: self.latest(n).get("failure_reason") or self.latest(n).get("waiting_reason") for n in statuses}
+        pytest.fail(f"timed out waiting for {what}: {statuses}\n{reasons}\n{self.log()[-3000:]}")
+
+    def latest(self, name: str) -> dict[str, Any]:
+        return httpx.get(f"{self.url}/api/v1/envs/local/{name}/versions/latest", timeout=10).json()
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return httpx.get(f"{self.url}/api/v1/envs/local/{name}/events", params={"limit": 200}, timeout=10).json()["items"]
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._log.close()
+        deadline = time.monotonic() + 15
+        left = ""
+        while time.monotonic() < deadline:  # the server and its workers are all gone
+            left = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "-g", str(self.proc.pid)], capture_output=True, text=True).stdout.strip()
+            if not left:
+                break
+            time.sleep(0.5)
+        assert not left, left
+
+
+def _all(status: str, wanted: set[str]):
+    return lambda items: set(items) >= wanted and all(items[n]["status"] == status for n in wanted)
+
+
+def _settled(wanted: set[str]):
+    return lambda items: set(items) >= wanted and all(items[n]["status"] in ("passing", "failing") for n in wanted)
+
+
+@pytest.fixture()
+def engine_answers() -> None:
+    if subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode != 0:
+        require_system("Docker", "no Docker engine answers; `bash scripts/test` starts one")
+
+
+def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(tmp_path: Path, engine_answers: None) -> None:
+    wanted = bundled_envs()
+    registry = _registry_reachable()
+    hub = Hub(tmp_path, OPENENV_HUB_DATA_DIR=str(tmp_path / "hub"))
+    try:
+        items = hub.wait_for(_settled(wanted), 1200, "every bundled env to be checked")
+        failing = {n: hub.latest(n).get("failure_reason") for n in wanted if items[n]["status"] != "passing"}
+        assert not failing, failing
+        log = hub.log()
+        # The base image policy said, in one line, what it chose and why.
+        chosen = [line for line in log.splitlines() if line.startswith("scripts/base-image:") and "base image" in line]
+        assert len(chosen) == 1, log[-3000:]
+        if registry:
+            assert "python:3.11-slim" in chosen[0]
+        else:
+            assert "no registry reachable" in chosen[0] and "openenv-local/python:3.11" in chosen[0], chosen
         for name in wanted:
             assert items[name]["cold_start_s"] > 0 and items[name]["step_p50_ms"] > 0
-            resolved = httpx.get(f"{url}/api/v1/envs/local/{name}/resolve").json()
+            resolved = httpx.get(f"{hub.url}/api/v1/envs/local/{name}/resolve").json()
             assert resolved["image"].startswith("openenv-hub/local-") and resolved["status"] == "passing"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
-    deadline = time.monotonic() + 15
-    left = ""
-    while time.monotonic() < deadline:  # the server and its workers are all gone
-        left = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "-g", str(proc.pid)], capture_output=True, text=True).stdout.strip()
-        if not left:
-            break
-        time.sleep(0.5)
-    assert not left, left
+        hub.stop()
+
+
+def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(tmp_path: Path, engine_answers: None) -> None:
+    wanted = bundled_envs()
+    sock_dir = Path(tempfile.mkdtemp(prefix="oe-engine-"))  # short: a Unix socket path has ~100 bytes
+    relay = SocketRelay(sock_dir / "docker.sock")
+    env = {"OPENENV_HUB_DATA_DIR": str(tmp_path / "hub"), "DOCKER_HOST": f"unix://{relay.path}",
+           "OPENENV_HUB_INFRA_RETRY_S": "2", "OPENENV_HUB_INFRA_RETRY_MAX_S": "30"}
+    hub = Hub(tmp_path, **env)
+    try:
+        # The engine at DOCKER_HOST does not answer: the Hub comes up anyway; the envs wait, none fails.
+        items = hub.wait_for(_all("waiting", wanted), 300, "every bundled env to wait for the engine")
+        assert "the Hub starts anyway" in hub.log()
+        for name in wanted:
+            version = hub.latest(name)
+            # waiting, or at that moment trying again: either way the reason is the engine's
+            assert version["state"] in ("waiting", "queued", "running") and version["waiting_code"] == "no_engine", version
+            assert version["failure_reason"] is None and "Docker engine" in version["waiting_reason"]
+        shas = {n: hub.latest(n)["sha"] for n in wanted}
+        page = httpx.get(f"{hub.url}/?env=local/echo_env", timeout=10)
+        assert page.status_code == 200
+
+        relay.start()  # the engine is fixed: nobody restarts the Hub
+        items = hub.wait_for(_settled(wanted), 1200, "the envs to build once the engine answers")
+        assert {n: items[n]["status"] for n in wanted} == dict.fromkeys(wanted, "passing"), {n: hub.latest(n) for n in wanted}
+        for name in wanted:
+            version = hub.latest(name)
+            assert version["sha"] == shas[name] and version["state"] == "passed" and version["waiting_code"] is None
+            kinds = [e["kind"] for e in reversed(hub.events(name))]
+            assert "failed" not in kinds and kinds.index("waiting") < kinds.index("passed"), kinds
+    finally:
+        hub.stop()
+
+    # A restart keeps every record: the same revisions, passing, with their history; nothing to rebuild.
+    hub = Hub(tmp_path, **env)
+    try:
+        items = hub.wait_for(_all("passing", wanted), 300, "the catalog after a restart")
+        for name in wanted:
+            assert hub.latest(name)["sha"] == shas[name]
+            assert "waiting" in [e["kind"] for e in hub.events(name)]
+        assert f"'unchanged': {len(wanted)}," in hub.log(), hub.log()[-3000:]
+    finally:
+        hub.stop()
+        relay.stop()

@@ -15,6 +15,7 @@ import pytest
 from tests.support.cli import Run
 from tests.support.hf_hub import HubStandIn
 from tests.support.servers import free_port, wait_http
+from tests.support.systems import require_system
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -26,7 +27,7 @@ def docker_base_image() -> str:
 
         docker.from_env().ping()
     except Exception as exc:  # no engine here: say why the test cannot run
-        pytest.skip(f"no Docker engine reachable ({exc}); scripts/test starts one")
+        require_system("Docker", f"no Docker engine reachable ({exc}); scripts/test starts one")
     return os.environ.get("OPENENV_TEST_BASE_IMAGE", "python:3.11-slim")
 
 

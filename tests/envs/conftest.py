@@ -13,6 +13,7 @@ import pytest
 
 from tests.envs.images import EnvImages, docker_client
 from tests.support.servers import serve_app
+from tests.support.systems import require_system
 
 
 @contextlib.contextmanager
@@ -52,7 +53,7 @@ def env_images() -> Iterator[EnvImages]:
     """The env images, built from this checkout with the local SDK on OPENENV_TEST_BASE_IMAGE."""
     base = os.environ.get("OPENENV_TEST_BASE_IMAGE")
     if not base:
-        pytest.skip("OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image")
+        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image")
     client = docker_client()
     images = EnvImages(client, base)
     try:

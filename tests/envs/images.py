@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import pytest
-
 from openenv.images import BuildResult, build_image
 from tests.support.servers import ROOT
+from tests.support.systems import require_system
 
 ENV_NAMES = ("atari_env", "blackjack_env", "chess_env", "coding_env", "grid_world_env", "wordle_env")
 TAG_PREFIX = "envs-test/"
@@ -32,7 +31,7 @@ def docker_client() -> Any:
         client = docker.from_env()
         client.ping()
     except Exception as exc:
-        pytest.skip(f"no Docker engine reachable ({exc}); `bash scripts/test` starts one")
+        require_system("Docker", f"no Docker engine reachable ({exc}); `bash scripts/test` starts one")
     return client
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.settings import HubSettings
 from tests.hub.live import live  # noqa: F401  (fixture: the stand-in Hub wired to a running service)
+from tests.support.systems import require_system
 
 _TABLES = ("stage_runs", "jobs", "pr_checks", "env_events", "health_transitions", "env_versions", "environments", "webhook_deliveries")
 
@@ -30,7 +31,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if request.param == "postgresql":
         base = _postgres_url()
         if not base:
-            pytest.skip("PostgreSQL not configured: set TEST_DATABASE_URL (scripts/test does)")
+            require_system("PostgreSQL", "TEST_DATABASE_URL is not set (scripts/test starts a server and sets it)")
         url = _private_database(base, request)
     else:
         url = f"sqlite:///{tmp_path_factory.mktemp('hubdb') / 'hub.sqlite3'}"

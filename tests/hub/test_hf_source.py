@@ -6,7 +6,6 @@ import math
 import shutil
 from pathlib import Path
 
-import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
 
@@ -16,6 +15,7 @@ from hub_service.indexer.sources import HfSource
 from hub_service.pipeline.worker import Worker
 from tests.support.hf_hub import HubStandIn
 from tests.support.servers import ROOT
+from tests.support.systems import require_system
 
 LIST = ("GET", "/api/{kind}")
 
@@ -85,7 +85,7 @@ def test_hf_env_goes_through_the_pipeline_at_its_sha(hf_hub: HubStandIn, clean_f
     # The Space moves on after indexing: the pipeline still checks the indexed sha.
     hf_hub.commit("alice/echo_env", {"openenv.yaml": "not: [valid"})
     if shutil.which("docker") is None or not settings.base_image:
-        pytest.skip("no Docker engine / local base image: run through `bash scripts/test`")
+        require_system("Docker", "no Docker CLI or OPENENV_TEST_BASE_IMAGE: run through `bash scripts/test`")
     assert Worker(settings, clean_factory).run_until_idle() == ["passed"]
     with clean_factory() as s:
         env = s.scalar(select(EnvRecord))

@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 
 from hub_service.db import Base, make_engine, migrate, migrations_dir
 from hub_service.models import import_all
+from tests.support.systems import require_system
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -27,7 +28,7 @@ def fresh_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
         return
     base = os.environ.get("TEST_DATABASE_URL")
     if not base:
-        pytest.skip("PostgreSQL not configured: set TEST_DATABASE_URL (scripts/test does)")
+        require_system("PostgreSQL", "TEST_DATABASE_URL is not set (scripts/test starts a server and sets it)")
     name = f"openenv_mig_{uuid.uuid4().hex[:10]}"
     admin = make_engine(base, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:

@@ -28,6 +28,7 @@ from hub_service.pipeline.worker import Worker
 from hub_service.serve import settings_env
 from hub_service.settings import HubSettings
 from tests.support.servers import ROOT, serve_app
+from tests.support.systems import require_system
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 BROKEN = ROOT / "tests" / "hub" / "envs"
@@ -35,7 +36,7 @@ BROKEN = ROOT / "tests" / "hub" / "envs"
 
 def _needs_docker() -> None:
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
-        pytest.skip("no local base image: run through `bash scripts/test`, which starts Docker and builds one")
+        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`, which starts Docker and makes the base image")
 
 
 def make_envs(root: Path, *names: str) -> Path:

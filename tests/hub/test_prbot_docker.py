@@ -17,6 +17,7 @@ from hub_service.catalog.models import EnvVersion
 from hub_service.pipeline.models import StageRun
 from hub_service.pipeline.worker import Worker
 from tests.hub.live import Live, env_files
+from tests.support.systems import require_system
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = "alice/echo_env"
@@ -25,7 +26,7 @@ REPO = "alice/echo_env"
 @pytest.fixture()
 def docker_live(live: Live):
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
-        pytest.skip("no local base image: run through `bash scripts/test`, which starts Docker and builds one")
+        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`, which starts Docker and makes the base image")
     yield live
     import docker
 

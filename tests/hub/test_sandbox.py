@@ -20,6 +20,7 @@ from hub_service.indexer.sources import FetchRefused, LocalSource, check_tree
 from hub_service.pipeline.models import StageRun
 from hub_service.pipeline.worker import Worker
 from tests.support.servers import ROOT
+from tests.support.systems import require_system
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 HOSTILE = ROOT / "tests" / "hub" / "envs" / "hostile"
@@ -31,7 +32,7 @@ def probes(smoke_log: str) -> dict[str, str]:
 
 def test_hostile_space_is_contained_and_secrets_never_leak(clean_factory, hub_settings, monkeypatch, tmp_path: Path) -> None:
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
-        pytest.skip("no local base image: run through `bash scripts/test`")
+        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`")
     marker = f"sekret{uuid.uuid4().hex}"
     secrets = {f"hf_{marker}", f"maint_{marker}", f"webhook_{marker}", f"sk-{marker}"}
     monkeypatch.setenv("HF_TOKEN", f"hf_{marker}")

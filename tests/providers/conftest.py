@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import ROOT
+from tests.support.systems import require_system
 
 RUN_ID = uuid.uuid4().hex[:12]
 RUN_LABEL = ("org.openenv.test-run", RUN_ID)
@@ -61,7 +62,7 @@ def _docker_engine() -> str | None:
 def docker_engine() -> object:
     reason = _docker_engine()
     if reason:
-        pytest.skip(reason)
+        require_system("Docker", reason)
     from openenv.client.providers._docker import docker_client
 
     return docker_client()
@@ -74,7 +75,7 @@ def base_image(docker_engine: object) -> str:
     try:
         docker_engine.images.get(image)  # type: ignore[attr-defined]
     except Exception:
-        pytest.skip(f"base image {image} is missing; run the tests with scripts/test (it builds it)")
+        require_system("the base image", f"{image} is not in the engine; run the tests with scripts/test (it makes it)")
     return image
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.servers import ROOT
+from tests.support.systems import require_system
 
 CHROMIUM = os.environ.get("OPENENV_TEST_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -33,7 +34,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: `bash scripts/browser` installs it (scripts/test does)")
+        require_system("Chromium", f"nothing at {CHROMIUM}: `bash scripts/browser` installs it (scripts/test does)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -1,0 +1,28 @@
+"""Tests that need a system (Docker, PostgreSQL, Chromium) call `require_system` when it is missing.
+
+On a developer's machine that is a skip, with what to run. When `CI` is set it is a failure: CI
+installs and starts every system (scripts/test), so a missing one is a broken set-up, never a
+reason to pass green. `tests/conftest.py` also fails a CI run that skipped any test at all.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NoReturn
+
+import pytest
+
+__all__ = ["in_ci", "require_system"]
+
+
+def in_ci() -> bool:
+    """Whether this run is CI's (the `CI` variable set to anything but empty, 0 or false)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_system(system: str, reason: str) -> NoReturn:
+    """Stop the test because `system` is missing: a skip, or under CI a failure."""
+    message = f"{system} is missing: {reason}"
+    if in_ci():
+        pytest.fail(f"{message} (CI is set: every system must be there; `bash scripts/test` installs and starts them)", pytrace=False)
+    pytest.skip(message)
