@@ -63,11 +63,15 @@ CMD ["python", "-m", "uvicorn", "server_app:app", "--host", "0.0.0.0", "--port",
 
 
 def _base_image() -> str:
-    out = subprocess.run(["bash", str(ROOT.parent / "shared" / "ci" / "docker-up.sh")], capture_output=True, text=True)
+    """The engine (scripts/docker-engine) and the base image this machine builds on (scripts/base-image)."""
+    engine = subprocess.run(["bash", str(ROOT / "scripts" / "docker-engine")], capture_output=True, text=True)
+    if engine.returncode != 0:
+        raise SystemExit(f"cold_start: could not start Docker: {engine.stderr[-500:]}")
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "base-image")], capture_output=True, text=True)
     line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-    if out.returncode != 0 or not line.startswith("BASE_IMAGE="):
-        raise SystemExit(f"cold_start: could not start Docker: {out.stderr[-500:]}")
-    return line.split("=", 1)[1]
+    if out.returncode != 0 or not line:
+        raise SystemExit(f"cold_start: no base image: {out.stderr[-500:]}")
+    return line
 
 
 def build_images(base: str) -> None:

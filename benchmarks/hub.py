@@ -106,7 +106,7 @@ def bench_pipeline(work: Path) -> dict[str, Any]:
 
     base = os.environ.get("OPENENV_HUB_BASE_IMAGE") or os.environ.get("OPENENV_TEST_BASE_IMAGE")
     if not base:
-        return {"skipped": "set OPENENV_HUB_BASE_IMAGE (a local base image; bash ../shared/ci/docker-up.sh prints one)"}
+        return {"skipped": "set OPENENV_HUB_BASE_IMAGE (bash scripts/base-image prints the one this machine builds on)"}
     import docker
 
     client = docker.from_env()

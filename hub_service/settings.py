@@ -53,6 +53,7 @@ class HubSettings(BaseSettings):
     smoke_tmpfs_mb: int = Field(default=256, ge=1)
     smoke_isolated_network: bool = Field(default=True, description="Smoke containers reach nothing but their own port.")
     build_memory: str = Field(default="2g", description="Memory limit of a build's RUN steps.")
+    build_network: str | None = Field(default=None, description="Docker network of a build's RUN steps (the engine's bridge when unset).")
     image_max_mb: int = Field(default=6144, ge=1, description="Images larger than this fail the build.")
     keep_images_per_env: int = Field(default=2, ge=0, description=(
         "Images of older passing main revisions kept per env, besides its current revision's and open pull requests' "

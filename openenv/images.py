@@ -39,7 +39,8 @@ class ImageBuildError(OpenEnvError):
     `reason` says whose problem it is: the env's (`FAILED`: a step of its Dockerfile failed;
     `NO_DOCKERFILE`), or the machine's (`NO_ENGINE`: no Docker engine answers; `ENGINE_LOST`: the
     engine went away or restarted during the build; `BASE_IMAGE`: a base image is neither in the
-    engine nor pullable; `TIMEOUT`; `SDK`: the local SDK wheel did not build).
+    engine nor pullable; `NETWORK`: the build's containers cannot resolve names at all (DNS down);
+    `TIMEOUT`; `SDK`: the local SDK wheel did not build).
     """
 
     FAILED = "failed"
@@ -47,9 +48,10 @@ class ImageBuildError(OpenEnvError):
     NO_ENGINE = "no_engine"
     ENGINE_LOST = "engine_lost"
     BASE_IMAGE = "base_image"
+    NETWORK = "network"
     TIMEOUT = "timeout"
     SDK = "sdk"
-    INFRASTRUCTURE = frozenset({NO_ENGINE, ENGINE_LOST, BASE_IMAGE})
+    INFRASTRUCTURE = frozenset({NO_ENGINE, ENGINE_LOST, BASE_IMAGE, NETWORK})
 
     def __init__(self, message: str, log: str = "", reason: str = FAILED) -> None:
         super().__init__(message)
@@ -141,6 +143,7 @@ def build_image(
     timeout_s: float = 1800,
     dockerfile: str | None = None,
     container_limits: dict[str, Any] | None = None,
+    network_mode: str | None = None,
 ) -> BuildResult:
     """Build `env_dir`'s Dockerfile into `tag`.
 
@@ -158,6 +161,7 @@ def build_image(
             layout keeps it at "server/Dockerfile", still with the env folder as context).
         timeout_s: the whole build's time limit (also the limit for a step that prints nothing).
         container_limits: resource limits of the build's RUN steps (`memory`, `memswap`, ...).
+        network_mode: the network of the build's RUN steps (default: the engine's, `bridge`).
 
     Raises:
         ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log).
@@ -190,12 +194,13 @@ def build_image(
     try:
         chunks = client.api.build(
             path=str(context), dockerfile=dockerfile_rel, tag=tag, buildargs=args, rm=True, forcerm=True, decode=True,
-            labels=all_labels, timeout=int(timeout_s), container_limits=container_limits,
+            labels=all_labels, timeout=int(timeout_s), container_limits=container_limits, network_mode=network_mode,
         )
         for line in _stream(chunks):
             if line.startswith("\x00error:"):
-                raise _engine_trouble(client, epoch, "\n".join(log)) or ImageBuildError(
-                    f"building {tag} failed: {line[7:].strip()}", "\n".join(log))
+                text = "\n".join([*log, line[7:]])
+                raise (_engine_trouble(client, epoch, text) or _network_trouble(client, dockerfile_text, args, network_mode, text)
+                       or ImageBuildError(f"building {tag} failed: {line[7:].strip()}", "\n".join(log)))
             log.append(line)
             if on_log is not None:
                 on_log(line)
@@ -269,6 +274,46 @@ def _engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = Fa
         return ImageBuildError("the connection to the Docker engine broke during the build; the build will be tried again", log,
                                reason=ImageBuildError.ENGINE_LOST)
     return None
+
+
+# What a RUN step prints when it cannot reach the network (pip, apt, curl, npm, git): worth a probe.
+_NETWORK_SIGNS = re.compile(r"temporary failure in name resolution|temporary failure resolving|could not resolve host|name or service not "
+                            r"known|failed to establish a new connection|network is unreachable|getaddrinfo|eai_again|connection timed out", re.I)
+# Names any build network that reaches the internet resolves.
+PROBE_HOSTS = ("pypi.org", "deb.debian.org")
+_PROBE = """import socket, sys
+down = []
+for host in sys.argv[1:]:
+    try:
+        socket.getaddrinfo(host, 443)
+    except socket.gaierror as exc:
+        if exc.errno == socket.EAI_AGAIN:
+            down.append(host)
+print(" ".join(down))
+"""
+
+
+def _network_trouble(client: Any, dockerfile_text: str, args: dict[str, str], network_mode: str | None, log: str) -> ImageBuildError | None:
+    """When a failed build's log shows network errors, ask a container on the build's network
+    (from the build's base image) to resolve well-known names: if the resolver itself cannot be
+    reached (EAI_AGAIN), the machine's network is down, not the env broken. An unknown name
+    (a typo in the env's index URL) resolves to "no such host" and stays the env's failure."""
+    if not _NETWORK_SIGNS.search(log):
+        return None
+    images = base_images(dockerfile_text, args)
+    if not images:
+        return None
+    try:
+        out = client.containers.run(images[0][0], ["python3", "-c", _PROBE, *PROBE_HOSTS], network_mode=network_mode or "bridge",
+                                    remove=True, labels={f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.probe": "network"})
+    except Exception:  # no python3 in the base image, say: cannot tell, so the build's verdict stands
+        return None
+    down = (out.decode() if isinstance(out, bytes) else str(out)).split()
+    if not down:
+        return None
+    return ImageBuildError(f"the build could not reach the network: containers on the engine's build network cannot resolve "
+                           f"{', '.join(down)} (the DNS resolver does not answer); the build will be tried again", log,
+                           reason=ImageBuildError.NETWORK)
 
 
 def _is_transport_error(exc: BaseException) -> bool:

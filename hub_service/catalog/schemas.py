@@ -54,7 +54,7 @@ class VersionSummary(BaseModel):
     failure_reason: str | None = None
     waiting_code: str | None = Field(default=None, description=(
         "While the run waits for the infrastructure (state waiting, or running again after it): no_engine, engine_lost, "
-        "base_image, source or other"))
+        "base_image, network, source or other"))
     waiting_reason: str | None = None
     waiting_since: dt.datetime | None = None
     yanked: bool = False

@@ -50,13 +50,14 @@ class ValidationFailed(StageFailed):
 class Transient(Exception):
     """Something outside the environment failed; the job should be retried.
 
-    `code` says what: NO_ENGINE, ENGINE_LOST, BASE_IMAGE (the values of ImageBuildError's
+    `code` says what: NO_ENGINE, ENGINE_LOST, BASE_IMAGE, NETWORK (the values of ImageBuildError's
     reasons), SOURCE (the source of the env's files), or OTHER.
     """
 
     NO_ENGINE = "no_engine"
     ENGINE_LOST = "engine_lost"
     BASE_IMAGE = "base_image"
+    NETWORK = "network"
     SOURCE = "source"
     OTHER = "other"
     ENGINE = frozenset({NO_ENGINE, ENGINE_LOST})  # what an engine that answers again may have fixed
@@ -182,7 +183,7 @@ def build(settings: HubSettings, folder: Path, owner: str, name: str, sha: str, 
             result = build_image(
                 folder, tag, base_image=settings.base_image, on_log=log, timeout_s=settings.build_timeout_s,
                 labels={"org.openenv.hub.repo": f"{owner}/{name}", "org.openenv.hub.sha": sha},
-                container_limits=build_limits(settings),
+                container_limits=build_limits(settings), network_mode=settings.build_network,
             )
         except ImageBuildError as exc:
             if exc.infrastructure:

@@ -8,11 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.checkout import served_git_repo
 from tests.support.servers import ROOT
 
 DOC = ROOT / "docs" / "ci.md"
@@ -20,10 +22,31 @@ WORKFLOW = ROOT / "docs" / "examples" / "openenv-validate.yml"
 SCRIPT = ROOT / "docs" / "examples" / "openenv_report.py"
 
 
-def _run_steps(env_dir: Path, tmp_path: Path) -> list[tuple[str, subprocess.CompletedProcess[str]]]:
-    """The workflow's `run:` steps in order, in a checkout of `env_dir`, like a GitHub runner:
-    bash -e per step, GITHUB_STEP_SUMMARY set, stop at the first failing step. The install step
-    is what this test's environment already did (the CLI is on PATH)."""
+PROJECT_GIT_URL = "git+https://github.com/openenv-hub/openenv-hub"
+
+
+@pytest.fixture(scope="module")
+def runner_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """PATH of a runner after the workflow's install step, run as written in a fresh venv, with
+    the project's git URL pointing at a git copy of this working tree served on 127.0.0.1 (the
+    only change to the step)."""
+    home = tmp_path_factory.mktemp("runner")
+    subprocess.run([sys.executable, "-m", "venv", str(home / "venv")], check=True, timeout=300)
+    [install] = [s["run"] for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["validate"]["steps"] if s.get("name") == "Install the OpenEnv CLI"]
+    assert PROJECT_GIT_URL in install, install
+    path = f"{home / 'venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}, "PATH": path}
+    with served_git_repo(home) as url:
+        proc = subprocess.run(["bash", "-e", "-c", install.replace(PROJECT_GIT_URL, f"git+{url}")], env=env, capture_output=True,
+                              text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (home / "venv" / "bin" / "openenv").is_file()
+    yield path
+
+
+def _run_steps(env_dir: Path, tmp_path: Path, path: str) -> list[tuple[str, subprocess.CompletedProcess[str]]]:
+    """The workflow's other `run:` steps in order, in a checkout of `env_dir`, like a GitHub runner
+    after the install step: bash -e per step, GITHUB_STEP_SUMMARY set, stop at the first failure."""
     workflow = yaml.safe_load(WORKFLOW.read_text())
     assert set(workflow[True]) == {"pull_request", "push"}  # YAML reads the key `on` as True
     steps = workflow["jobs"]["validate"]["steps"]
@@ -31,7 +54,7 @@ def _run_steps(env_dir: Path, tmp_path: Path) -> list[tuple[str, subprocess.Comp
     shutil.copytree(env_dir, checkout, ignore=shutil.ignore_patterns("__pycache__"))
     (checkout / ".github" / "scripts").mkdir(parents=True)
     shutil.copy(SCRIPT, checkout / ".github" / "scripts" / "openenv_report.py")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}, "PATH": path,
            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
     ran = []
     for step in steps:
@@ -44,15 +67,15 @@ def _run_steps(env_dir: Path, tmp_path: Path) -> list[tuple[str, subprocess.Comp
     return ran
 
 
-def test_the_workflow_passes_a_good_env(tmp_path: Path) -> None:
-    ran = _run_steps(ROOT / "envs" / "echo_env", tmp_path)
+def test_the_workflow_passes_a_good_env(tmp_path: Path, runner_path: str) -> None:
+    ran = _run_steps(ROOT / "envs" / "echo_env", tmp_path, runner_path)
     assert [(name, p.returncode) for name, p in ran] == [("Validate", 0), ("Report", 0)]
     summary = (tmp_path / "summary.md").read_text()
     assert "✅ openenv validate: pass" in summary and "0 failed" in summary
 
 
-def test_the_workflow_fails_a_broken_env_and_points_at_the_lines(tmp_path: Path) -> None:
-    ran = _run_steps(ROOT / "tests" / "hub" / "envs" / "bad_manifest", tmp_path)
+def test_the_workflow_fails_a_broken_env_and_points_at_the_lines(tmp_path: Path, runner_path: str) -> None:
+    ran = _run_steps(ROOT / "tests" / "hub" / "envs" / "bad_manifest", tmp_path, runner_path)
     assert [(name, p.returncode) for name, p in ran] == [("Validate", 0), ("Report", 1)]
     summary = (tmp_path / "summary.md").read_text()
     assert "❌ openenv validate: fail" in summary

@@ -4,7 +4,8 @@ Reference pages run in a scratch folder that mirrors this checkout (its files li
 `envs/echo_env` resolves and nothing is written into the checkout), with this checkout's .venv
 on PATH and `envs/` importable. The README and the tutorial are journeys: they run in a fresh
 copy of the checkout, with no venv, from `bash scripts/bootstrap` on, as a new user would.
-All pip and uv installs come from local wheels and uv's cache (no index); servers bind 127.0.0.1.
+Installs go where the reader's would (the machine's index and pip settings, nothing the tests add);
+images build on the base image the SDK picks for this machine; servers bind 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -21,10 +22,19 @@ from pathlib import Path
 import pytest
 
 from openenv.client.providers.process import free_port
-from openenv.images import local_sdk_wheel
 from openenv.validation import checks
-from tests.docs.harness import DATA_LANGS, PYTHON_LANGS, SHELL_LANGS, TEXT_LANGS, Block, Page, Substitutions, page_run, parse_blocks
-from tests.support.pip_venv import wheelhouse
+from tests.docs.harness import (
+    DATA_LANGS,
+    PYTHON_LANGS,
+    SHELL_LANGS,
+    TEXT_LANGS,
+    Block,
+    Page,
+    Substitutions,
+    page_run,
+    parse_blocks,
+)
+from tests.support.checkout import copy_working_tree
 from tests.support.servers import ROOT
 from tests.support.systems import require_system
 
@@ -69,17 +79,14 @@ def test_the_checks_table_lists_every_check_in_order() -> None:
 
 @pytest.fixture(scope="session")
 def docs_environ(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The environment every page starts from: no index, this run's caches and labels, no ambient Hub settings."""
+    """The environment every page starts from: the machine's own, as a reader's shell has it (its
+    pip and uv settings, its index), with no venv, no Hub settings and no base image chosen by
+    the tests; only this run's caches and labels, so that runs do not mix."""
     cache = tmp_path_factory.mktemp("docs-cache")
-    drop = ("PIP_", "VIRTUAL_ENV", "PYTHONPATH", "HF_", "HUGGING", "OPENENV_", "UV_", "CONDA")
+    drop = ("VIRTUAL_ENV", "PYTHONPATH", "HF_", "HUGGING", "OPENENV_", "CONDA", "DOCKER_HOST")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if "/.venv/" not in p and "venv/bin" not in p)
     env.update({
-        "UV_OFFLINE": "1",
-        "PIP_CONFIG_FILE": os.devnull,
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": f"{wheelhouse()} {local_sdk_wheel().parent}",
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "OPENENV_CACHE_DIR": str(cache),
         "OPENENV_LABELS": f"org.openenv.test-run=docs-{RUN_ID}",
         "OPENENV_NAME_PREFIX": f"docs-{RUN_ID}",
@@ -88,11 +95,6 @@ def docs_environ(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "NO_COLOR": "1",
         "GIT_TERMINAL_PROMPT": "0",
     })
-    if os.environ.get("UV_CACHE_DIR"):
-        env["UV_CACHE_DIR"] = os.environ["UV_CACHE_DIR"]
-    base = os.environ.get("OPENENV_TEST_BASE_IMAGE")
-    if base:  # this machine has no registry: images build on the local base image
-        env["OPENENV_BASE_IMAGE"] = env["OPENENV_HUB_BASE_IMAGE"] = base
     return env
 
 
@@ -176,16 +178,7 @@ def fresh_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of this working tree (tracked and new files, nothing git ignores) without a venv,
     in a folder of its own (the journeys work beside it). The README and the tutorial share it,
     so the venv the README's first block makes is reused."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    dest = tmp_path_factory.mktemp("journey") / "openenv-hub"
-    for rel in filter(None, listed):
-        source = ROOT / rel
-        if source.is_file():
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return dest
+    return copy_working_tree(tmp_path_factory.mktemp("journey") / "openenv-hub")
 
 
 def _journey(name: str, checkout: Path, docs_environ: dict[str, str], tmp_path: Path) -> None:

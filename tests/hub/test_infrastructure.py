@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from hub_service.audit.models import EnvEvent
 from hub_service.catalog.models import EnvRecord, EnvVersion
@@ -91,6 +91,35 @@ def test_a_base_image_that_cannot_be_pulled_waits_with_what_to_do(clean_factory,
     version, env = _one(clean_factory, EnvVersion), _one(clean_factory, EnvRecord)
     assert (version.state, version.waiting_code, env.status) == ("waiting", "base_image", "waiting")
     assert "openenv-local/no-such-base:1" in version.waiting_reason and "OPENENV_HUB_BASE_IMAGE" in version.waiting_reason
+
+
+def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failure(clean_factory, hub_settings) -> None:
+    base = _base_image()
+    root = _copy_echo(hub_settings)
+    # No resolver on the build network (an outage): pip cannot resolve PyPI, and neither can the probe.
+    settings = hub_settings.model_copy(update={"builder": "docker", "build_network": "none", "infra_retry_s": 30.0})
+    index_source(clean_factory, LocalSource(root))
+    assert Worker(settings, clean_factory).run_once() == "waiting"
+    version = _one(clean_factory, EnvVersion)
+    assert version.waiting_code == "network" and "pypi.org" in version.waiting_reason, version.waiting_reason
+    assert version.failure_reason is None and _one(clean_factory, EnvRecord).status == "waiting"
+
+    # A typo in the env's own index URL: the name does not exist, which is the env's doing.
+    dockerfile = root / "echo_env" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace('RUN pip install --no-cache-dir "${OPENENV_SDK}"',
+                                                         'RUN pip install --index-url https://no-such-index.invalid/simple "${OPENENV_SDK}"'))
+    with clean_factory.begin() as s:
+        s.execute(delete(Job))
+        s.execute(delete(StageRun))
+        s.execute(delete(EnvEvent))
+        s.execute(delete(EnvVersion))
+        s.execute(delete(EnvRecord))
+    index_source(clean_factory, LocalSource(root))
+    usual = settings.model_copy(update={"build_network": None, "base_image": base})
+    assert Worker(usual, clean_factory).run_once() == "failed"
+    version = _one(clean_factory, EnvVersion)
+    assert (version.state, version.failure_stage, version.waiting_code) == ("failed", "build", None)
+    assert _one(clean_factory, EnvRecord).status == "failing"
 
 
 def test_hub_rerun_runs_waiting_and_failed_revisions_now(clean_factory, hub_settings, run_cli, tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def docker_engine() -> object:
 
 @pytest.fixture(scope="session")
 def base_image(docker_engine: object) -> str:
-    """The registry-free base image scripts/test makes (../shared/ci/docker-up.sh)."""
+    """The base image scripts/test chose for this machine (scripts/base-image)."""
     image = os.environ.get("OPENENV_TEST_BASE_IMAGE") or "openenv-local/python:3.11"
     try:
         docker_engine.images.get(image)  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Restarting the local Docker engine (the one ../shared/ci/docker-up.sh starts), for fault tests."""
+"""Restarting the local Docker engine (the one scripts/docker-engine starts), for fault tests."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def restart_dockerd(timeout_s: float = 60.0) -> None:
     Raises:
         RuntimeError: the engine did not stop, or did not come back, within `timeout_s` each.
     """
-    pid_file = Path(os.environ.get("TMPDIR", "/tmp")) / "openenv-docker" / "dockerd.pid"
+    pid_file = Path(os.environ.get("OPENENV_DOCKER_STATE") or Path(os.environ.get("TMPDIR", "/tmp")) / "openenv-docker") / "dockerd.pid"
     pids = [int(p) for p in subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()]
     for pid in pids:
         os.kill(pid, signal.SIGTERM)
@@ -49,6 +49,7 @@ def restart_dockerd(timeout_s: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"dockerd (pids {pids}) did not stop within {timeout_s:.0f} s")
         time.sleep(0.2)
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
     log = open(pid_file.parent / "dockerd.log", "ab")  # noqa: SIM115 - handed to the daemon
     proc = subprocess.Popen(["dockerd"], stdout=log, stderr=log, start_new_session=True)
     _started.append(proc)

@@ -1,6 +1,6 @@
 """A private PostgreSQL server for tests that stop and start the database (fault tests).
 
-Uses the binaries `../shared/ci/postgres-up.sh` installs; runs as the `postgres` user on a free
+Uses the binaries `scripts/postgres` installs; runs as the `postgres` user on a free
 127.0.0.1 port with its data in a temporary folder.
 """
 
@@ -22,7 +22,7 @@ class PrivatePostgres:
     def __init__(self) -> None:
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
         if not found:
-            raise RuntimeError("PostgreSQL binaries not found; run ../shared/ci/postgres-up.sh (scripts/test does)")
+            raise RuntimeError("PostgreSQL binaries not found; run `bash scripts/postgres` (scripts/test does)")
         self.bin = Path(found[-1]).parent
         self.dir = Path(tempfile.mkdtemp(prefix="openenv-pg-"))
         shutil.chown(self.dir, "postgres")
