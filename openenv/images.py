@@ -189,49 +189,82 @@ def build_image(
     all_labels = {f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.env-dir": env_dir.name, **(labels or {})}
     log: list[str] = []
     start = time.monotonic()
-    image_id = ""
-    epoch = engine_epoch(client)
+
+    def emit(line: str) -> None:
+        log.append(line)
+        if on_log is not None:
+            on_log(line)
+
     try:
-        chunks = client.api.build(
-            path=str(context), dockerfile=dockerfile_rel, tag=tag, buildargs=args, rm=True, forcerm=True, decode=True,
-            labels=all_labels, timeout=int(timeout_s), container_limits=container_limits, network_mode=network_mode,
-        )
-        for line in _stream(chunks):
-            if line.startswith("\x00error:"):
-                text = "\n".join([*log, line[7:]])
-                raise (_engine_trouble(client, epoch, text) or _network_trouble(client, dockerfile_text, args, network_mode, text)
-                       or ImageBuildError(f"building {tag} failed: {line[7:].strip()}", "\n".join(log)))
-            log.append(line)
-            if on_log is not None:
-                on_log(line)
-            if time.monotonic() - start > timeout_s:
-                chunks.close()  # closing the stream makes the engine abandon the build
+        for attempt in (1, 2):
+            epoch = engine_epoch(client)
+            try:
+                image_id = _classic_build(client, context, dockerfile_rel, tag, args, all_labels, start + timeout_s, container_limits,
+                                          network_mode, emit, nocache=attempt > 1)
+                break
+            except _TimedOut:
                 raise ImageBuildError(f"building {tag} took longer than {timeout_s:g}s; the build was stopped", "\n".join(log),
-                                      reason=ImageBuildError.TIMEOUT)
-        image_id = client.images.get(tag).id
-    except ImageBuildError:
-        raise
-    except Exception as exc:  # transport errors and docker.errors.*: the engine's trouble, or the build's
-        trouble = _engine_trouble(client, epoch, "\n".join(log), lost=_is_transport_error(exc))
-        if trouble is not None:
-            raise trouble from exc
-        raise ImageBuildError(f"building {tag} failed: {exc}", "\n".join(log)) from exc
+                                      reason=ImageBuildError.TIMEOUT) from None
+            except _StepFailed as failed:
+                text = "\n".join([*log, failed.message])
+                trouble = _engine_trouble(client, epoch, text) or _network_trouble(client, dockerfile_text, args, network_mode, text)
+                if trouble is not None:
+                    raise trouble from None
+                if failed.exit_code is None and attempt == 1:
+                    # Not a step of the Dockerfile exiting non-zero: the engine failed it (a layer left broken by an
+                    # unclean stop, say). Once more without the cache before the env is blamed.
+                    emit(f"the engine failed the build outside the Dockerfile's commands ({failed.message}); trying once more without the cache")
+                    continue
+                raise ImageBuildError(f"building {tag} failed: {failed.message}", "\n".join(log)) from None
+            except ImageBuildError:
+                raise
+            except Exception as exc:  # transport errors and docker.errors.*: the engine's trouble, or the build's
+                trouble = _engine_trouble(client, epoch, "\n".join(log), lost=_is_transport_error(exc))
+                if trouble is not None:
+                    raise trouble from exc
+                raise ImageBuildError(f"building {tag} failed: {exc}", "\n".join(log)) from exc
     finally:
         if context != env_dir:
             shutil.rmtree(context, ignore_errors=True)
     return BuildResult(tag=tag, image_id=image_id, seconds=time.monotonic() - start, log=log, sdk=used_sdk)
 
 
-def _stream(chunks: Iterator[dict[str, Any]]) -> Iterator[str]:
+class _TimedOut(Exception):
+    """The build passed its deadline and was stopped."""
+
+
+class _StepFailed(Exception):
+    """The engine reported the build failed; `exit_code` is set when a RUN step exited non-zero."""
+
+    def __init__(self, message: str, exit_code: int | None) -> None:
+        super().__init__(message)
+        self.message, self.exit_code = message, exit_code
+
+
+def _classic_build(client: Any, context: Path, dockerfile: str, tag: str, args: dict[str, str], labels: dict[str, str], deadline: float,
+                   limits: dict[str, Any] | None, network_mode: str | None, emit: Callable[[str], None], *, nocache: bool) -> str:
+    """One build with the engine's classic builder (through the SDK); returns the image id.
+
+    Raises:
+        _StepFailed: the engine reported an error.
+        _TimedOut: the build passed `deadline` (time.monotonic()); it was stopped.
+    """
+    chunks = client.api.build(
+        path=str(context), dockerfile=dockerfile, tag=tag, buildargs=args, rm=True, forcerm=True, decode=True, labels=labels,
+        timeout=max(1, int(deadline - time.monotonic())), container_limits=limits, network_mode=network_mode, nocache=nocache,
+    )
     for chunk in chunks:
         if "error" in chunk:
-            yield "\x00error:" + str(chunk.get("error", "")).strip()
-            return
-        text = chunk.get("stream")
-        if text:
-            for line in str(text).splitlines():
-                if line.strip():
-                    yield line.rstrip()
+            detail = chunk.get("errorDetail") or {}
+            code = detail.get("code") if isinstance(detail, dict) else None
+            raise _StepFailed(str(chunk.get("error", "")).strip(), code if isinstance(code, int) else None)
+        for line in str(chunk.get("stream") or "").splitlines():
+            if line.strip():
+                emit(line.rstrip())
+        if time.monotonic() > deadline:
+            chunks.close()  # closing the stream makes the engine abandon the build
+            raise _TimedOut()
+    return str(client.images.get(tag).id)
 
 
 def _docker_client() -> Any:

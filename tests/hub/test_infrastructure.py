@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,8 @@ def test_a_base_image_that_cannot_be_pulled_waits_with_what_to_do(clean_factory,
 def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failure(clean_factory, hub_settings) -> None:
     base = _base_image()
     root = _copy_echo(hub_settings)
+    dockerfile = root / "echo_env" / "Dockerfile"  # a step of its own, so that no earlier build's layers stand in for pip's
+    dockerfile.write_text(dockerfile.read_text().replace("COPY . /app/env", f"RUN echo {uuid.uuid4().hex}\nCOPY . /app/env"))
     # No resolver on the build network (an outage): pip cannot resolve PyPI, and neither can the probe.
     settings = hub_settings.model_copy(update={"builder": "docker", "build_network": "none", "infra_retry_s": 30.0})
     index_source(clean_factory, LocalSource(root))
@@ -105,7 +108,6 @@ def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failu
     assert version.failure_reason is None and _one(clean_factory, EnvRecord).status == "waiting"
 
     # A typo in the env's own index URL: the name does not exist, which is the env's doing.
-    dockerfile = root / "echo_env" / "Dockerfile"
     dockerfile.write_text(dockerfile.read_text().replace('RUN pip install --no-cache-dir "${OPENENV_SDK}"',
                                                          'RUN pip install --index-url https://no-such-index.invalid/simple "${OPENENV_SDK}"'))
     with clean_factory.begin() as s:

@@ -32,7 +32,7 @@ class PrivatePostgres:
         self._su(f"{self.bin}/initdb -D {self.data} -U postgres --auth=trust -E UTF8 >/dev/null")
 
     def _su(self, command: str) -> None:
-        subprocess.run(["su", "postgres", "-c", command], check=True, timeout=120)
+        subprocess.run(["su", "postgres", "-c", command], check=True, timeout=120, cwd="/")  # the user may not enter ours
 
     def start(self) -> None:
         self._su(f"{self.bin}/pg_ctl -D {self.data} -l {self.dir}/log -o '-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1' -w start >/dev/null")
