@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from openenv.errors import ConfigurationError
 
 __all__ = [
+    "DEFAULT_PORT",
     "MANIFEST_FILE",
     "SPEC_VERSION",
     "SUPPORTED_SPEC_VERSIONS",
@@ -45,6 +46,7 @@ __all__ = [
     "ManifestInspection",
     "ManifestProblem",
     "UnsupportedManifestError",
+    "env_port",
     "find_app_module",
     "inspect_manifest",
     "load_manifest",
@@ -258,7 +260,6 @@ def inspect_manifest(text: str | bytes, source: str = MANIFEST_FILE) -> Manifest
     import yaml  # the cli/server extras; imported here so `import openenv.manifest` stays light
 
     from openenv._manifest_problems import LineIndex, merge_by_field, problem_from_pydantic
-
     from openenv._yaml import YamlLimitError, compose_limited
 
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", errors="replace"))
@@ -364,6 +365,40 @@ def find_app_module(root: str | Path, app_module: str) -> str | None:
         if (root / rel.with_suffix(".py")).is_file() or (root / rel / "__init__.py").is_file():
             return ".".join(parts[start:])
     return None
+
+
+DEFAULT_PORT = 8000
+
+
+def env_port(root: str | Path) -> int:
+    """The port an env's server listens on in its container, read the way the Hub and Spaces read
+    it: the manifest's `port` when it sets one, else the README front matter's `app_port` (what a
+    Docker Space routes to), else 8000. Unreadable or invalid values are passed over."""
+    from openenv._yaml import load_limited
+
+    root = Path(root)
+    sources = [(root / MANIFEST_FILE, "port"), (root / "README.md", "app_port")]
+    for path, key in sources:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if key == "app_port":  # only the front matter: the `---` block at the very top
+                lines = text.splitlines()
+                if not lines or lines[0].strip() != "---" or "---" not in [line.strip() for line in lines[1:]]:
+                    continue
+                text = "\n".join(lines[1 : 1 + [line.strip() for line in lines[1:]].index("---")])
+            data = load_limited(text)
+        except Exception:  # missing file, bad YAML, too large: the next source decides
+            continue
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, bool):
+            continue
+        try:
+            port = int(str(value).strip()) if value is not None else None
+        except ValueError:
+            continue
+        if port is not None and 1 <= port <= 65535:
+            return port
+    return DEFAULT_PORT
 
 
 def manifest_json_schema() -> dict[str, Any]:

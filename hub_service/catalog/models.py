@@ -89,6 +89,8 @@ class EnvVersion(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     manifest: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    # The port its server listens on in its container (manifest `port`, else README `app_port`, else 8000).
+    port: Mapped[int | None] = mapped_column(Integer, default=None)
     readme: Mapped[str | None] = mapped_column(Text, default=None)
     validation: Mapped[dict[str, Any] | None] = mapped_column(default=None)  # the validate report
     validation_status: Mapped[str | None] = mapped_column(String(16), default=None)  # pass | warn | fail

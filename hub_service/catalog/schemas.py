@@ -99,6 +99,7 @@ class ResolveRecord(BaseModel):
     stage: str | None = None
     url: str | None = Field(default=None, description="Base URL of the running Space, when it runs")
     image: str | None = Field(default=None, description="Container image reference (the Space's registry image, or one the Hub built)")
+    port: int = Field(default=8000, description="The port the env's server listens on inside the image (manifest `port`, else README `app_port`)")
     source: str
     local: dict[str, Any] = Field(default_factory=dict, description="How to run it locally: docker / process commands")
     yanked: bool = False

@@ -236,15 +236,14 @@ def resolve(session: Session, settings: HubSettings, owner: str, name: str, revi
     image = version.image_ref
     if env.source == "hf" and not image:
         image = settings.space_image_template.format(owner=env.owner.lower(), name=env.name.lower().replace("_", "-"))
+    port = version.port or 8000
     local: dict[str, Any] = {}
     if image:
-        local["docker"] = f"docker run --rm -p 127.0.0.1:8000:8000 {image}"
-    if env.source == "hf":
-        local["python"] = f"EnvClient.from_hub({env.repo_id + '@' + version.sha!r}, trust_remote_code=True)"
-    elif env.location:
-        local["process"] = f"openenv serve {env.location}"
+        local["docker"] = f"docker run --rm -p 127.0.0.1:{port}:{port} {image}"
+    # Where the service keeps a local source's folders is its own business: never in a record.
+    local["python"] = f"EnvClient.from_hub({env.repo_id + '@' + version.sha!r}, trust_remote_code=True)"
     return ResolveRecord(
         repo_id=env.repo_id, revision=version.sha, status=env.status, stage=env.stage,
-        url=env.host if running else None, image=image, source=env.source, local=local, yanked=version.yanked,
+        url=env.host if running else None, image=image, port=port, source=env.source, local=local, yanked=version.yanked,
         deprecated=env.deprecated, successor=env.successor, deprecation_reason=env.deprecation_reason,
     )

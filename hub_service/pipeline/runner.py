@@ -27,6 +27,7 @@ from hub_service.pipeline import hooks, jobs, stages
 from hub_service.pipeline.images_gc import prune_env_images
 from hub_service.pipeline.models import Job, StageRun
 from hub_service.settings import HubSettings
+from openenv.manifest import env_port
 
 __all__ = ["JobRunner", "source_for"]
 
@@ -114,7 +115,8 @@ class JobRunner:
         try:
             folder = self._stage(claim, "fetch", lambda lg: self._fetch(info, workdir, lg))
             report = self._stage(claim, "validate", lambda lg: stages.validate(folder, f"{info['owner']}/{info['name']}", lg, run_code=info["trusted"]))
-            self._update(claim.version_id, validation=report, validation_status=report.get("status"), manifest=report.get("manifest"), readme=_readme(folder))
+            self._update(claim.version_id, validation=report, validation_status=report.get("status"), manifest=report.get("manifest"),
+                         readme=_readme(folder), port=env_port(folder))
             self._event(claim, "validated", f"validation {report.get('status')}", counts=report.get("summary"))
             built = self._stage(claim, "build", lambda lg: stages.build(self.settings, folder, info["owner"], info["name"], info["sha"], info["trusted"], lg))
             self._update(claim.version_id, build_status="passed", builder=built.builder, image_ref=built.image_ref, build_seconds=round(built.seconds, 2))
@@ -125,8 +127,10 @@ class JobRunner:
                 claim.version_id, smoke_status="passed", cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms,
                 step_p95_ms=smoke.step_p95_ms, validation=merged, validation_status=merged.get("status"),
             )
-            self._event(claim, "smoke_tested", f"smoke test passed: cold start {smoke.cold_start_s:.2f}s, step p50 {smoke.step_p50_ms:.1f} ms",
-                        cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms)
+            rejected = f", {smoke.rejected} of its actions rejected by the env" if smoke.rejected else ""
+            self._event(claim, "smoke_tested", f"smoke test passed: cold start {smoke.cold_start_s:.2f}s, step p50 {smoke.step_p50_ms:.1f} ms{rejected}",
+                        cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms, rejected_actions=smoke.rejected,
+                        first_rejection=smoke.first_rejection)
             self._stage(claim, "publish", lambda lg: self._publish(claim, lg))
         except stages.Transient as exc:
             return self._wait(claim, exc)

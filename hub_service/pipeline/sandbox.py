@@ -99,15 +99,16 @@ def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: 
 
 
 def confined_provider(settings: HubSettings, image: str, *, startup_timeout_s: float, read_only: bool = True,
-                      labels: dict[str, str] | None = None) -> Any:
-    """A DockerProvider for `image` with every confinement above (smoke tests and play sessions)."""
+                      labels: dict[str, str] | None = None, port: int = 8000) -> Any:
+    """A DockerProvider for `image`, whose server listens on `port` in the container, with every
+    confinement above (smoke tests and play sessions)."""
     import docker
 
     from openenv.client.providers import DockerProvider
 
     network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
     return DockerProvider(
-        image, pull="never", startup_timeout_s=startup_timeout_s, env=dict(SMOKE_ENV), user=SMOKE_USER,
+        image, port=port, pull="never", startup_timeout_s=startup_timeout_s, env=dict(SMOKE_ENV), user=SMOKE_USER,
         run_options=smoke_run_options(settings, network, read_only=read_only), labels=dict(labels or {}),
     )
 

@@ -175,28 +175,35 @@ def build(settings: HubSettings, folder: Path, owner: str, name: str, sha: str, 
     start = time.monotonic()
     if builder == "docker":
         from hub_service.pipeline.sandbox import build_limits
+        from openenv.dockerfile import find_dockerfile
         from openenv.images import ImageBuildError, build_image
 
+        dockerfile = find_dockerfile(folder)
+        if dockerfile is None:
+            raise StageFailed("no Dockerfile: a Docker Space needs one at its root (upstream's source layout keeps it at server/Dockerfile, "
+                              "which is built with the env folder as context)")
         tag = image_tag(settings, owner, name, sha)
-        log(f"building image {tag}")
+        rel = dockerfile.relative_to(folder).as_posix()
+        log(f"building image {tag} from {rel}")
         try:
             result = build_image(
-                folder, tag, base_image=settings.base_image, on_log=log, timeout_s=settings.build_timeout_s,
+                folder, tag, base_image=settings.base_image, on_log=log, timeout_s=settings.build_timeout_s, dockerfile=rel,
                 labels={"org.openenv.hub.repo": f"{owner}/{name}", "org.openenv.hub.sha": sha},
                 container_limits=build_limits(settings), network_mode=settings.build_network,
             )
         except ImageBuildError as exc:
             if exc.infrastructure:
                 raise Transient(str(exc), code=exc.reason) from exc
-            text = str(exc)
-            raise StageFailed(text if exc.reason != ImageBuildError.FAILED else _last_error_line(exc.log, text)) from exc
+            text = str(exc).replace(str(folder), "<the env folder>")  # no path of this worker in what users see
+            summary = exc.reason != ImageBuildError.FAILED or exc.exit_code == 137  # the message says it better than the log
+            raise StageFailed(text if summary else _last_error_line(exc.log, text)) from exc
         try:
             size_mb = _image_size_mb(tag)
         except Exception as exc:  # the image was built: an engine that stopped answering is the machine's trouble
             if not docker_available():
                 raise Transient(f"the Docker engine stopped answering after the build ({exc})", code=Transient.ENGINE_LOST) from exc
             raise
-        log(f"built {tag} ({result.image_id[:19]}, {size_mb:.0f} MB) in {result.seconds:.1f}s with SDK {result.sdk}")
+        log(f"built {tag} ({result.image_id[:19]}, {size_mb:.0f} MB) in {result.seconds:.1f}s with {result.builder}, SDK {result.sdk}")
         if size_mb > settings.image_max_mb:
             _remove_image(tag)
             raise StageFailed(f"the image is {size_mb:.0f} MB, over the Hub's cap of {settings.image_max_mb} MB; slim the image")
@@ -228,10 +235,16 @@ def _remove_image(tag: str) -> None:
         logging.getLogger("hub_service.pipeline").warning("could not remove oversized image %s", tag, exc_info=True)
 
 
+# BuildKit's closing lines restate which step failed; the step's own last error line says why.
+_RESTATED = re.compile(r"executor failed running|did not complete successfully|failed to solve|^-+$|^\s*>\s*\[", re.I)
+_STEP_PREFIX = re.compile(r"^#\d+\s+(\d+(\.\d+)?\s+)?")
+
+
 def _last_error_line(log: str, fallback: str) -> str:
-    for line in reversed(plain(log or "").splitlines()):
-        if re.search(r"error|failed|not found|no such", line, re.I):
-            return f"build failed: {line.strip()[:300]}"
+    lines = [_STEP_PREFIX.sub("", line).strip() for line in plain(log or "").splitlines()]
+    for line in reversed(lines):
+        if re.search(r"error|failed|not found|no such", line, re.I) and not _RESTATED.search(line):
+            return f"build failed: {line[:300]}"
     return plain(fallback)[:500]
 
 
@@ -247,6 +260,8 @@ class SmokeOutput:
     runtime_report: dict[str, Any] | None = None
     server_log: str = ""
     errors: list[str] = field(default_factory=list)
+    rejected: int = 0  # actions the env refused with EXECUTION_ERROR while its session lived on
+    first_rejection: str | None = None
 
 
 def smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog) -> SmokeOutput:
@@ -301,8 +316,10 @@ def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_o
     timeout = settings.smoke_timeout_s
     if built.builder == "docker":
         from hub_service.pipeline.sandbox import confined_provider
+        from openenv.manifest import env_port
 
-        return confined_provider(settings, built.image_ref, startup_timeout_s=timeout, read_only=read_only, labels={"org.openenv.hub.smoke": "1"})
+        return confined_provider(settings, built.image_ref, startup_timeout_s=timeout, read_only=read_only, labels={"org.openenv.hub.smoke": "1"},
+                                 port=env_port(folder))
     return ProcessProvider(folder, startup_timeout_s=timeout)
 
 
@@ -336,7 +353,7 @@ async def _start(settings: HubSettings, built: BuildOutput, folder: Path, log: S
 
 async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog) -> SmokeOutput:
     from openenv import GenericEnvClient
-    from openenv.errors import OpenEnvError
+    from openenv.errors import EnvExecutionError, OpenEnvError
 
     provider, url, start = await _start(settings, built, folder, log)
     errors: list[str] = []
@@ -356,10 +373,22 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             cold_start = time.monotonic() - start
             log(f"first reset reply after {cold_start:.2f}s (cold start)")
             actions = _actions(action_schema, settings.smoke_steps)
+            rejected: list[str] = []
             for i, action in enumerate(actions):
                 t0 = time.perf_counter()
                 try:
                     result = await client.step(action)
+                except EnvExecutionError as exc:
+                    # An env may refuse an action (an illegal move, a word not in its list): that is an answer, not a
+                    # crash, as long as the session lives on. The round trip still counts as a step's latency.
+                    latencies.append((time.perf_counter() - t0) * 1e3)
+                    rejected.append(str(exc))
+                    log(f"step {i + 1}: action {_short(action)} rejected by the env: {_short(str(exc))}")
+                    try:
+                        await client.state()
+                    except OpenEnvError as dead:
+                        raise StageFailed(f"the session did not survive a rejected action (step {i + 1}, {_short(action)}: {exc}): {dead}") from dead
+                    continue
                 except OpenEnvError as exc:
                     raise StageFailed(f"step {i + 1} with {_short(action)} failed: {exc}") from exc
                 latencies.append((time.perf_counter() - t0) * 1e3)
@@ -371,6 +400,8 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             except OpenEnvError as exc:
                 raise StageFailed(f"state failed: {exc}") from exc
             log(f"state: {_short(state)}")
+            if rejected:
+                log(f"{len(rejected)} of {len(actions)} actions were rejected by the env and its session lived on; the first: {_short(rejected[0])}")
         finally:
             await client.close()
         runtime_report = await _runtime_checks(url, log, errors)
@@ -381,6 +412,8 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             steps=len(latencies),
             runtime_report=runtime_report,
             errors=errors,
+            rejected=len(rejected),
+            first_rejection=rejected[0][:500] if rejected else None,
         )
     except StageFailed:
         raise

@@ -106,10 +106,10 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
     if version.builder == "docker" and version.image_ref:
         from hub_service.pipeline.sandbox import confined_provider
 
-        image = version.image_ref
+        image, port = version.image_ref, version.port or 8000
         # Played envs are confined exactly like smoke tests (user, capabilities, limits, network).
         return Target(key=key, how="docker", make_provider=lambda: confined_provider(
-            settings, image, startup_timeout_s=timeout, labels={"org.openenv.hub.play": "1"}))
+            settings, image, startup_timeout_s=timeout, labels={"org.openenv.hub.play": "1"}, port=port))
     if env.trusted and env.location:
         folder = env.location
         return Target(key=key, how="process", make_provider=lambda: ProcessProvider(folder, startup_timeout_s=timeout))

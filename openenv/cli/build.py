@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+# A BuildKit step's first line: "#7 [2/4] RUN pip install ..." (not its output lines, "#7 1.23 ...").
+_BUILDKIT_STEP = re.compile(r"^#\d+ \[[^\]]+\] ")
+
+
 def default_tag(name: str) -> str:
     """A valid Docker tag for an env name: `openenv-<name>:latest`, lower-cased."""
     repo = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._") or "env"
@@ -60,7 +64,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     steps: list[str] = []
 
     def on_log(line: str) -> None:
-        is_step = line.startswith("Step ")
+        is_step = line.startswith("Step ") or _BUILDKIT_STEP.match(line) is not None
         if is_step:
             steps.append(line)
         if args.verbose or is_step:
@@ -82,9 +86,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
                     out.line(f"    {line}", style="dim")
             raise CliError(str(exc), "see the build output above; --verbose shows all of it") from None
     if args.json:
-        out.json({"tag": result.tag, "image_id": result.image_id, "seconds": round(result.seconds, 2), "sdk": result.sdk,
+        out.json({"tag": result.tag, "image_id": result.image_id, "seconds": round(result.seconds, 2), "sdk": result.sdk, "builder": result.builder,
                   "name": manifest.name, "port": manifest.port})
         return 0
-    out.mark("ok", f"built {result.tag} ({result.image_id[:19]}) in {result.seconds:.1f} s, SDK: {result.sdk}")
+    out.mark("ok", f"built {result.tag} ({result.image_id[:19]}) in {result.seconds:.1f} s with {result.builder}, SDK: {result.sdk}")
     out.line(f"  run it: docker run --rm -p 127.0.0.1:{manifest.port}:{manifest.port} {result.tag}")
     return 0

@@ -2,7 +2,7 @@
 
     GET {OPENENV_HUB_URL}/api/v1/envs/{owner}/{name}/resolve?revision=REV
     → {"repo_id", "revision": <sha>, "status", "stage", "url": <running Space or null>,
-       "image": <reference or null>, "source", "local": {...}, "yanked"}
+       "image": <reference or null>, "port": <its server's port in the image>, "source", "local": {...}, "yanked"}
 
 A blocking stdlib request (`urllib`), run in a worker thread: the client's base install has no
 HTTP library, and this is one small GET per `from_hub`.
@@ -34,6 +34,7 @@ class HubRecord:
     image: str | None
     stage: str | None = None
     status: str | None = None
+    port: int = 8000
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -62,10 +63,11 @@ def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str
         raise HubServiceError(f"{hub_url} answered with something that is not JSON") from None
     if not isinstance(body, dict) or not isinstance(body.get("repo_id"), str):
         raise HubServiceError(f"{hub_url} answered something that is not a resolve record (no repo_id)")
-    url, image = body.get("url"), body.get("image")
+    url, image, port = body.get("url"), body.get("image"), body.get("port")
     return HubRecord(repo_id=body["repo_id"], sha=body.get("revision"), url=url if isinstance(url, str) and url else None,
                      image=image if isinstance(image, str) and image else None, stage=body.get("stage"),
-                     status=body.get("status"), raw=body)
+                     status=body.get("status"), port=port if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536 else 8000,
+                     raw=body)
 
 
 def _detail(raw: bytes) -> str:

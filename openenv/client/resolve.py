@@ -26,6 +26,7 @@ from openenv.client.env_id import EnvId, parse_env_id
 from openenv.client.launch import Launch, connect_with_provider, split_options
 from openenv.client.providers._health import wait_healthy
 from openenv.client.providers.base import in_thread
+from openenv.dockerfile import find_dockerfile
 from openenv.errors import ConfigurationError, OpenEnvError, RemoteCodeError, ResolutionError
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class Resolver:
         self.wake_timeout_s = wake_timeout_s
         self.health_timeout_s = health_timeout_s
         self.attempts: list[tuple[str, str]] = []
-        self.image_hint: str | None = None
+        self.record: Any = None  # the Hub service's resolve record, when step 1 got one
         self._api: Any = None
         self._facts: Any = None
         self._files: Any = None
@@ -136,7 +137,7 @@ class Resolver:
             record = await in_thread(lambda: fetch_record(hub, self.env_id.repo_id, self.env_id.revision, token=None))
         except HubServiceError as exc:
             raise _Skip(str(exc)) from None
-        self.image_hint = record.image
+        self.record = record
         if record.url is None:
             raise _Skip(f"the service knows it ({record.status or 'no status'}, stage {record.stage or '?'}) but lists no running endpoint")
         try:
@@ -199,15 +200,29 @@ class Resolver:
         from openenv.client.providers.docker import DockerProvider, _image_exists
 
         client = await in_thread(docker_client)
-        facts = await self._space_facts()
+        notes: list[str] = []
+        record = self.record
+        if record is not None and record.image:
+            # The Hub service's record names an image (one it built and checked, or the Space's) and its port:
+            # enough to run it here, even when the Hugging Face Hub cannot be reached (an intranet Hub).
+            options = {"port": record.port, **self.provider_options}
+            try:
+                return await connect_with_provider(self.cls, DockerProvider(record.image, pull="missing", **options), self.client_options)
+            except OpenEnvError as exc:
+                notes.append(f"{record.image} (from the Hub service): {_first_line(exc)}")
+        try:
+            facts = await self._space_facts()
+        except OpenEnvError as exc:
+            if notes:
+                raise _Skip("; ".join([*notes, _first_line(exc)])) from None
+            raise
         owner, name = self.env_id.owner.lower(), self.env_id.name.lower()
         local_tag = f"{_settings.name_prefix()}-space-{_slug(owner)}-{_slug(name)}:{(facts.sha or 'head')[:12]}"
-        notes = []
         candidates: list[tuple[str, str]] = []
         if await in_thread(_image_exists, client.api, local_tag):
             candidates.append((local_tag, "never"))
         elif not self.env_id.revision or facts.sha == facts.head_sha:
-            template = self.image_hint or _settings.space_image_template()
+            template = _settings.space_image_template()
             reference = template.format(owner=owner, name=name.replace("_", "-"), subdomain=_subdomain(owner, name),
                                         revision=facts.sha or "latest")
             candidates.append((reference, "missing"))
@@ -217,7 +232,7 @@ class Resolver:
             except OpenEnvError as exc:
                 notes.append(f"{image}: {_first_line(exc)}")
         folder = await self._space_files()
-        if not (folder / "Dockerfile").is_file():
+        if find_dockerfile(folder) is None:
             raise _Skip("; ".join([*notes, "the Space has no Dockerfile to build"]))
         try:
             provider = await in_thread(lambda: DockerProvider.from_env_dir(folder, tag=local_tag, base_image=_settings.base_image(), **self.provider_options))

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import openenv.images
+import openenv.images._base
+from openenv.dockerfile import needs_buildkit
 from openenv.images import ImageBuildError, base_images, build_image
 from tests.providers.conftest import ECHO_DIR, RUN_LABEL
 
@@ -47,7 +48,7 @@ def _env_with_base(tmp_path: Path, first_line: str | None = None) -> Path:
 
 
 def test_an_unpullable_base_image_default_falls_back_to_the_local_base(tmp_path, docker_engine, base_image: str, monkeypatch) -> None:
-    monkeypatch.setattr(openenv.images, "LOCAL_BASE_IMAGE", base_image)  # the registry-free base of this machine
+    monkeypatch.setattr(openenv.images._base, "LOCAL_BASE_IMAGE", base_image)  # the registry-free base of this machine
     folder = _env_with_base(tmp_path, f"ARG BASE_IMAGE={ABSENT}\nFROM ${{BASE_IMAGE}}")
     lines: list[str] = []
     tag = "providers-test/base-fallback:latest"
@@ -74,3 +75,12 @@ def test_openenv_build_names_the_option_that_fixes_a_missing_base_image(tmp_path
     assert out.returncode == 1, out.stdout + out.stderr
     assert f"base image {ABSENT} is not in the Docker engine and cannot be pulled" in out.stderr
     assert "openenv build --base-image IMAGE" in out.stderr
+
+
+def test_needs_buildkit_spots_what_the_classic_builder_rejects() -> None:
+    assert needs_buildkit("FROM python:3.11-slim\nRUN --mount=type=cache,target=/root/.cache/uv uv sync\n")
+    assert needs_buildkit("# syntax=docker/dockerfile:1.7\nFROM python:3.11-slim\n")
+    assert needs_buildkit("FROM x\nCOPY --link . /app\n")
+    assert needs_buildkit("FROM x\nRUN <<EOF\necho hi\nEOF\n")
+    assert not needs_buildkit("FROM python:3.11-slim\nRUN pip install -r requirements.txt\nCOPY --chown=1000 . /app\n")
+

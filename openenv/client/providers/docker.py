@@ -104,12 +104,19 @@ class DockerProvider(Provider):
         Raises:
             openenv.images.ImageBuildError: the build failed (its log is attached).
         """
+        from openenv.dockerfile import find_dockerfile
         from openenv.images import build_image
 
         folder = Path(env_dir).resolve()
+        found = find_dockerfile(folder)
         tag = tag or f"{_settings.name_prefix()}-{re.sub(r'[^a-z0-9_.-]', '-', folder.name.lower())}:local"
         client = kwargs.get("docker_client") or docker_client()
-        build_image(folder, tag, base_image=base_image or _settings.base_image(), sdk=sdk, build_args=build_args, client=client)
+        if "port" not in kwargs:
+            from openenv.manifest import env_port
+
+            kwargs["port"] = env_port(folder)
+        build_image(folder, tag, base_image=base_image or _settings.base_image(), sdk=sdk, build_args=build_args, client=client,
+                    dockerfile=found.relative_to(folder).as_posix() if found else None)
         return cls(tag, pull="never", **kwargs)
 
     @property

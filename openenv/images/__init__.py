@@ -1,0 +1,171 @@
+"""Building environment images with the Docker engine: with BuildKit where a client for it is
+installed (what Spaces build with: `RUN --mount=type=cache`, heredocs), else the classic builder.
+
+An env's Dockerfile installs the runtime with `pip install "${OPENENV_SDK}"`, which defaults to the
+published package. When this SDK runs from a source checkout (this repository), `build_image`
+builds a wheel of the local source, stages it in a copy of the build context and points
+`OPENENV_SDK` at it, so images of in-repo envs carry the SDK being developed, not a release.
+Every base image is made sure of before the build (see `_base`), and a failure is told apart:
+the env's Dockerfile, or the machine (`ImageBuildError.reason`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from openenv.dockerfile import base_images, needs_buildkit
+from openenv.images._base import LOCAL_BASE_IMAGE, ensure_base_images
+from openenv.images._builders import BuildSpec, StepFailed, TimedOut, buildkit_build, buildkit_command, classic_build
+from openenv.images._cgroup import build_cgroup
+from openenv.images._engine import (
+    LABEL_PREFIX,
+    docker_client,
+    engine_epoch,
+    engine_trouble,
+    is_transport_error,
+    network_trouble,
+)
+from openenv.images._errors import BuildResult, ImageBuildError
+from openenv.images._sdk import SDK_DIR, dockerfile_takes_sdk, local_sdk_wheel, source_checkout, stage_context
+
+__all__ = ["LABEL_PREFIX", "LOCAL_BASE_IMAGE", "BuildResult", "ImageBuildError", "base_images", "build_image", "buildkit_command",
+           "engine_epoch", "local_sdk_wheel", "source_checkout"]
+
+
+def build_image(
+    env_dir: str | Path,
+    tag: str,
+    *,
+    build_args: dict[str, str] | None = None,
+    base_image: str | None = None,
+    sdk: str = "auto",
+    labels: dict[str, str] | None = None,
+    on_log: Callable[[str], None] | None = None,
+    client: Any = None,
+    timeout_s: float = 1800,
+    dockerfile: str | None = None,
+    container_limits: dict[str, Any] | None = None,
+    network_mode: str | None = None,
+    builder: str = "auto",
+) -> BuildResult:
+    """Build `env_dir`'s Dockerfile into `tag`.
+
+    Args:
+        env_dir: the env folder (its Dockerfile and files are the build context).
+        tag: image tag to give the result.
+        build_args: extra `--build-arg`s.
+        base_image: value for `ARG BASE_IMAGE` (e.g. a local base when no registry is reachable).
+        sdk: "auto" (local source wheel when running from a checkout and the Dockerfile takes
+            OPENENV_SDK), "local" (always the local wheel), or "published" (leave the default).
+        labels: image labels (ours are added under `org.openenv.*`).
+        on_log: called with each line of build output, for progress.
+        client: a `docker.DockerClient` (default: from the environment).
+        timeout_s: the whole build's time limit.
+        dockerfile: the Dockerfile's path inside `env_dir` (default "Dockerfile"; upstream's
+            layout keeps it at "server/Dockerfile", still with the env folder as context).
+        container_limits: limits of the build's RUN steps: `memory` in bytes.
+        network_mode: the network of the build's RUN steps (default: the engine's).
+        builder: "auto" (BuildKit when a client for it is installed, else classic), "buildkit"
+            or "classic".
+
+    Raises:
+        ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log and
+            a `reason` that says whether the env or the machine is at fault).
+    """
+    env_dir = Path(env_dir).resolve()
+    dockerfile_rel = dockerfile or "Dockerfile"
+    if not (env_dir / dockerfile_rel).is_file():
+        raise ImageBuildError(f"no {dockerfile_rel} in {env_dir}; add one (see `openenv init`) or pass the env's folder",
+                              reason=ImageBuildError.NO_DOCKERFILE)
+    if builder not in ("auto", "buildkit", "classic"):
+        raise ImageBuildError(f"builder must be 'auto', 'buildkit' or 'classic', not {builder!r}", reason=ImageBuildError.SDK)
+    if sdk not in ("auto", "local", "published"):
+        raise ImageBuildError(f"sdk must be 'auto', 'local' or 'published', not {sdk!r}", reason=ImageBuildError.SDK)
+    args = dict(build_args or {})
+    if base_image:
+        args.setdefault("BASE_IMAGE", base_image)
+    client = client or docker_client()
+    text = (env_dir / dockerfile_rel).read_text(encoding="utf-8", errors="replace")
+    kit = _choose_builder(builder, text, dockerfile_rel)
+    ensure_base_images(client, text, args, explicit_base=bool(args.get("BASE_IMAGE")), on_log=on_log)
+    context, used_sdk = env_dir, "published"
+    if sdk == "local" or (sdk == "auto" and source_checkout() is not None and dockerfile_takes_sdk(env_dir, dockerfile_rel)):
+        wheel = local_sdk_wheel()
+        context = stage_context(env_dir, wheel)
+        args.setdefault("OPENENV_SDK", f"/app/env/{SDK_DIR}/{wheel.name}[server]")
+        used_sdk = f"local:{wheel.name}"
+    memory = (container_limits or {}).get("memory")
+    log: list[str] = []
+    start = time.monotonic()
+
+    def emit(line: str) -> None:
+        log.append(line)
+        if on_log is not None:
+            on_log(line)
+
+    try:
+        with build_cgroup(memory if kit else None, emit):
+            for attempt in (1, 2):
+                spec = BuildSpec(context, dockerfile_rel, tag, args, {f"{LABEL_PREFIX}.built-by": "openenv",
+                                 f"{LABEL_PREFIX}.env-dir": env_dir.name, **(labels or {})}, start + timeout_s, memory=memory,
+                                 network_mode=network_mode, nocache=attempt > 1)
+                epoch = engine_epoch(client)
+                try:
+                    if kit:
+                        buildkit_build(kit, spec, emit)
+                    else:
+                        classic_build(client, spec, emit)
+                    break
+                except TimedOut:
+                    raise ImageBuildError(f"building {tag} took longer than {timeout_s:g}s; the build was stopped", "\n".join(log),
+                                          reason=ImageBuildError.TIMEOUT) from None
+                except StepFailed as failed:
+                    joined = "\n".join([*log, failed.message])
+                    trouble = engine_trouble(client, epoch, joined) or network_trouble(client, text, args, network_mode, joined)
+                    if trouble is not None:
+                        raise trouble from None
+                    if failed.exit_code is None and attempt == 1:
+                        # Not a step of the Dockerfile exiting non-zero: the engine failed it (a layer left broken by an
+                        # unclean stop, say). Once more without the cache before the env is blamed.
+                        emit(f"the engine failed the build outside the Dockerfile's commands ({failed.message}); trying once more "
+                             "without the cache")
+                        continue
+                    message = failed.message
+                    if failed.exit_code == 137 and memory:
+                        message = f"a RUN step was killed (exit code 137): it used more than the build's memory limit of {memory >> 20} MiB"
+                    raise ImageBuildError(f"building {tag} failed: {message}", "\n".join(log), exit_code=failed.exit_code) from None
+                except ImageBuildError:
+                    raise
+                except Exception as exc:  # transport errors and docker.errors.*: the engine's trouble, or the build's
+                    trouble = engine_trouble(client, epoch, "\n".join(log), lost=is_transport_error(exc))
+                    if trouble is not None:
+                        raise trouble from exc
+                    raise ImageBuildError(f"building {tag} failed: {exc}", "\n".join(log)) from exc
+        try:
+            image_id = str(client.images.get(tag).id)
+        except Exception as exc:
+            raise engine_trouble(client, None, "\n".join(log), lost=True) or ImageBuildError(
+                f"building {tag} reported success but the engine has no such image: {exc}", "\n".join(log)) from exc
+    finally:
+        if context != env_dir:
+            import shutil
+
+            shutil.rmtree(context, ignore_errors=True)
+    return BuildResult(tag=tag, image_id=image_id, seconds=time.monotonic() - start, log=log, sdk=used_sdk,
+                       builder="buildkit" if kit else "classic")
+
+
+def _choose_builder(builder: str, text: str, dockerfile_rel: str) -> tuple[str, ...] | None:
+    """The BuildKit command to build with, or None for the classic builder."""
+    kit = buildkit_command() if builder != "classic" else None
+    if kit is None and builder == "buildkit":
+        raise ImageBuildError("no BuildKit client here: install the buildx plugin (docker-buildx) or a docker CLI that has BuildKit "
+                              "built in (Debian's docker.io 20.10), or set OPENENV_DOCKER_CLI", reason=ImageBuildError.NO_BUILDKIT)
+    if kit is None and needs_buildkit(text):
+        raise ImageBuildError(f"{dockerfile_rel} uses BuildKit syntax (RUN --mount, heredocs, COPY --link, a # syntax= line) and no "
+                              "BuildKit client is installed here: install the buildx plugin (docker-buildx) or Debian's docker.io "
+                              "(its CLI has BuildKit built in), or set OPENENV_DOCKER_CLI", reason=ImageBuildError.NO_BUILDKIT)
+    return kit

@@ -1,0 +1,108 @@
+"""The machine's part in a build: the Docker engine (there, restarted, reachable) and its network."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from openenv.dockerfile import base_images
+from openenv.images._errors import ImageBuildError
+
+__all__ = ["LABEL_PREFIX", "docker_client", "engine_epoch", "engine_trouble", "is_transport_error", "network_trouble"]
+
+LABEL_PREFIX = "org.openenv"
+
+
+def docker_client() -> Any:
+    try:
+        import docker
+    except ImportError as exc:
+        raise ImageBuildError("building images needs the docker SDK: pip install 'openenv-hub[docker]'", reason=ImageBuildError.SDK) from exc
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        raise ImageBuildError(f"no Docker engine reachable ({exc}); start Docker, or check DOCKER_HOST", reason=ImageBuildError.NO_ENGINE) from exc
+    return client
+
+
+def engine_epoch(client: Any) -> str | None:
+    """When the engine last started (None when it cannot tell): the engine makes its default
+    `bridge` network anew at every start, so a different value means it restarted in between."""
+    try:
+        return str(client.networks.get("bridge").attrs.get("Created") or "") or None
+    except Exception:  # no such network (bridge disabled), or no engine: cannot tell
+        return None
+
+
+def engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = False) -> ImageBuildError | None:
+    """The engine's part in a failed build: gone, restarted since `epoch`, or (`lost`) the
+    connection to it broke; None when it answers as before (the build itself failed)."""
+    try:
+        client.ping()
+    except Exception as exc:
+        return ImageBuildError(f"the Docker engine stopped answering during the build ({exc}); the build will be tried again once it is back",
+                               log, reason=ImageBuildError.ENGINE_LOST)
+    now = engine_epoch(client)
+    if epoch is not None and now is not None and now != epoch:
+        return ImageBuildError("the Docker engine restarted during the build; the build will be tried again", log, reason=ImageBuildError.ENGINE_LOST)
+    if lost:
+        return ImageBuildError("the connection to the Docker engine broke during the build; the build will be tried again", log,
+                               reason=ImageBuildError.ENGINE_LOST)
+    return None
+
+
+# What a RUN step prints when it cannot reach the network (pip, apt, curl, npm, git): worth a probe.
+_NETWORK_SIGNS = re.compile(r"temporary failure in name resolution|temporary failure resolving|could not resolve host|name or service not "
+                            r"known|failed to establish a new connection|network is unreachable|getaddrinfo|eai_again|connection timed out", re.I)
+# Names any build network that reaches the internet resolves.
+PROBE_HOSTS = ("pypi.org", "deb.debian.org")
+_PROBE = """import socket, sys
+down = []
+for host in sys.argv[1:]:
+    try:
+        socket.getaddrinfo(host, 443)
+    except socket.gaierror as exc:
+        if exc.errno == socket.EAI_AGAIN:
+            down.append(host)
+print(" ".join(down))
+"""
+
+
+def network_trouble(client: Any, dockerfile_text: str, args: dict[str, str], network_mode: str | None, log: str) -> ImageBuildError | None:
+    """When a failed build's log shows network errors, ask a container on the build's network
+    (from the build's base image) to resolve well-known names: if the resolver itself cannot be
+    reached (EAI_AGAIN), the machine's network is down, not the env broken. An unknown name
+    (a typo in the env's index URL) resolves to "no such host" and stays the env's failure."""
+    if not _NETWORK_SIGNS.search(log):
+        return None
+    images = base_images(dockerfile_text, args)
+    if not images:
+        return None
+    try:
+        out = client.containers.run(images[0][0], ["python3", "-c", _PROBE, *PROBE_HOSTS], network_mode=network_mode or "bridge",
+                                    remove=True, labels={f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.probe": "network"})
+    except Exception:  # no python3 in the base image, say: cannot tell, so the build's verdict stands
+        return None
+    down = (out.decode() if isinstance(out, bytes) else str(out)).split()
+    if not down:
+        return None
+    return ImageBuildError(f"the build could not reach the network: containers on the engine's build network cannot resolve "
+                           f"{', '.join(down)} (the DNS resolver does not answer); the build will be tried again", log,
+                           reason=ImageBuildError.NETWORK)
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """An error of the connection to the engine (reset, closed mid-stream), not one the engine sent."""
+    import requests
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError, ConnectionError)):
+            return True
+        if type(current).__module__.startswith("urllib3") and type(current).__name__ in ("ProtocolError", "ReadTimeoutError"):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -1,0 +1,53 @@
+"""The error of image builds, with whose problem it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from openenv.errors import OpenEnvError
+
+__all__ = ["BuildResult", "ImageBuildError"]
+
+
+class ImageBuildError(OpenEnvError):
+    """The image could not be built; `log` holds the build output.
+
+    `reason` says whose problem it is: the env's (`FAILED`: its Dockerfile failed to build;
+    `NO_DOCKERFILE`), or the machine's (`NO_ENGINE`: no Docker engine answers; `ENGINE_LOST`: the
+    engine went away or restarted during the build; `BASE_IMAGE`: a base image is neither in the
+    engine nor pullable; `NETWORK`: the build's containers cannot resolve names at all (DNS down);
+    `NO_BUILDKIT`: the Dockerfile needs BuildKit and no BuildKit client is installed); or neither
+    (`TIMEOUT`; `SDK`: the local SDK wheel did not build, or an argument is wrong).
+    """
+
+    FAILED = "failed"
+    NO_DOCKERFILE = "no_dockerfile"
+    NO_ENGINE = "no_engine"
+    ENGINE_LOST = "engine_lost"
+    BASE_IMAGE = "base_image"
+    NETWORK = "network"
+    NO_BUILDKIT = "no_buildkit"
+    TIMEOUT = "timeout"
+    SDK = "sdk"
+    INFRASTRUCTURE = frozenset({NO_ENGINE, ENGINE_LOST, BASE_IMAGE, NETWORK, NO_BUILDKIT})
+
+    def __init__(self, message: str, log: str = "", reason: str = FAILED, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.log = log
+        self.reason = reason
+        self.exit_code = exit_code  # of the RUN step that failed, when one did
+
+    @property
+    def infrastructure(self) -> bool:
+        """True when the machine, not the env, kept the image from building (retrying may help)."""
+        return self.reason in self.INFRASTRUCTURE
+
+
+@dataclass
+class BuildResult:
+    tag: str
+    image_id: str
+    seconds: float
+    log: list[str] = field(default_factory=list)
+    sdk: str = "published"
+    builder: str = "classic"  # "buildkit" or "classic"
