@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import sys
 from collections.abc import Iterator
 
@@ -13,35 +15,73 @@ __all__: list[str] = []
 
 _HF_DEFAULT_PORT = 7860
 _SDK_DISTS = frozenset({"openenv-hub", "openenv-core", "openenv"})
+_UPSTREAM_SDK_DISTS = frozenset({"openenv-core", "openenv"})
 # Modules an env gets with the SDK's server install (ours or upstream's): no need to declare them.
 _PROVIDED = frozenset({"openenv", "openenv_core", "pydantic", "pydantic_core", "fastapi", "starlette", "uvicorn", "orjson",
                        "picows", "yaml", "typing_extensions", "anyio", "websockets", "httpx", "requests"})
-# Import names whose distribution is named differently.
+# ... and what upstream's SDK (openenv / openenv-core) requires besides: its MCP envs import fastmcp and mcp.
+_PROVIDED_BY_UPSTREAM = frozenset({"fastmcp", "mcp", "gradio", "huggingface_hub", "openai", "rich", "typer", "jsonschema",
+                                   "packaging", "tomli", "tomli_w"})
+# Import names whose distribution is named otherwise (what to advise, and what `_provides` cannot guess).
 _DIST_OF = {
     "yaml": "pyyaml", "PIL": "pillow", "cv2": "opencv-python", "sklearn": "scikit-learn", "skimage": "scikit-image",
     "bs4": "beautifulsoup4", "dotenv": "python-dotenv", "attr": "attrs", "dateutil": "python-dateutil",
     "jwt": "pyjwt", "git": "gitpython", "docx": "python-docx", "pptx": "python-pptx", "fitz": "pymupdf",
     "pyspiel": "open-spiel", "websocket": "websocket-client", "Crypto": "pycryptodome", "serial": "pyserial",
-    "google": "protobuf", "OpenSSL": "pyopenssl", "magic": "python-magic", "gym": "gym", "ale_py": "ale-py",
+    "google": "protobuf", "OpenSSL": "pyopenssl", "magic": "python-magic", "ale_py": "ale-py", "Bio": "biopython",
 }
 _ALTERNATIVES = {"opencv-python": ("opencv-python-headless", "opencv-contrib-python", "opencv-contrib-python-headless"),
                  "protobuf": ("google-cloud-core", "google-genai", "google-generativeai", "google-api-core")}
 
 
+def _provides(dist: str, module: str) -> bool:
+    """Whether the declared distribution `dist` (normalized) provides the top-level import `module`.
+
+    Besides the table: the same name ('-', '_' and '.' alike: ale-py → ale_py, sumo-rl → sumo_rl),
+    a `python-`/`py` prefix or `-python`/`-py` suffix (python-chess → chess, python-dateutil →
+    dateutil, pyyaml → yaml, absl-py → absl), and a namespace's part (browsergym-core →
+    browsergym).
+    """
+    mod = _files.normalize_dist(module)
+    known = _DIST_OF.get(module)
+    if dist == mod or (known is not None and (dist == known or dist in _ALTERNATIVES.get(known, ()))):
+        return True
+    if any(dist == prefix + mod for prefix in ("python-", "py")) or any(dist == mod + suffix for suffix in ("-python", "-py")):
+        return True
+    return dist.startswith(mod + "-")
+
+
+@functools.cache
+def _installed_providers() -> dict[str, frozenset[str]]:
+    """Top-level import name → the distributions installed here that provide it (normalized)."""
+    return {module: frozenset(_files.normalize_dist(d) for d in dists) for module, dists in importlib.metadata.packages_distributions().items()}
+
+
 # -- Dockerfile and README --------------------------------------------------------------------------
 
 
-@register("dockerfile.present", "A Dockerfile at the folder's root", severity="error", stage="static",
+def _push_writes(ctx: FolderContext, message: str, what: str, *, line: int | None = None, file: str | None = "README.md") -> Finding:
+    """A front matter gap that `openenv push` fills: a warning on a source folder, an error on a Space."""
+    if ctx.space_id is None:
+        return problem(message, remediation=f"nothing to do before pushing: `openenv push` writes {what} into the Space's README "
+                                            "(add it to README.md yourself if you upload the folder another way)",
+                       file=file, line=line, severity="warning", source_folder=True)
+    return problem(message, file=file, line=line)
+
+
+@register("dockerfile.present", "A Dockerfile: at a Space's root, or server/Dockerfile in a source folder", severity="error", stage="static",
           remediation="add a Dockerfile (see `openenv init`); a Docker Space builds the one at its root")
 def _dockerfile_present(ctx: FolderContext) -> Finding:
     found = ctx.dockerfile
     if found is None:
         return problem("no Dockerfile (looked for Dockerfile and server/Dockerfile)")
     rel = str(found.relative_to(ctx.root))
-    if rel != "Dockerfile":
-        return problem(f"the Dockerfile is at {rel}; a Docker Space needs it at the root",
-                       remediation="move it to the root (`openenv push` copies it there for you)", file=rel, severity="warning")
-    return ok("Dockerfile found", file=rel)
+    if rel == "Dockerfile":
+        return ok("Dockerfile found", file=rel)
+    if ctx.space_id is None:  # upstream's source layout: push puts it at the Space's root
+        return ok(f"{rel}, with the folder as its build context (`openenv push` copies it to the Space's root)", file=rel)
+    return problem(f"the Dockerfile is at {rel}; a Docker Space needs it at the root",
+                   remediation="move it to the root (`openenv push` copies it there for you)", file=rel, severity="warning")
 
 
 @register("dockerfile.port", "The Dockerfile exposes the manifest's port", severity="warning", stage="static",
@@ -64,8 +104,8 @@ def _dockerfile_port(ctx: FolderContext) -> Finding:
         return ok("no EXPOSE (nothing to disagree with)", file=rel)
     if any(p == ctx.manifest.port for p, _ in exposed):
         return ok(f"EXPOSE {ctx.manifest.port}", file=rel)
-    port, line = exposed[0]
-    return problem(f"the Dockerfile exposes {port} but openenv.yaml says port {ctx.manifest.port}", file=rel, line=line)
+    first, line = exposed[0]
+    return problem(f"the Dockerfile exposes {first} but openenv.yaml says port {ctx.manifest.port}", file=rel, line=line)
 
 
 @register("readme.front_matter", "README.md with Space front matter", severity="error", stage="static",
@@ -73,7 +113,9 @@ def _dockerfile_port(ctx: FolderContext) -> Finding:
 def _readme_front_matter(ctx: FolderContext) -> Finding:
     fm = ctx.front_matter
     if fm is None:
-        return problem("no README.md: a Space is configured by its README's front matter")
+        return _push_writes(ctx, "no README.md: a Space is configured by its README's front matter", "a README with front matter", file=None)
+    if fm.missing:
+        return _push_writes(ctx, fm.error or "README.md has no front matter", "the front matter", line=fm.line)
     if fm.data is None:
         return problem(fm.error or "unreadable front matter", file="README.md", line=fm.line)
     return ok("front matter found", file="README.md", keys=sorted(fm.data))
@@ -89,7 +131,9 @@ def _readme_sdk(ctx: FolderContext) -> Finding:
     sdk = fm.data.get("sdk")
     if sdk == "docker":
         return ok("sdk: docker", file="README.md")
-    return problem(f"sdk is {sdk!r}, not 'docker'" if sdk else "no `sdk` key", file="README.md", line=fm.lines.get("sdk"))
+    if sdk is None:
+        return _push_writes(ctx, "no `sdk` key in the front matter", "`sdk: docker`")
+    return problem(f"sdk is {sdk!r}, not 'docker'", file="README.md", line=fm.lines.get("sdk"))
 
 
 @register("readme.app_port", "app_port routes to the server's port", severity="error", stage="static",
@@ -105,6 +149,9 @@ def _readme_app_port(ctx: FolderContext) -> Finding:
     if app_port is None:
         if port in (None, _HF_DEFAULT_PORT):
             return ok(f"no app_port: the Hub routes to {_HF_DEFAULT_PORT}", file="README.md")
+        if ctx.space_id is None:
+            return _push_writes(ctx, f"no app_port; a Space would route to {_HF_DEFAULT_PORT} while the server listens on {port}",
+                                f"`app_port: {port}`")
         return problem(f"no app_port, so the Hub would route to {_HF_DEFAULT_PORT} while the server listens on {port}",
                        remediation=f"add `app_port: {port}` to the front matter", file="README.md")
     if not isinstance(app_port, int) or isinstance(app_port, bool):
@@ -124,6 +171,8 @@ def _readme_tag(ctx: FolderContext) -> Finding:
     tags = fm.data.get("tags") or []
     if isinstance(tags, list) and "openenv" in tags:
         return ok("tagged openenv", file="README.md")
+    if ctx.space_id is None:
+        return _push_writes(ctx, "the front matter's tags do not include 'openenv'", "the `openenv` tag", line=fm.lines.get("tags"))
     return problem("the front matter's tags do not include 'openenv'", file="README.md", line=fm.lines.get("tags"))
 
 
@@ -157,16 +206,16 @@ def _deps_sdk(ctx: FolderContext) -> Finding:
           remediation="add the missing distributions to pyproject.toml / requirements.txt")
 def _deps_imports(ctx: FolderContext) -> Iterator[Finding]:
     declared = set(ctx.declared)
-    local = _files.local_module_names(ctx.root)
+    local = _files.local_module_names(ctx.root) | set(ctx.package_names)
+    provided = _PROVIDED | (_PROVIDED_BY_UPSTREAM if declared & _UPSTREAM_SDK_DISTS else frozenset())
     missing = 0
     for module, (file, line) in sorted(_files.imported_modules(ctx.root).items()):
-        if module in local or module in _PROVIDED or module in sys.builtin_module_names:
+        if module in local or module in provided or module in sys.builtin_module_names:
             continue
-        dist = _DIST_OF.get(module, module)
-        candidates = {_files.normalize_dist(dist), _files.normalize_dist(module), *(_ALTERNATIVES.get(dist, ()))}
-        if candidates & declared:
+        if any(_provides(dist, module) for dist in declared) or _installed_providers().get(module, frozenset()) & declared:
             continue
         missing += 1
+        dist = _DIST_OF.get(module, module)
         yield problem(f"{file} imports {module!r}, which no dependency file declares", file=file, line=line,
                       remediation=f"add {dist} to pyproject.toml or requirements.txt", module=module)
     if not missing:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from openenv.manifest import MANIFEST_FILE
 from openenv.validation._context import FolderContext, need_manifest
@@ -129,15 +130,22 @@ def _app_module(ctx: FolderContext) -> Finding:
         return problem(f"app {ctx.manifest.app!r}: neither {rel}.py nor {rel}/__init__.py exists in the folder",
                        file=MANIFEST_FILE, line=line)
     module, note = ctx.app_file
+    if note and ctx.app_prefix in ctx.package_names:
+        return ok(f"{module.replace('.', '/')}.py exists; app {ctx.manifest.app!r} runs it as the package {ctx.app_prefix}",
+                  file=MANIFEST_FILE, package=ctx.app_prefix)
     if note:
         return problem(f"app {ctx.manifest.app!r} names a module path outside the env; inside the folder it is {module}",
                        remediation=f"set app: {module}:{ctx.manifest.app_attr}", file=MANIFEST_FILE, line=line, severity="warning")
     return ok(f"{module.replace('.', '/')}.py exists", file=MANIFEST_FILE)
 
 
-def _is_local(ctx: FolderContext, module: str) -> bool:
+_UPSTREAM_SDK_TOPS = ("openenv_core", "core")
+
+
+def _is_upstream_sdk(module: str) -> bool:
+    """A module of upstream's SDK (`openenv.core...`, `openenv_core`), which this SDK does not have."""
     top = module.split(".")[0]
-    return (ctx.root / f"{top}.py").is_file() or (ctx.root / top).is_dir() or (ctx.root / "server" / f"{top}.py").is_file()
+    return top in _UPSTREAM_SDK_TOPS or (top == "openenv" and module != "openenv")
 
 
 @register("app.import", "The app's module imports", severity="error", stage="static",
@@ -151,20 +159,25 @@ def _app_import(ctx: FolderContext) -> Finding:
         return skipped("importing the app was turned off")
     result = ctx.probe
     loc = result.location or {}
+    imported = result.data.get("imported") or ctx.app_file[0]
+    how: dict[str, Any] = {"import_mode": result.import_mode, "module": imported}
     if result.ok or result.stage in ("attr", "asgi"):
-        return ok(f"{ctx.app_file[0]} imports", app_type=result.data.get("app_type"))
-    missing = result.missing_module or ""
-    top = missing.split(".")[0]
-    if result.stage == "import" and result.data.get("error_type") == "ModuleNotFoundError" and missing:
-        if top in ("openenv_core", "core") or (top == "openenv" and missing != "openenv"):
+        as_package = f" as the package {imported.split('.')[0]} (its code imports itself relatively)" if result.import_mode == "package" else ""
+        return ok(f"{imported} imports{as_package}", app_type=result.data.get("app_type"), **how)
+    # "Not installed here" or "broken": the nearest module not found along the exception chain
+    # (an env may wrap a missing dependency in an ImportError of its own) decides.
+    missing = result.missing_modules[0] if result.stage == "import" and result.missing_modules else ""
+    if missing and not ctx.is_env_module(missing):
+        if _is_upstream_sdk(missing):
             return skipped(f"the app is built on upstream openenv-core ({missing}), which this Python does not have; "
-                           "pass --python with the env's own interpreter to import it", missing_module=missing)
-        if not _is_local(ctx, missing):
-            return problem(f"{missing!r} is not installed in this Python, so the app could not be imported here",
-                           remediation="install the env's dependencies here, or pass --python with the env's own interpreter",
-                           severity="warning", file=loc.get("file"), line=loc.get("line"), missing_module=missing)
-    return problem(f"importing {ctx.app_file[0]} failed: {result.data.get('error_type', result.stage)}: {result.message}",
-                   file=loc.get("file"), line=loc.get("line"), traceback=result.data.get("traceback") or result.data.get("output"))
+                           "pass --python with the env's own interpreter to import it", missing_module=missing, **how)
+        wrapped = "" if result.data.get("error_type") == "ModuleNotFoundError" else f" ({result.data.get('error_type')}: {result.message})"
+        return problem(f"{missing!r} is not installed in this Python, so the app could not be imported here{wrapped}",
+                       remediation="install the env's dependencies here, or pass --python with the env's own interpreter",
+                       severity="warning", file=loc.get("file"), line=loc.get("line"), missing_module=missing, **how)
+    return problem(f"importing {imported} failed: {result.data.get('error_type', result.stage)}: {result.message}",
+                   file=loc.get("file"), line=loc.get("line"), traceback=result.data.get("traceback") or result.data.get("output"),
+                   **how)
 
 
 @register("app.object", "The app attribute is an ASGI app with the OpenEnv routes", severity="error", stage="static",

@@ -20,7 +20,14 @@ from openenv.validation.registry import Finding, ok, problem, register, skipped
 __all__: list[str] = []
 
 _PYPROJECT = "pyproject.toml"
-_SDK_DISTS = ("openenv-hub", "openenv-core")
+_SDK_DISTS = ("openenv-hub", "openenv-core", "openenv")
+# Upstream's SDK: one distribution for client and server alike (`openenv[core]` is an old extra of it).
+_UPSTREAM_SDK_DISTS = ("openenv-core", "openenv")
+# The client bases a typed client subclasses: ours and upstream's (EnvClient[A, O, S]), upstream's
+# MCP tool client (no type parameters), and openenv-core 0.1's HTTPEnvClient[A, O].
+_GENERIC_CLIENTS = frozenset({"EnvClient", "HTTPEnvClient"})
+_PLAIN_CLIENTS = frozenset({"MCPToolClient"})
+_SDK_MODULES = ("openenv", "openenv_core")
 # What only a server needs: a client install must not pull these in.
 _SERVER_ONLY = frozenset({"fastapi", "uvicorn", "starlette", "gradio"})
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?")
@@ -63,7 +70,7 @@ def _package_pyproject(ctx: FolderContext) -> Iterator[Finding]:
     if not isinstance(project, dict) or not project.get("name"):
         found += 1
         yield problem("pyproject.toml has no [project] table with a name", file=_PYPROJECT)
-    elif _files.normalize_dist(str(project["name"])) != _files.normalize_dist(name):
+    elif not _names_the_env(str(project["name"]), name):
         found += 1
         yield problem(f"the package is named {project['name']!r}, not the env's name {name!r}", file=_PYPROJECT,
                       line=_line_of(ctx, r"^\s*name\s*="), remediation=f'set name = "{name}" under [project]')
@@ -73,6 +80,7 @@ def _package_pyproject(ctx: FolderContext) -> Iterator[Finding]:
         yield problem("pyproject.toml has no [build-system] with a build-backend, so pip cannot tell how to build it",
                       file=_PYPROJECT, remediation='add [build-system] requires = ["hatchling>=1.25"], build-backend = "hatchling.build"')
     if not found:
+        assert isinstance(project, dict) and isinstance(build, dict)
         yield ok(f"package {project['name']!r} (built with {build['build-backend']})", file=_PYPROJECT)
 
 
@@ -117,10 +125,11 @@ def _package_client(ctx: FolderContext) -> Finding:
         return skipped("no __init__.py (see package.layout)")
     clients = _typed_clients(ctx)
     if not clients:
-        return problem("no class in the folder's modules subclasses EnvClient[Action, Observation, State]",
+        return problem("no class in the folder's modules subclasses the SDK's EnvClient[Action, Observation, State] "
+                       "(or upstream's MCPToolClient)",
                        file="client.py" if (ctx.root / "client.py").is_file() else None)
     exported = _imported_names(init)
-    name, file, params = next(((n, f, p) for n, f, p in clients if n in exported), clients[0])
+    name, file, params, base = next((c for c in clients if c[0] in exported), clients[0])
     if name not in exported:
         return problem(f"{file} defines {name}, but __init__.py does not import it", file="__init__.py",
                        remediation=f"add `from .{file.removesuffix('.py')} import {name}` to __init__.py")
@@ -128,7 +137,7 @@ def _package_client(ctx: FolderContext) -> Finding:
     if missing:
         return problem(f"__init__.py exports {name} but not its models {', '.join(missing)}", file="__init__.py",
                        remediation=f"import {', '.join(missing)} in __init__.py too")
-    return ok(f"{name}(EnvClient[{', '.join(params)}])", file="__init__.py")
+    return ok(f"{name}({base})", file="__init__.py")
 
 
 @register("package.server_extra", "Server dependencies are an extra, not needed by the client", severity="warning", stage="static",
@@ -144,6 +153,11 @@ def _package_server_extra(ctx: FolderContext) -> Iterator[Finding]:
     extras = project.get("optional-dependencies") or {}
     server = [p for s in (extras.get("server") or []) if isinstance(s, str) and (p := _parse(s))]
     server_reqs = _requirements(ctx)
+    upstream = [name + (f"[{','.join(sorted(ex))}]" if ex else "") for name, ex in base if name in _UPSTREAM_SDK_DISTS]
+    if upstream and not any(name == "openenv-hub" for name, _ in base):
+        yield ok(f"built on upstream's SDK ({upstream[0]}), which installs client and server as one: there is nothing to split",
+                 file=_PYPROJECT)
+        return
     found = 0
     heavy = [name + (f"[{','.join(sorted(ex))}]" if ex else "") for name, ex in base
              if name in _SERVER_ONLY or name in server_reqs or (name in _SDK_DISTS and ex)]
@@ -169,6 +183,16 @@ def _package_server_extra(ctx: FolderContext) -> Iterator[Finding]:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def _names_the_env(dist: str, name: str) -> bool:
+    """Whether the distribution `dist` is the env `name`'s package: the same name, or upstream's
+    forms of it (`openenv-<name>`, with or without the `-env` / `_env` ending on either side)."""
+
+    def core(text: str) -> str:
+        return _files.normalize_dist(text).removeprefix("openenv-").removesuffix("-env")
+
+    return bool(core(name)) and core(dist) == core(name)
 
 
 def _dig(data: Any, *keys: str) -> Any:
@@ -199,22 +223,53 @@ def _requirements(ctx: FolderContext) -> set[str]:
     return names
 
 
-def _typed_clients(ctx: FolderContext) -> list[tuple[str, str, list[str]]]:
-    """(class name, file, [type parameters]) of each `class X(EnvClient[A, O, S])` at the folder's root."""
+def _typed_clients(ctx: FolderContext) -> list[tuple[str, str, list[str], str]]:
+    """(class name, file, [the env's own type parameters], base as written) of each client class at
+    the folder's root.
+
+    A client subclasses the SDK's `EnvClient[A, O, S]` (ours or upstream's `openenv.core`), or
+    upstream's `MCPToolClient`, imported from the SDK. Type parameters the file imports from the SDK
+    (upstream's template uses the SDK's own `State`) are not the env's models.
+    """
     found = []
     for path in sorted(ctx.root.glob("*.py")):
         try:
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
         except (SyntaxError, ValueError):
             continue
+        from_sdk = _names_from_sdk(tree)
         for node in tree.body:
             if not isinstance(node, ast.ClassDef):
                 continue
             for base in node.bases:
-                if isinstance(base, ast.Subscript) and _base_name(base.value) == "EnvClient":
+                target = base.value if isinstance(base, ast.Subscript) else base
+                if not _is_sdk_name(target, from_sdk):
+                    continue
+                if isinstance(base, ast.Subscript) and _base_name(target) in _GENERIC_CLIENTS:
                     params = base.slice.elts if isinstance(base.slice, ast.Tuple) else [base.slice]
-                    found.append((node.name, path.name, [ast.unparse(p) for p in params]))
+                    own = [ast.unparse(p) for p in params if ast.unparse(p) not in from_sdk]
+                    found.append((node.name, path.name, own, ast.unparse(base)))
+                elif not isinstance(base, ast.Subscript) and _base_name(target) in _PLAIN_CLIENTS:
+                    found.append((node.name, path.name, [], ast.unparse(base)))
     return found
+
+
+def _names_from_sdk(tree: ast.Module) -> set[str]:
+    """Names a module binds by importing them from the SDK (`openenv...`, `openenv_core...`)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in _SDK_MODULES:
+            names.update(a.asname or a.name for a in node.names)
+    return names
+
+
+def _is_sdk_name(node: ast.expr, from_sdk: set[str]) -> bool:
+    """`EnvClient` imported from the SDK, or an attribute of the SDK's modules (`openenv.core.EnvClient`)."""
+    if isinstance(node, ast.Name):
+        return node.id in from_sdk
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in _SDK_MODULES
 
 
 def _base_name(node: ast.expr) -> str:

@@ -4,6 +4,7 @@ declared dependencies, and the app's import probe, each computed once, on demand
 from __future__ import annotations
 
 import functools
+import keyword
 import re
 import tomllib
 from pathlib import Path
@@ -93,9 +94,61 @@ class FolderContext:
         return module, (module if module != self.manifest.app_module else None)
 
     @functools.cached_property
+    def mapped_packages(self) -> list[str]:
+        """Packages pyproject.toml builds from the folder itself (setuptools `package-dir = {"x" = "."}`,
+        hatch `sources = {"" = "x"}`)."""
+        tool = (self.pyproject or {}).get("tool")
+        tool = tool if isinstance(tool, dict) else {}
+        found: list[str] = []
+        setuptools = tool.get("setuptools")
+        package_dir = setuptools.get("package-dir") if isinstance(setuptools, dict) else None
+        if isinstance(package_dir, dict):
+            found += [str(k) for k, v in package_dir.items() if str(v).rstrip("/") in (".", "") and k]
+        hatch = tool.get("hatch")
+        build = hatch.get("build") if isinstance(hatch, dict) else None
+        if isinstance(build, dict):
+            wheel = (build.get("targets") or {}).get("wheel") if isinstance(build.get("targets"), dict) else None
+            for sources in ((wheel or {}).get("sources") if isinstance(wheel, dict) else None, build.get("sources")):
+                if isinstance(sources, dict) and str(sources.get("", "")).strip("/"):
+                    found.append(str(sources[""]).strip("/"))
+        return found
+
+    @functools.cached_property
+    def app_prefix(self) -> str | None:
+        """What the manifest's `app` puts before the module inside the folder (`chess_env` in
+        `chess_env.server.app`), or None."""
+        if self.manifest is None or self.app_file is None or self.app_file[1] is None:
+            return None
+        return self.manifest.app_module.removesuffix("." + self.app_file[0]) or None
+
+    @functools.cached_property
+    def package_names(self) -> list[str]:
+        """Names the folder goes by as a Python package, most telling first: the manifest's `app`
+        prefix when it is one name, the pyproject's mapping, the manifest's name, the folder's name."""
+        candidates = [p for p in [self.app_prefix] if p and "." not in p]
+        candidates += self.mapped_packages
+        if self.manifest is not None:
+            candidates.append(self.manifest.name)
+        candidates.append(self.root.resolve().name)
+        out: list[str] = []
+        for name in candidates:
+            if name.isidentifier() and not keyword.iskeyword(name) and name not in out:
+                out.append(name)
+        return out
+
+    def is_env_module(self, module: str) -> bool:
+        """Whether an import of `module` means code of the env itself (its files or its package)."""
+        top = module.split(".")[0]
+        if top in self.package_names:
+            return True
+        return (self.root / f"{top}.py").is_file() or (self.root / top).is_dir() or (self.root / "server" / f"{top}.py").is_file()
+
+    @functools.cached_property
     def probe(self) -> AppProbe:
         assert self.manifest is not None and self.app_file is not None
-        return probe_app(self.root, self.app_file[0], self.manifest.app_attr, python=self.python, timeout_s=self.timeout_s)
+        package = self.package_names[0] if self.package_names else None
+        return probe_app(self.root, self.app_file[0], self.manifest.app_attr, package=package, python=self.python,
+                         timeout_s=self.timeout_s)
 
 
 def need_manifest(ctx: FolderContext) -> Finding | None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openenv.dockerfile import DockerInstruction, dockerfile_instructions, find_dockerfile
+
 __all__ = [
     "DockerInstruction",
     "FrontMatter",
@@ -29,12 +31,14 @@ _MAX_SCAN_FILES = 500
 
 @dataclass(slots=True)
 class FrontMatter:
-    """A README's YAML front matter: `data` (None when absent or broken) and where it failed."""
+    """A README's YAML front matter: `data` (None when absent or broken), where it failed, and
+    whether there is no `---` block at all (`missing`, what `openenv push` writes itself)."""
 
     data: dict[str, Any] | None
     error: str | None = None
     line: int | None = None
     lines: dict[str, int] = field(default_factory=dict)
+    missing: bool = False
 
 
 def read_front_matter(text: str) -> FrontMatter:
@@ -49,7 +53,7 @@ def read_front_matter(text: str) -> FrontMatter:
 
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
-        return FrontMatter(None, "README.md has no front matter (a '---' block at the very top)", 1)
+        return FrontMatter(None, "README.md has no front matter (a '---' block at the very top)", 1, missing=True)
     try:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
     except StopIteration:
@@ -64,51 +68,12 @@ def read_front_matter(text: str) -> FrontMatter:
         return FrontMatter(None, f"the front matter is not valid YAML: {getattr(exc, 'problem', exc)}", (mark.line + 2) if mark else 2)
     if not isinstance(data, dict):
         return FrontMatter(None, "the front matter must be a mapping of keys to values", 2)
-    key_lines = {}
+    key_lines: dict[str, int] = {}
     for i in range(1, end):
         m = re.match(r"^([A-Za-z_][\w-]*)\s*:", lines[i])
         if m:
             key_lines.setdefault(m.group(1), i + 1)
     return FrontMatter(data, lines=key_lines)
-
-
-@dataclass(frozen=True, slots=True)
-class DockerInstruction:
-    keyword: str
-    args: str
-    line: int
-
-
-def find_dockerfile(root: Path) -> Path | None:
-    """The env's Dockerfile: at the root (what a Space needs), else server/Dockerfile (upstream's layout)."""
-    for candidate in (root / "Dockerfile", root / "server" / "Dockerfile"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def dockerfile_instructions(text: str) -> list[DockerInstruction]:
-    """Instructions of a Dockerfile with their first line (continuations joined, comments dropped)."""
-    out: list[DockerInstruction] = []
-    buf: list[str] = []
-    start = 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.strip()
-        if not buf and (not stripped or stripped.startswith("#")):
-            continue
-        if not buf:
-            start = number
-        if stripped.startswith("#"):
-            continue
-        if stripped.endswith("\\"):
-            buf.append(stripped[:-1])
-            continue
-        buf.append(stripped)
-        joined = " ".join(buf)
-        buf = []
-        keyword, _, args = joined.partition(" ")
-        out.append(DockerInstruction(keyword.upper(), args.strip(), start))
-    return out
 
 
 def normalize_dist(name: str) -> str:

@@ -1,8 +1,12 @@
 """Import an env's ASGI app in a child Python and describe it, without touching this process.
 
-The child runs `_CHILD` with the env folder first on `sys.path` (as `uvicorn server.app:app` run
-from the folder would), writes a JSON description to a file, and exits. Importing in a child keeps
-an env's side effects, modules and crashes out of the validator (the Hub validates thousands).
+The child imports the app the way a Dockerfile runs it: first plainly, with the env folder first
+on `sys.path` (`cd /app/env && uvicorn server.app:app`); when that fails only because the app
+imports itself relatively (upstream's package-mode envs, run as `uvicorn <pkg>.server.app:app`),
+again as the package `<pkg>`: the folder is registered under that name (never copied) and
+`<pkg>.server.app` is imported. The child writes a JSON description to a file and exits.
+Importing in a child keeps an env's side effects, modules and crashes out of the validator (the
+Hub validates thousands).
 """
 
 from __future__ import annotations
@@ -19,30 +23,94 @@ from typing import Any
 __all__ = ["AppProbe", "probe_app"]
 
 _CHILD = r'''
-import importlib, json, os, sys, traceback
+import importlib, importlib.machinery, importlib.util, json, os, sys, traceback
 args = json.loads(sys.argv[1])
-root = args["root"]
+root = os.path.abspath(args["root"])
 sys.path[:0] = [root]
 os.chdir(root)
 out = {"ok": False}
-def where(tb_or_exc):
-    frames = traceback.extract_tb(tb_or_exc.__traceback__) if isinstance(tb_or_exc, BaseException) else []
+
+def under_root(path):
+    return bool(path) and (os.path.abspath(path) + os.sep).startswith(root + os.sep)
+
+def where(exc):
+    frames = traceback.extract_tb(exc.__traceback__) if isinstance(exc, BaseException) else []
     for fr in reversed(frames):
-        if fr.filename and os.path.abspath(fr.filename).startswith(os.path.abspath(root) + os.sep):
+        if under_root(fr.filename):
             return {"file": os.path.relpath(fr.filename, root), "line": fr.lineno}
     return None
-try:
-    module = importlib.import_module(args["module"])
-except BaseException as exc:
-    out.update(stage="import", error_type=type(exc).__name__, message=str(exc)[:2000],
-               missing_module=getattr(exc, "name", None) if isinstance(exc, ImportError) else None,
-               location=where(exc), traceback="".join(traceback.format_exception(exc))[-4000:])
+
+def chain(exc):
+    # the exception, then what caused it or was being handled, depth first, each once
+    found, todo = [], [exc]
+    while todo and len(found) < 32:
+        e = todo.pop(0)
+        if e is None or any(e is f for f in found):
+            continue
+        found.append(e)
+        todo[:0] = [e.__cause__, e.__context__]
+    return found
+
+def relative_only(exc):
+    # the import failed because a relative import ran outside a package, nothing else
+    return type(exc) is ImportError and "relative import" in str(exc)
+
+def describe(exc):
+    d = {"error_type": type(exc).__name__, "message": str(exc)[:2000], "location": where(exc),
+         "missing_modules": [e.name for e in chain(exc) if isinstance(e, ModuleNotFoundError) and e.name],
+         "traceback": "".join(traceback.format_exception(exc))[-4000:]}
     if isinstance(exc, SyntaxError) and exc.filename:
-        out["location"] = {"file": os.path.relpath(exc.filename, root), "line": exc.lineno}
+        d["location"] = {"file": os.path.relpath(exc.filename, root), "line": exc.lineno}
+    return d
+
+def forget_env_modules():
+    for name, mod in list(sys.modules.items()):
+        paths = [getattr(mod, "__file__", None), *list(getattr(mod, "__path__", None) or [])]
+        if any(isinstance(p, str) and under_root(p) for p in paths):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+def register_package(pkg):
+    init = os.path.join(root, "__init__.py")
+    if os.path.isfile(init):
+        spec = importlib.util.spec_from_file_location(pkg, init, submodule_search_locations=[root])
+    else:
+        spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
+        spec.submodule_search_locations = [root]
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[pkg] = module
+    if spec.loader is not None:
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(pkg, None)
+            raise
+
+mode, target = "plain", args["module"]
+try:
+    module = importlib.import_module(target)
+    error = None
+except BaseException as exc:
+    module, error = None, exc
+pkg = args.get("package")
+if error is not None and pkg and relative_only(error) and pkg not in sys.modules:
+    out["plain_error"] = describe(error)
+    forget_env_modules()
+    mode, target = "package", pkg + "." + args["module"]
+    try:
+        register_package(pkg)
+        module, error = importlib.import_module(target), None
+    except BaseException as exc:
+        module, error = None, exc
+out.update(import_mode=mode, imported=target)
+if error is not None:
+    d = describe(error)
+    out.update(stage="import", **d)
+    out["missing_module"] = getattr(error, "name", None) if isinstance(error, ImportError) else None
 else:
     obj = getattr(module, args["attr"], None)
     if obj is None:
-        out.update(stage="attr", message="module %s has no attribute %r" % (args["module"], args["attr"]),
+        out.update(stage="attr", message="module %s has no attribute %r" % (target, args["attr"]),
                    names=sorted(n for n in dir(module) if not n.startswith("_"))[:50])
     elif not callable(obj):
         out.update(stage="asgi", message="%s is a %s, not an ASGI app" % (args["attr"], type(obj).__name__))
@@ -74,6 +142,9 @@ class AppProbe:
         ok: the module imported and the attribute is a callable (an ASGI app).
         stage: where it failed: "import", "attr", "asgi", "timeout" or "crash".
         missing_module: for an ImportError, the module that was not found.
+        missing_modules: every module not found along the failure's exception chain (`raise ...
+            from`, or raised while handling another), nearest first.
+        import_mode: "plain" (`server.app` from the folder) or "package" (`<pkg>.server.app`).
         location: {"file", "line"} in the env where it failed, when known.
         data: the child's whole description (routes, app_type, traceback, ...).
     """
@@ -84,21 +155,36 @@ class AppProbe:
     missing_module: str | None = None
     location: dict[str, Any] | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    missing_modules: list[str] = field(default_factory=list)
+    import_mode: str = "plain"
 
 
-def probe_app(root: Path, module: str, attr: str, *, python: str | None = None, timeout_s: float = 60.0, env: dict[str, str] | None = None) -> AppProbe:
+def probe_app(
+    root: Path,
+    module: str,
+    attr: str,
+    *,
+    package: str | None = None,
+    python: str | None = None,
+    timeout_s: float = 60.0,
+    env: dict[str, str] | None = None,
+) -> AppProbe:
     """Import `module:attr` from the env folder `root` in a child Python.
 
     Args:
+        package: the name to import the folder as a package under when the plain import fails
+            on relative imports (None: never).
         python: the interpreter to use (default: this one); point it at the env's own venv to
             check an env whose dependencies are not installed here.
         env: the child's environment variables (default: this process's).
     """
+    if python and os.sep in python and not os.path.isabs(python):
+        python = os.path.abspath(python)  # the child runs in the env folder: a relative path would miss
     with tempfile.TemporaryDirectory(prefix="openenv-probe-") as tmp:
         out_file = Path(tmp) / "probe.json"
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-        args = json.dumps({"root": str(root.resolve()), "module": module, "attr": attr, "out": str(out_file)})
+        args = json.dumps({"root": str(root.resolve()), "module": module, "attr": attr, "package": package, "out": str(out_file)})
         try:
             proc = subprocess.run(
                 [python or sys.executable, "-c", _CHILD, args], cwd=str(root), env=child_env,
@@ -119,4 +205,6 @@ def probe_app(root: Path, module: str, attr: str, *, python: str | None = None, 
         missing_module=data.get("missing_module"),
         location=data.get("location"),
         data=data,
+        missing_modules=[str(m) for m in data.get("missing_modules") or []],
+        import_mode=str(data.get("import_mode") or "plain"),
     )

@@ -42,8 +42,14 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_locally(root: str | Path, app: str, *, python: str | None = None, timeout_s: float = 60.0) -> Iterator[str]:
+def serve_locally(
+    root: str | Path, app: str, *, python: str | None = None, timeout_s: float = 60.0, package: str | None = None
+) -> Iterator[str]:
     """Run `python -m uvicorn APP` in the env folder on a free 127.0.0.1 port; yields its URL.
+
+    Args:
+        package: serve the folder as this package (APP is then `<package>.server.app:app`), the way
+            upstream's envs with relative imports run; the folder is linked under that name, not copied.
 
     Raises:
         LocalServerError: the server exited or did not answer /health within `timeout_s`.
@@ -51,9 +57,20 @@ def serve_locally(root: str | Path, app: str, *, python: str | None = None, time
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
-    # plain uvicorn: it is there for our SDK and for upstream's, so envs built on either can be run
-    cmd = [python or sys.executable, "-m", "uvicorn", app, "--app-dir", ".", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=str(root), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ))
+    links = tempfile.TemporaryDirectory(prefix="openenv-serve-")
+    try:
+        app_dir = "."
+        if package:
+            (Path(links.name) / package).symlink_to(Path(root).resolve(), target_is_directory=True)
+            app_dir = links.name  # `python -m` keeps the folder itself on sys.path too
+        # plain uvicorn: it is there for our SDK and for upstream's, so envs built on either can be run
+        cmd = [python or sys.executable, "-m", "uvicorn", app, "--app-dir", app_dir, "--host", "127.0.0.1", "--port", str(port),
+               "--log-level", "warning"]
+        proc = subprocess.Popen(cmd, cwd=str(root), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ))
+    except OSError:
+        log.close()
+        links.cleanup()
+        raise
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -78,6 +95,7 @@ def serve_locally(root: str | Path, app: str, *, python: str | None = None, time
                 proc.kill()
                 proc.wait(5)
         log.close()
+        links.cleanup()
 
 
 def _tail(log: object) -> str:
@@ -131,9 +149,14 @@ def _run_locally(root: Path, folder_report: Report, python: str | None, strict: 
     if app_result and app_result[0].status == "fail":
         return Report(strict=strict, checks=[to_result(REGISTRY[STARTS], problem("the app module was not found (see app.module)"))]).finish()
     module = find_app_module(root, manifest.app_module) or manifest.app_module
+    package = None
+    imported = folder_report.results("app.import")
+    if imported and imported[0].details.get("import_mode") == "package":  # serve it the way it imported
+        module = str(imported[0].details["module"])
+        package = module.split(".")[0]
     started = time.perf_counter()
     try:
-        with serve_locally(root, f"{module}:{manifest.app_attr}", python=python, timeout_s=timeout_s) as url:
+        with serve_locally(root, f"{module}:{manifest.app_attr}", python=python, timeout_s=timeout_s, package=package) as url:
             ok_result = to_result(REGISTRY[STARTS], ok(f"serving on {url}"), round((time.perf_counter() - started) * 1000, 1))
             remote = validate_url(url, timeout_s=min(timeout_s, 30.0), latency_steps=steps, strict=strict)
     except LocalServerError as exc:

@@ -170,6 +170,9 @@ async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> N
         if not actions:
             run.record(STEP, problem("no action could be built from the action schema", severity="warning"), started)
         last_error: Exception | None = None
+        # Upstream's servers answer a game's illegal move (a plain exception in step) with EXECUTION_ERROR
+        # and keep the session: such an action is passed over like a rejected one.
+        raised: list[Any] = []
         for action in actions:
             try:
                 result = await client.step(action)
@@ -177,16 +180,22 @@ async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> N
                 last_error = exc
                 continue
             except EnvExecutionError as exc:
-                run.record(STEP, problem(f"the env raised on the action {action!r}: {exc}", severity="warning", action=action), started)
-                break
+                last_error = exc
+                raised.append(action)
+                continue
             except EnvClientError as exc:
                 run.record(STEP, problem(f"step failed: {exc}", action=action), started)
                 break
             run.action = action
-            run.record(STEP, ok("step returned an observation", action=action, reward=result.reward, done=result.done), started)
+            note = f" (after the env raised on {', '.join(map(repr, raised))})" if raised else ""
+            run.record(STEP, ok("step returned an observation" + note, action=action, reward=result.reward, done=result.done,
+                                raised_on=raised), started)
             break
         else:
-            if actions:
+            if raised:
+                run.record(STEP, problem(f"the env raised on every action built from its schema: {last_error}",
+                                         severity="warning", actions=actions), started)
+            elif actions:
                 run.record(STEP, problem(f"the server rejected every action built from its schema: {last_error}",
                                          severity="warning", actions=actions), started)
 
@@ -224,7 +233,7 @@ async def _latency(run: _Run, client: GenericEnvClient, steps: int, budget_ms: f
         return
     p50 = statistics.median(samples)
     p95 = sorted(samples)[max(0, int(len(samples) * 0.95) - 1)]
-    details = {"steps": len(samples), "p50_ms": round(p50, 3), "p95_ms": round(p95, 3), "budget_ms": budget_ms}
+    details: dict[str, Any] = {"steps": len(samples), "p50_ms": round(p50, 3), "p95_ms": round(p95, 3), "budget_ms": budget_ms}
     if p50 <= budget_ms:
         run.record(LATENCY, ok(f"median step {p50:.2f} ms over {len(samples)} steps", **details), started)
     else:

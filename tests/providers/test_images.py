@@ -84,3 +84,21 @@ def test_needs_buildkit_spots_what_the_classic_builder_rejects() -> None:
     assert needs_buildkit("FROM x\nRUN <<EOF\necho hi\nEOF\n")
     assert not needs_buildkit("FROM python:3.11-slim\nRUN pip install -r requirements.txt\nCOPY --chown=1000 . /app\n")
 
+
+
+def test_a_named_python_base_nobody_serves_gets_the_local_stand_in(tmp_path, docker_engine, base_image: str, monkeypatch) -> None:
+    # The local base is Python 3.11 on Debian bookworm: it stands in for the images it matches (python:3.11-slim,
+    # upstream's openenv-base) when a Dockerfile names one itself. Here a name of the test's own stands for those.
+    monkeypatch.setattr(openenv.images._base, "LOCAL_BASE_IMAGE", base_image)
+    monkeypatch.setattr(openenv.images._base, "STAND_IN_FOR", frozenset({ABSENT}))
+    folder = _env_with_base(tmp_path, f"FROM {ABSENT}")
+    lines: list[str] = []
+    tag = "providers-test/stand-in:latest"
+    try:
+        build_image(folder, tag, on_log=lines.append, labels={RUN_LABEL[0]: RUN_LABEL[1]})
+        said = [line for line in lines if ABSENT in line]
+        assert said and "stands in for it" in said[0] and base_image in said[0], said
+        assert docker_engine.images.get(ABSENT).id == docker_engine.images.get(base_image).id
+    finally:
+        docker_engine.images.remove(tag, force=True)
+        docker_engine.images.remove(ABSENT)  # the tag only; the base stays
