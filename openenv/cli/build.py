@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+_ALWAYS_SHOWN = ("base image ", "pulled base image ", "note: ", "the engine failed the build")
 # A BuildKit step's first line: "#7 [2/4] RUN pip install ..." (not its output lines, "#7 1.23 ...").
 _BUILDKIT_STEP = re.compile(r"^#\d+ \[[^\]]+\] ")
 
@@ -67,7 +68,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
         is_step = line.startswith("Step ") or _BUILDKIT_STEP.match(line) is not None
         if is_step:
             steps.append(line)
-        if args.verbose or is_step:
+        # What the build decided about its base image is always said (a fallback, a stand-in, a pull).
+        if args.verbose or is_step or line.startswith(_ALWAYS_SHOWN):
             out.line(line if is_step else f"    {line}", style=None if is_step else "dim")
 
     with out.status(f"building {tag} from {root}"):
