@@ -21,12 +21,18 @@ Tools: methods decorated with `openenv.tool` become MCP tools of every instance 
 Rewards: set `self.rubric` (an `openenv.rubrics.Rubric`, one object per instance) and finish
 `step` with `return self.apply_rubric(action, observation)`; call `self.reset_rubric()` in
 `reset`. The observation then carries the reward and `metadata["reward_components"]`.
+
+Tasks: an environment with a natural set of tasks (word lists, problems, levels) overrides
+`list_splits` and `list_tasks` (and, when it can do better than a list, `num_tasks`, `get_task`,
+`get_task_range`), and takes `split` and `index` in `reset` to play one. The server serves them
+as upstream OpenEnv 0.10.0's Task API; an environment without tasks says so (`NoTasksError`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
+from openenv.errors import NoTasksError
 from openenv.rubrics.base import Rubric
 from openenv.rubrics.reporting import attach_reward
 from openenv.types import Action, EnvironmentMetadata, Observation, State
@@ -135,6 +141,47 @@ class Environment(Generic[ActT, ObsT, StateT]):
         the step action, not for JSON-RPC `tools/call`. May be an `async def`.
         """
         return observation
+
+    # -- tasks (the Task API) -----------------------------------------------------------------------------
+
+    def list_splits(self) -> list[Any]:
+        """The names of the task splits ("train", "test", ...), or entries `{"name", "type"}`.
+
+        Raises:
+            NoTasksError: the environment has no tasks (the default).
+        """
+        raise NoTasksError("list_splits")
+
+    def list_tasks(self, split: str) -> list[Any]:
+        """Every task of `split` (JSON-able values: strings, dicts, models).
+
+        Raises:
+            KeyError: no such split.  NoTasksError: the environment has no tasks (the default).
+        """
+        raise NoTasksError("list_tasks")
+
+    def num_tasks(self, split: str) -> int:
+        """How many tasks `split` has (default: the length of `list_tasks(split)`)."""
+        return len(self.list_tasks(split))
+
+    def get_task(self, split: str, index: int) -> Any:
+        """Task `index` of `split` (default: from `list_tasks(split)`).
+
+        Raises:
+            IndexError: no task at that index.  KeyError: no such split.
+        """
+        if index < 0:
+            raise IndexError(index)
+        return self.list_tasks(split)[index]
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[Any]:
+        """Tasks `start` to `stop` of `split`, as a slice (default: from `list_tasks(split)`)."""
+        return list(self.list_tasks(split)[start:stop])
+
+    @classmethod
+    def has_tasks(cls) -> bool:
+        """Whether the class serves tasks (overrides `list_splits`)."""
+        return cls.list_splits is not Environment.list_splits
 
     def get_metadata(self) -> EnvironmentMetadata:
         """Describe the environment for `GET /metadata`. Defaults come from the class."""

@@ -3,6 +3,7 @@
 ```
 OpenEnvError
 ├── ConfigurationError               a setting or argument is wrong; the message says which
+├── NoTasksError                     (also NotImplementedError) the environment has no task set (Task API)
 ├── RubricError                      a rubric was misused or returned something not a number
 ├── EnvClientError                   raised by clients
 │   ├── EnvConnectionError           (also ConnectionError) the server cannot be reached
@@ -42,6 +43,7 @@ __all__ = [
     "EnvStepTimeout",
     "EnvTimeoutError",
     "InvalidActionError",
+    "NoTasksError",
     "OpenEnvError",
     "ProtocolError",
     "ProviderError",
@@ -61,6 +63,14 @@ class OpenEnvError(Exception):
 
 class ConfigurationError(OpenEnvError, ValueError):
     """A setting or argument is wrong; the message says which and what to do."""
+
+
+class NoTasksError(OpenEnvError, NotImplementedError):
+    """The environment has no task set (its class does not override `list_splits` / `list_tasks`)."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method} is not supported for this environment: it has no task set (its class does not override "
+                         "list_splits and list_tasks)")
 
 
 class RubricError(OpenEnvError, ValueError):

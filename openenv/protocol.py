@@ -93,8 +93,9 @@ def dumps(obj: Any) -> bytes:
 def observation_payload(dumped: dict[str, Any]) -> dict[str, Any]:
     """Turn a dumped Observation into the wire's `{"observation", "reward", "done"}`.
 
-    `reward` and `done` are lifted beside the observation. Upstream drops `metadata`; we keep
-    it inside the observation when it is not empty (upstream clients accept the field).
+    `reward` and `done` are lifted beside the observation. Upstream 0.3.0 drops `metadata`; we
+    keep it inside the observation when it is not empty (upstream clients accept the field), and
+    also beside it, where upstream 0.10.0's clients read it.
     """
     reward = dumped.pop("reward", None)
     done = dumped.pop("done", False)
@@ -102,7 +103,10 @@ def observation_payload(dumped: dict[str, Any]) -> dict[str, Any]:
         del dumped["metadata"]
     if isinstance(reward, float) and not math.isfinite(reward):
         reward = None
-    return {"observation": dumped, "reward": reward, "done": bool(done)}
+    payload = {"observation": dumped, "reward": reward, "done": bool(done)}
+    if dumped.get("metadata"):
+        payload["metadata"] = dumped["metadata"]
+    return payload
 
 
 _EXCLUDE_LIFTED = frozenset({"reward", "done"})
@@ -125,6 +129,11 @@ def observation_json(obs: BaseModel) -> bytes:
     if type(reward) is float and not math.isfinite(reward):
         reward = None
     done = b"true" if getattr(obs, "done", False) else b"false"
+    if metadata:  # upstream 0.10.0 reads it at the top level too (and rejects a null there: left out when empty)
+        try:
+            return b'{"observation":%b,"reward":%b,"done":%b,"metadata":%b}' % (body, orjson.dumps(reward), done, dumps(metadata))
+        except (TypeError, ValueError):
+            pass  # not JSON-able as is: it is still inside the observation, where pydantic wrote it
     return b'{"observation":%b,"reward":%b,"done":%b}' % (body, orjson.dumps(reward), done)
 
 

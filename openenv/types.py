@@ -66,8 +66,10 @@ class StepResult(Generic[ObsT]):
         observation: the observation, parsed into the client's observation class (or a dict).
         reward: the reward the server reported beside the observation (None at reset, usually).
         done: whether the episode has ended.
+        metadata: the observation's metadata (reward components, info), when it has any.
     """
 
     observation: ObsT
     reward: float | None = None
     done: bool = False
+    metadata: dict[str, Any] | None = None

@@ -29,6 +29,15 @@ def upstream_python() -> str:
 
 
 @pytest.fixture(scope="session")
+def upstream010_python() -> str:
+    """Python of the separate venv with upstream openenv 0.10.0 (made by `scripts/upstream-venv 0.10.0`)."""
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "upstream-venv"), "0.10.0"], capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        pytest.fail(f"could not make the upstream 0.10.0 venv:\n{out.stderr}")
+    return out.stdout.strip()
+
+
+@pytest.fixture(scope="session")
 def echo_app():
     from echo_env.server.app import app
 

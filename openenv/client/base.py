@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from openenv.client._settings import hf_token, is_hf_host
+from openenv.client._tasks import TasksMixin
 from openenv.client._tools import TOOL_OBSERVATIONS, ToolsMixin
 from openenv.client._transport import Connection, ws_url_for
 from openenv.errors import ConfigurationError, EnvClientError, ProtocolError, server_error_from_frame
@@ -64,7 +65,7 @@ def _model_or_none(tp: Any) -> type[BaseModel] | None:
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
-class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
+class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
     """An async client for one session (one WebSocket, one environment instance) of a server.
 
     Args:
@@ -112,6 +113,7 @@ class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
         if bearer:
             self._headers.setdefault("Authorization", f"Bearer {bearer}")
         self.provider = provider
+        self._children: list[EnvClient[ActT, ObsT, StateT]] = []
         self._conn: Connection | None = None
         self._obs_model = self._observation_cls
         self._state_model = self._state_cls
@@ -209,8 +211,25 @@ class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
         conn = await self._live(reconnect=False)
         return self._parse_state(self._reply(await conn.call(_STATE_FRAME, self.message_timeout_s), "state"))
 
+    async def new_session(self) -> EnvClient[ActT, ObsT, StateT]:
+        """Another session on the same server: its own WebSocket and environment instance, a
+        client of this one's type and settings, connected, and closed when this one closes.
+
+        Raises:
+            EnvConnectionError, EnvTimeoutError: as for `connect`.
+        """
+        child = type(self)(self.base_url, headers=dict(self._headers), connect_timeout_s=self.connect_timeout_s,
+                           message_timeout_s=self.message_timeout_s, max_message_size_mb=self.max_message_bytes / (1 << 20))
+        await child.connect()
+        self._children.append(child)
+        return child
+
     async def close(self) -> None:
-        """End the session: tell the server, close the socket, stop any provider we started."""
+        """End the session: tell the server, close the socket, stop any provider we started (and
+        close the sessions `new_session` opened)."""
+        children, self._children = self._children, []
+        for child in children:
+            await child.close()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.send_only(_CLOSE_FRAME)
@@ -305,8 +324,10 @@ class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
             obs = {}
         reward = payload.get("reward")
         done = bool(payload.get("done", False))
+        # Beside the observation (upstream 0.10.0 and ours), else inside it (ours, for 0.3.0's clients).
+        metadata = payload.get("metadata") or obs.get("metadata") or None
         if model is None:
-            return StepResult(obs, reward, done)  # type: ignore[arg-type]
+            return StepResult(obs, reward, done, metadata if isinstance(metadata, dict) else None)  # type: ignore[arg-type]
         obs["reward"] = reward
         obs["done"] = done
         try:
@@ -317,7 +338,7 @@ class EnvClient(ToolsMixin, Generic[ActT, ObsT, StateT]):
                 f"do the client's classes match GET /schema? [{self.base_url}]",
                 url=self.base_url,
             ) from None
-        return StepResult(observation, reward, done)  # type: ignore[arg-type]
+        return StepResult(observation, reward, done, metadata if isinstance(metadata, dict) else None)  # type: ignore[arg-type]
 
     def _parse_state(self, payload: dict[str, Any]) -> StateT:
         """Build the state object of a state reply."""

@@ -109,6 +109,30 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         """Call an MCP tool and return its result; see `EnvClient.call_tool`."""
         return run_sync(self._client.call_tool(name, **arguments))
 
+    def list_splits(self) -> list[Any]:
+        """The environment's task splits; see `EnvClient.list_splits`."""
+        return run_sync(self._client.list_splits())
+
+    def list_tasks(self, split: str) -> list[Any]:
+        """Every task of `split`; see `EnvClient.list_tasks`."""
+        return run_sync(self._client.list_tasks(split))
+
+    def num_tasks(self, split: str) -> int:
+        """How many tasks `split` has."""
+        return run_sync(self._client.num_tasks(split))
+
+    def get_task(self, split: str, index: int) -> Any:
+        """Task `index` of `split`; `reset(split=split, index=index)` plays it."""
+        return run_sync(self._client.get_task(split, index))
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[Any]:
+        """Tasks `start` to `stop` of `split`."""
+        return run_sync(self._client.get_task_range(split, start, stop))
+
+    def new_session(self) -> SyncEnvClient[ActT, ObsT, StateT]:
+        """Another session on the same server, closed with this one; see `EnvClient.new_session`."""
+        return SyncEnvClient(run_sync(self._client.new_session()))
+
     def close(self) -> None:
         """End the session and stop any provider the client started."""
         if _loop is not None and not _loop.is_closed():

@@ -30,7 +30,8 @@ from openenv.protocol import EXTENSIONS, PROTOCOL_VERSION, ErrorCode, JSONDecode
 from openenv.server.mcp import TOOL_ACTION_TYPES, parse_tool_action
 from openenv.server.runtime import EnvRuntime, RequestError
 from openenv.server.settings import ServerSettings, get_settings
-from openenv.server.ws import WebSocketEndpoint
+from openenv.server.tasks import add_task_routes
+from openenv.server.ws import McpWebSocketEndpoint, WebSocketEndpoint
 from openenv.types import Action, EnvironmentMetadata, Observation, State
 
 __all__ = ["create_app"]
@@ -57,6 +58,7 @@ class ObservationReply(BaseModel):
     observation: dict[str, Any] = Field(description="The observation's fields, except reward and done.")
     reward: float | None = None
     done: bool = False
+    metadata: dict[str, Any] | None = Field(default=None, description="The observation's metadata again, when it has any (as upstream 0.10.0 sends it).")
 
 
 class HealthReply(BaseModel):
@@ -98,6 +100,8 @@ def create_app(
     max_concurrent_envs: int | None = None,
     settings: ServerSettings | None = None,
     enable_web_interface: bool | None = None,
+    reset_observation_cls: type[Observation] | None = None,
+    mode: str | None = None,
 ) -> FastAPI:
     """Build the FastAPI app that serves an environment.
 
@@ -113,10 +117,14 @@ def create_app(
         settings: server settings; `ServerSettings.from_env()` when omitted.
         enable_web_interface: serve the play page at /web (one session per browser tab over
             /ws); default `settings.enable_web_interface` (OPENENV_ENABLE_WEB_INTERFACE).
+        reset_observation_cls: the model of what `reset` returns, when it differs from a step's
+            (shown in /schema as `reset_observation`; default: `observation_cls`).
+        mode: "simulation" (default) or "production", which leaves out the stateless HTTP
+            /reset, /step and /state; default `settings.mode` (OPENENV_MODE).
 
     Returns:
-        A FastAPI app with /health, /metadata, /schema, /reset, /step, /state, /mcp and /ws
-        (and /web when the web interface is on).
+        A FastAPI app with /health, /metadata, /schema, /reset, /step, /state, /mcp (HTTP and
+        WebSocket), /ws and the Task API routes (and /web when the web interface is on).
 
     Raises:
         ConfigurationError: the classes are not models of the right kind, a capacity above 1
@@ -124,7 +132,11 @@ def create_app(
             has type hints that cannot be resolved or described as JSON Schema.
     """
     settings = settings or get_settings()
+    if mode is not None:
+        settings = settings.with_(mode=mode)
     _check_models(action_cls, observation_cls)
+    if reset_observation_cls is not None:
+        _check_models(action_cls, reset_observation_cls)
     env_cls = _env_class(env_factory)
     if env_cls is not None and not (env_cls._has_async("step") or env_cls.step is not Environment.step):
         raise ConfigurationError(f"{env_cls.__name__} implements neither step() nor step_async()")
@@ -194,6 +206,7 @@ def create_app(
                 "action": action_cls.model_json_schema(),
                 "observation": observation_cls.model_json_schema(),
                 "state": state_cls.model_json_schema(),
+                "reset_observation": (reset_observation_cls or observation_cls).model_json_schema(),
             }
         return cache["schema"]
 
@@ -206,26 +219,8 @@ def create_app(
         request_id=(str | None, Field(default=None, max_length=255)),
     )
 
-    @app.post("/reset", response_model=ObservationReply, tags=["Environment Control"], summary="Reset a fresh environment (stateless)")
-    async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:
-        async with runtime.fresh_env() as env:
-            return _json(await runtime.reset(env, request.model_dump(exclude_unset=True)))
-
-    async def step(request: Any) -> Response:
-        async with runtime.fresh_env() as env:
-            if request.action.__class__ in TOOL_ACTION_TYPES:
-                return _json(await runtime.mcp.step(env, request.action, request.timeout_s))
-            return _json(await runtime.step(env, request.action, request.timeout_s))
-
-    # The body model is built at run time, so the annotation is set by hand (this module's
-    # annotations are strings that FastAPI could not resolve).
-    step.__annotations__["request"] = step_request
-    app.post("/step", response_model=ObservationReply, tags=["Environment Control"], summary="Step a fresh environment (stateless)")(step)
-
-    @app.get("/state", tags=["State Management"], summary="State of a fresh environment (stateless)")
-    async def state() -> Response:
-        async with runtime.fresh_env() as env:
-            return _json(await runtime.state(env))
+    if settings.mode == "simulation":
+        _add_stateless_routes(app, runtime, step_request)
 
     @app.post(
         "/mcp",
@@ -248,12 +243,39 @@ def create_app(
 
     ws_endpoint = WebSocketEndpoint(runtime)
     app.router.routes.append(WebSocketRoute("/ws", ws_endpoint))
+    app.router.routes.append(WebSocketRoute("/mcp", McpWebSocketEndpoint(runtime)))
     app.openenv_ws = ws_endpoint
+    add_task_routes(app, runtime, name)
     if settings.enable_web_interface if enable_web_interface is None else enable_web_interface:
         from openenv.server.web import add_web_routes  # imported only when on: no cost otherwise
 
         add_web_routes(app, name)
     return app
+
+
+def _add_stateless_routes(app: FastAPI, runtime: EnvRuntime, step_request: Any) -> None:
+    """HTTP /reset, /step and /state, each on a fresh environment (simulation mode only)."""
+
+    @app.post("/reset", response_model=ObservationReply, tags=["Environment Control"], summary="Reset a fresh environment (stateless)")
+    async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:
+        async with runtime.fresh_env() as env:
+            return _json(await runtime.reset(env, request.model_dump(exclude_unset=True)))
+
+    async def step(request: Any) -> Response:
+        async with runtime.fresh_env() as env:
+            if request.action.__class__ in TOOL_ACTION_TYPES:
+                return _json(await runtime.mcp.step(env, request.action, request.timeout_s))
+            return _json(await runtime.step(env, request.action, request.timeout_s))
+
+    # The body model is built at run time, so the annotation is set by hand (this module's
+    # annotations are strings that FastAPI could not resolve).
+    step.__annotations__["request"] = step_request
+    app.post("/step", response_model=ObservationReply, tags=["Environment Control"], summary="Step a fresh environment (stateless)")(step)
+
+    @app.get("/state", tags=["State Management"], summary="State of a fresh environment (stateless)")
+    async def state() -> Response:
+        async with runtime.fresh_env() as env:
+            return _json(await runtime.state(env))
 
 
 def _check_tools(env_cls: type[Environment]) -> None:

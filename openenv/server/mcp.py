@@ -9,7 +9,10 @@ upstream's error types.
 JSON-RPC methods: `tools/list`, `tools/call`, and upstream's `openenv/session/create` /
 `openenv/session/close`, which give HTTP callers a session (an env instance) that lives across
 requests; its id goes in `params.session_id`. Without one, an HTTP request gets a fresh
-environment that is closed after the reply (as upstream's stateless HTTP routes do).
+environment that is closed after the reply (as upstream's stateless HTTP routes do). A WebSocket
+may attach to such a session (`/ws?session_id=`, what upstream 0.10.0's MCPToolClient does): one
+socket at a time, the session outlives the socket, and a close asked over HTTP while a socket is
+attached happens when it detaches.
 """
 
 from __future__ import annotations
@@ -44,13 +47,17 @@ from openenv.types import Action
 if TYPE_CHECKING:
     from openenv.server.runtime import EnvRuntime
 
-__all__ = ["TOOL_ACTIONS", "TOOL_ACTION_TYPES", "McpService", "ToolFailure", "parse_tool_action"]
+__all__ = ["TOOL_ACTIONS", "TOOL_ACTION_TYPES", "AttachError", "McpService", "ToolFailure", "parse_tool_action"]
 
 log = logging.getLogger("openenv.server")
 
 TOOL_ACTIONS: dict[str, type[Action]] = {"list_tools": ListToolsAction, "call_tool": CallToolAction}
 TOOL_ACTION_TYPES = frozenset(TOOL_ACTIONS.values())
 _METHODS = ("tools/list", "tools/call", "openenv/session/create", "openenv/session/close")
+
+
+class AttachError(Exception):
+    """A WebSocket cannot attach to the HTTP session it named; the message says why."""
 
 
 class ToolFailure(Exception):
@@ -83,6 +90,7 @@ class McpService:
         # Sessions opened by openenv/session/create, with a lock each: HTTP requests may arrive
         # concurrently, and an environment expects one call at a time.
         self._http_sessions: dict[str, asyncio.Lock] = {}
+        self._closing: set[str] = set()  # attached sessions whose close was asked over HTTP
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -296,6 +304,33 @@ class McpService:
         self._http_sessions[new.id] = asyncio.Lock()
         return rpc_result(rid, {"session_id": new.id})
 
+    def attach(self, session_id: str) -> tuple[Session, asyncio.Lock]:
+        """Hand the HTTP session `session_id` to a WebSocket (until `detach`).
+
+        Raises:
+            AttachError: no such session (never made, closed or expired), or a socket has it already.
+        """
+        found = self._http_session(session_id)
+        if found is None:
+            raise AttachError(f"Unknown session_id: {session_id}; it expired or was closed: create one with openenv/session/create over POST /mcp")
+        sess, lock = found
+        if sess.attached:
+            raise AttachError(f"session {session_id} is already attached to another WebSocket; one socket drives a session at a time")
+        sess.attached = True
+        return sess, lock
+
+    async def detach(self, session: Session) -> None:
+        """The WebSocket let go of `session`: it lives on (its close, if one was asked meanwhile, happens now)."""
+        session.attached = False
+        session.last_active = monotonic()
+        if session.id in self._closing:
+            self._closing.discard(session.id)
+            found = self._http_session(session.id)
+            if found is not None:
+                async with found[1]:
+                    self._http_sessions.pop(session.id, None)
+                    await self.runtime.sessions.close(session)
+
     async def _close_session(self, rid: Any, params: dict[str, Any], session: Session | None) -> dict[str, Any]:
         session_id = params.get("session_id")
         if not session_id:
@@ -306,6 +341,9 @@ class McpService:
         if found is None:
             return rpc_error(rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {session_id}")
         sess, lock = found
+        if sess.attached:  # a WebSocket drives it now: closed when the socket lets go
+            self._closing.add(sess.id)
+            return rpc_result(rid, {"session_id": sess.id, "closed": False, "closing": True})
         async with lock:
             self._http_sessions.pop(sess.id, None)
             await self.runtime.sessions.close(sess)

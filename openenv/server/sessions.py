@@ -40,7 +40,7 @@ class FactoryError(Exception):
 class Session:
     """One client's environment and its activity clock."""
 
-    __slots__ = ("busy", "closed", "created_at", "env", "id", "last_active", "on_expire", "steps")
+    __slots__ = ("attached", "busy", "closed", "created_at", "env", "id", "last_active", "on_expire", "steps")
 
     def __init__(self, env: Environment, on_expire: Callable[[str], Awaitable[None]] | None) -> None:
         self.id = uuid.uuid4().hex
@@ -49,6 +49,7 @@ class Session:
         self.steps = 0
         self.busy = False
         self.closed = False
+        self.attached = False  # an HTTP-made session that a WebSocket drives now: never reaped meanwhile
         self.on_expire = on_expire
 
 
@@ -153,7 +154,7 @@ class SessionManager:
     async def reap_idle(self) -> int:
         """Close every session idle longer than the timeout; returns how many were closed."""
         deadline = time.monotonic() - self.idle_timeout_s
-        idle = [s for s in self.sessions.values() if not s.busy and s.last_active < deadline]
+        idle = [s for s in self.sessions.values() if not s.busy and not s.attached and s.last_active < deadline]
         for session in idle:
             reason = f"session idle for over {self.idle_timeout_s:g}s; reconnect to start a new one"
             await self.close(session)

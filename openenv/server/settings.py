@@ -11,6 +11,7 @@ pool member) and that import alone would add a sixth of a second to every cold s
 | OPENENV_WORKER_THREADS | 4 × cores, at most 32 | the pool that runs blocking env calls |
 | OPENENV_ENABLE_WEB_INTERFACE | false | serve the play UI at /web |
 | OPENENV_TOOL_TIMEOUT_S | 30 | time limit of an MCP tool call (a tool's own `timeout_s` wins) |
+| OPENENV_MODE | simulation | `production` leaves out the stateless HTTP /reset, /step, /state (as upstream 0.10.0 does) |
 """
 
 from __future__ import annotations
@@ -62,8 +63,12 @@ class ServerSettings:
     worker_threads: int = min(32, 4 * (os.cpu_count() or 1))
     enable_web_interface: bool = False
     tool_timeout_s: float = 30.0
+    mode: str = "simulation"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", self.mode.strip().lower())
+        if self.mode not in ("simulation", "production"):
+            raise ConfigurationError(f"mode (OPENENV_MODE) must be 'simulation' or 'production', not {self.mode!r}")
         if self.max_sessions is not None and self.max_sessions < 1:
             raise ConfigurationError(f"max_sessions must be >= 1, got {self.max_sessions}")
         if self.session_idle_timeout_s < 0:

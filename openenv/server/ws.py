@@ -1,16 +1,24 @@
-"""The `/ws` endpoint: one connection, one session, one environment instance.
+"""The `/ws` endpoint: one connection, one session, one environment instance; and WebSocket `/mcp`.
 
 Written against raw ASGI messages rather than Starlette's `WebSocket` wrapper: this loop runs
 once per step of every session, so it keeps to a dict lookup, one JSON decode, one validation,
 the environment call and one JSON encode.
+
+`/ws?session_id=<id>` drives a session made over HTTP (`openenv/session/create` on POST /mcp,
+as upstream 0.10.0's MCPToolClient does) instead of a new one: its frames and the session's HTTP
+tool calls take turns, and the session outlives the socket. WebSocket `/mcp` carries bare
+JSON-RPC requests and replies, one session per connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from time import monotonic
 from typing import Any
+from urllib.parse import parse_qs
 
+from openenv.mcp.jsonrpc import RpcCode, rpc_error
 from openenv.protocol import (
     EXTENSIONS,
     PROTOCOL_HEADER,
@@ -21,10 +29,11 @@ from openenv.protocol import (
     error_frame,
     loads,
 )
+from openenv.server.mcp import AttachError
 from openenv.server.runtime import EnvRuntime, RequestError, ToolActionRequest
 from openenv.server.sessions import CapacityError, FactoryError, Session
 
-__all__ = ["WebSocketEndpoint"]
+__all__ = ["McpWebSocketEndpoint", "WebSocketEndpoint"]
 
 log = logging.getLogger("openenv.server")
 
@@ -34,6 +43,7 @@ _HANDSHAKE_HEADERS = [
 _STEP_KEYS = frozenset({"type", "data", "timeout_s"})
 _CLOSE_NORMAL = 1000
 _CLOSE_GOING_AWAY = 1001
+_CLOSE_POLICY = 1008
 _CLOSE_INTERNAL = 1011
 _CLOSE_TRY_AGAIN = 1013
 
@@ -55,6 +65,11 @@ class WebSocketEndpoint:
             return
         await send({"type": "websocket.accept", "headers": _HANDSHAKE_HEADERS})
         runtime = self.runtime
+        if scope.get("query_string"):
+            session_id = parse_qs(scope["query_string"].decode("latin-1")).get("session_id")
+            if session_id:
+                await self._attached(session_id[0], receive, send)
+                return
 
         async def expire(reason: str) -> None:
             await send({"type": "websocket.close", "code": _CLOSE_GOING_AWAY, "reason": reason[:120]})
@@ -81,7 +96,27 @@ class WebSocketEndpoint:
         finally:
             await runtime.sessions.close(session)
 
-    async def _serve(self, session: Session, receive: Any, send: Any) -> None:
+    async def _attached(self, session_id: str, receive: Any, send: Any) -> None:
+        """Drive the HTTP session `session_id` until the socket closes; the session lives on."""
+        mcp = self.runtime.mcp
+        try:
+            session, lock = mcp.attach(session_id)
+        except AttachError as exc:
+            await _send_quietly(send, error_frame(ErrorCode.SESSION_ERROR, str(exc)))
+            await _close_quietly(send, _CLOSE_POLICY, "unknown or busy session")
+            return
+        try:
+            await self._serve(session, receive, send, lock)
+        except _Closed:
+            pass
+        except Exception as exc:  # a bug of ours: tell the client, keep the server up
+            log.exception("websocket on session %s failed", session.id)
+            await _send_quietly(send, error_frame(ErrorCode.SESSION_ERROR, f"{type(exc).__name__}: {exc}"))
+            await _close_quietly(send, _CLOSE_INTERNAL, "internal error")
+        finally:
+            await mcp.detach(session)
+
+    async def _serve(self, session: Session, receive: Any, send: Any, lock: asyncio.Lock | None = None) -> None:
         handle = self._handle
         while True:
             message = await receive()
@@ -94,7 +129,11 @@ class WebSocketEndpoint:
                     return
                 session.busy = True
                 try:
-                    reply = await handle(session, raw)
+                    if lock is None:
+                        reply = await handle(session, raw)
+                    else:  # the session's HTTP tool calls may come in between: one call at a time
+                        async with lock:
+                            reply = await handle(session, raw)
                 finally:
                     session.busy = False
                     session.last_active = monotonic()
@@ -162,6 +201,64 @@ class WebSocketEndpoint:
                 return b'{"type":"observation","data":%b}' % await runtime.mcp.step(env, request.action, msg.get("timeout_s"))
             except RequestError as exc:
                 return error_frame(exc.code, exc.message, **exc.details)
+
+
+class McpWebSocketEndpoint:
+    """ASGI app for WebSocket `/mcp`: each text frame a JSON-RPC request, each reply one frame,
+    all on one session (an environment instance) of its own for the connection's life."""
+
+    def __init__(self, runtime: EnvRuntime) -> None:
+        self.runtime = runtime
+        self.max_bytes = runtime.settings.max_message_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
+        runtime = self.runtime
+
+        async def expire(reason: str) -> None:
+            await send({"type": "websocket.close", "code": _CLOSE_GOING_AWAY, "reason": reason[:120]})
+
+        try:
+            session = await runtime.open_session(expire)
+        except CapacityError as exc:
+            await _send_quietly(send, dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc),
+                                                      {"active_sessions": exc.active, "max_sessions": exc.maximum})))
+            await _close_quietly(send, _CLOSE_TRY_AGAIN, "server at capacity")
+            return
+        except FactoryError as exc:
+            await _send_quietly(send, dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc), {"factory_name": exc.factory_name})))
+            await _close_quietly(send, _CLOSE_INTERNAL, "environment could not be built")
+            return
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if message["type"] != "websocket.receive":
+                    continue
+                raw = message.get("text")
+                if raw is None:
+                    raw = message.get("bytes") or b""
+                if len(raw) > self.max_bytes:
+                    reply = rpc_error(None, RpcCode.INVALID_REQUEST, f"request of {len(raw)} bytes is over the limit of {self.max_bytes}")
+                else:
+                    session.busy = True
+                    try:
+                        reply = await runtime.mcp.rpc(loads(raw), session)
+                    except JSONDecodeError as exc:
+                        reply = rpc_error(None, RpcCode.PARSE_ERROR, f"Parse error: {exc}")
+                    finally:
+                        session.busy = False
+                        session.last_active = monotonic()
+                try:
+                    await send({"type": "websocket.send", "text": dumps(reply).decode()})
+                except OSError:
+                    return
+        finally:
+            await runtime.sessions.close(session)
 
 
 async def _send_quietly(send: Any, frame: bytes) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests.support.servers import ROOT, free_port
 from tests.support.socket_relay import SocketRelay
@@ -136,7 +137,7 @@ def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(tmp_path: Pa
         hub.stop()
 
 
-def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(tmp_path: Path, engine_answers: None) -> None:
+def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(tmp_path: Path, engine_answers: None, new_page: Any) -> None:
     wanted = bundled_envs()
     sock_dir = Path(tempfile.mkdtemp(prefix="oe-engine-"))  # short: a Unix socket path has ~100 bytes
     relay = SocketRelay(sock_dir / "docker.sock")
@@ -153,8 +154,16 @@ def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(tmp_pa
             assert version["state"] in ("waiting", "queued", "running") and version["waiting_code"] == "no_engine", version
             assert version["failure_reason"] is None and "Docker engine" in version["waiting_reason"]
         shas = {n: hub.latest(n)["sha"] for n in wanted}
-        page = httpx.get(f"{hub.url}/?env=local/echo_env", timeout=10)
-        assert page.status_code == 200
+        # A visitor sees it on the website: waiting for the infrastructure, not failing, and why.
+        page = new_page()
+        page.goto(hub.url + "/")
+        expect(page.locator("a.oe-card")).to_have_count(len(wanted))
+        page.locator("#oe-status input").click()
+        page.get_by_role("option", name="waiting for infrastructure").click()
+        expect(page.locator("a.oe-card")).to_have_count(len(wanted))
+        page.locator("a.oe-card[data-env='local/echo_env']").click()
+        expect(page.locator("#oe-figures")).to_contain_text("waiting for infrastructure")
+        expect(page.locator("#oe-figures")).to_contain_text("no_engine")
 
         relay.start()  # the engine is fixed: nobody restarts the Hub
         items = hub.wait_for(_settled(wanted), 1200, "the envs to build once the engine answers")

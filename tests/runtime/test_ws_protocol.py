@@ -34,7 +34,9 @@ def test_transcript_matches_upstream_shapes(count_url: str) -> None:
     with ws(count_url) as conn:
         reply = ask(conn, {"type": "reset", "data": {"seed": 1}})
         assert reply["type"] == "observation"
-        assert set(reply["data"]) == {"observation", "reward", "done"}
+        # metadata is in the observation (for 0.3.0's clients) and beside it (where 0.10.0's read it)
+        assert set(reply["data"]) == {"observation", "reward", "done", "metadata"}
+        assert reply["data"]["metadata"] == reply["data"]["observation"]["metadata"] == {"seed": 1, "options": []}
         assert reply["data"]["observation"]["echoed"] == "ready"
         assert reply["data"]["reward"] == 0.0 and reply["data"]["done"] is False
         assert "reward" not in reply["data"]["observation"] and "done" not in reply["data"]["observation"]
@@ -60,6 +62,7 @@ def test_observation_metadata_is_delivered(count_url: str) -> None:
         ask(conn, {"type": "reset"})
         reply = ask(conn, {"type": "step", "data": {"message": "m", "meta": {"reward_components": {"format": 1.0}}}})
         assert reply["data"]["observation"]["metadata"] == {"reward_components": {"format": 1.0}}
+        assert reply["data"]["metadata"] == {"reward_components": {"format": 1.0}}
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,20 @@ def parse_move(board: chess.Board, text: str) -> chess.Move | None:
     return move if move in board.legal_moves else None  # parse_san also reads null moves ("--")
 
 
+# Puzzles for the Task API: White to move and mate in one. `reset(split="mate_in_one", index=i)` sets
+# one up with the agent as White; `solutions` are the mating moves (UCI).
+PUZZLES: dict[str, list[dict[str, Any]]] = {
+    "mate_in_one": [
+        {"id": "back-rank", "fen": "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1", "solutions": ["a1a8"]},
+        {"id": "queen-and-king", "fen": "7k/8/6K1/8/8/8/8/Q7 w - - 0 1", "solutions": ["a1a8", "a1g7"]},
+        {"id": "smothered", "fen": "6rk/6pp/7N/8/8/8/8/6K1 w - - 0 1", "solutions": ["h6f7"]},
+        {"id": "scholars", "fen": "r1bqkb1r/pppp1ppp/2n2n2/4p2Q/2B1P3/8/PPPP1PPP/RNB1K1NR w KQkq - 4 4", "solutions": ["h5f7"]},
+        {"id": "rook-and-king", "fen": "3k4/8/3K4/8/8/8/8/7R w - - 0 1", "solutions": ["h1h8"]},
+        {"id": "early-queen", "fen": "rnbqkbnr/ppppp2p/5p2/6p1/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 3", "solutions": ["d1h5"]},
+    ],
+}
+
+
 class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
     """Play chess against a random mover or a small material-search engine."""
 
@@ -76,9 +90,11 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         fen: str | None = None,
         max_plies: int = 200,
         max_illegal_moves: int = 5,
+        split: str | None = None,
+        index: int | None = None,
         **kwargs: Any,
     ) -> ChessObservation:
-        """Set up a new game.
+        """Set up a new game, or puzzle `index` of `split` (the Task API; the agent plays White).
 
         Args:
             opponent: "random", "greedy" (one-ply material) or "minimax" (alpha-beta, `depth` plies).
@@ -91,6 +107,12 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         Raises:
             ValueError: an option is not one of the allowed values.
         """
+        if split is not None or index is not None:
+            if split not in PUZZLES:
+                raise ValueError(f"unknown split {split!r}; the splits are {', '.join(PUZZLES)}")
+            if type(index) is not int or not 0 <= index < len(PUZZLES[split]):
+                raise ValueError(f"split {split!r} has tasks 0 to {len(PUZZLES[split]) - 1}, not {index!r}")
+            fen, agent_color = PUZZLES[split][index]["fen"], "white"
         if opponent not in OPPONENTS:
             raise ValueError(f"opponent must be one of {', '.join(OPPONENTS)}; got {opponent!r}")
         if not isinstance(depth, int) or not 1 <= depth <= 3:
@@ -120,6 +142,13 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             reply = self._opponent_moves()
             self._game_over()
         return self._observe(None, "New game." + (f" The opponent opens with {reply}." if reply else ""), opponent_move=reply)
+
+    def list_splits(self) -> list[str]:
+        return list(PUZZLES)
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        """Each task is a position (FEN) where White mates in one; `solutions` are the mating moves."""
+        return [dict(p, goal="White to move: checkmate in one") for p in PUZZLES[split]]
 
     def step(self, action: ChessAction, timeout_s: float | None = None, **kwargs: Any) -> ChessObservation:
         """Play a move; the opponent answers in the same step.

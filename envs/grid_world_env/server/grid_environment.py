@@ -30,6 +30,13 @@ _MAX_TRIES = 200
 
 Cell = tuple[int, int]
 
+# Fixed layouts for training and evaluation (the Task API): each task is the options and seed of a
+# reset, so `reset(split=..., index=...)` always draws the same grid. Test layouts are larger.
+LEVELS: dict[str, list[dict[str, Any]]] = {
+    "train": [{"size": 5 + i % 3, "walls": 0.15 + 0.05 * (i % 3), "pits": i % 3, "seed": 100 + i} for i in range(24)],
+    "test": [{"size": 8, "walls": 0.2, "pits": 2, "seed": 900 + i} for i in range(8)],
+}
+
 
 def _reachable(grid: list[list[str]], start: Cell, goal: Cell) -> bool:
     size = len(grid)
@@ -95,9 +102,11 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
         pits: int = 1,
         slip: float = 0.0,
         max_steps: int | None = None,
+        split: str | None = None,
+        index: int | None = None,
         **kwargs: Any,
     ) -> GridObservation:
-        """Draw a new layout.
+        """Draw a new layout, or play the fixed layout `index` of `split` (the Task API).
 
         Args:
             size: the grid is size x size (3-20).
@@ -109,6 +118,11 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
         Raises:
             ValueError: an option is out of range.
         """
+        if split is not None or index is not None:
+            _check(split in LEVELS, f"unknown split {split!r}; the splits are {', '.join(LEVELS)}")
+            _check(type(index) is int and 0 <= index < len(LEVELS[split]), f"split {split!r} has tasks 0 to {len(LEVELS[split]) - 1}, not {index!r}")
+            level = LEVELS[split][index]
+            size, walls, pits, seed = level["size"], level["walls"], level["pits"], level["seed"]
         _check(isinstance(size, int) and 3 <= size <= 20, f"size must be an integer from 3 to 20, got {size!r}")
         _check(isinstance(walls, (int, float)) and 0 <= walls <= 0.5, f"walls must be a fraction from 0 to 0.5, got {walls!r}")
         _check(isinstance(pits, int) and 0 <= pits <= size, f"pits must be an integer from 0 to size ({size}), got {pits!r}")
@@ -124,6 +138,13 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
         self._steps = 0
         self._outcome = None
         return self._observe(None, "A new grid.")
+
+    def list_splits(self) -> list[str]:
+        return list(LEVELS)
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        """Each task is a fixed layout (its reset options and seed)."""
+        return [{"id": f"{split}-{i}", **level} for i, level in enumerate(LEVELS[split])]
 
     def step(self, action: GridAction, timeout_s: float | None = None, **kwargs: Any) -> GridObservation:
         """Move one cell (walls and edges stop you; you stay put and the step still costs).

@@ -40,6 +40,16 @@ def word_lists() -> tuple[tuple[str, ...], frozenset[str]]:
     return answers, allowed
 
 
+SPLITS = ("train", "test")
+
+
+@functools.lru_cache(maxsize=1)
+def task_words() -> dict[str, tuple[str, ...]]:
+    """The answer list split for training and evaluation: every tenth answer is held out for test."""
+    answers, _ = word_lists()
+    return {"train": tuple(w for i, w in enumerate(answers) if i % 10), "test": answers[::10]}
+
+
 def score(guess: str, answer: str) -> str:
     """Feedback for `guess` against `answer`: a string of G, Y and - (one per letter)."""
     marks = ["-"] * len(guess)
@@ -75,14 +85,25 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         episode_id: str | None = None,
         max_guesses: int = 6,
         word: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
         **kwargs: Any,
     ) -> WordleObservation:
-        """Pick a hidden word (from the seed, or `word` for a chosen puzzle).
+        """Pick a hidden word: from the seed, `word` for a chosen puzzle, or task `index` of `split`
+        (the Task API: `list_tasks(split)`).
 
         Raises:
-            ValueError: `max_guesses` is not 1-20, or `word` is not a five-letter word of the list.
+            ValueError: `max_guesses` is not 1-20, `word` is not a five-letter word of the list, or
+                `split` / `index` name no task.
         """
         answers, allowed = word_lists()
+        if split is not None or index is not None:
+            try:
+                word = _task(split, index)["word"]
+            except KeyError:
+                raise ValueError(f"unknown split {split!r}; the splits are {', '.join(SPLITS)}") from None
+            except IndexError as exc:
+                raise ValueError(str(exc)) from None
         if not isinstance(max_guesses, int) or not 1 <= max_guesses <= 20:
             raise ValueError(f"max_guesses must be an integer from 1 to 20, got {max_guesses!r}")
         if word is not None and (not isinstance(word, str) or word.strip().lower() not in allowed):
@@ -98,6 +119,19 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._steps = 0
         self._over = False
         return self._observe(None, f"Guess the hidden {WORD_LENGTH}-letter word. You have {max_guesses} tries.")
+
+    def list_splits(self) -> list[str]:
+        return list(SPLITS)
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        """Each task is one hidden word: `reset(split=..., index=...)` plays it."""
+        return [{"id": f"{split}-{i}", "word": w} for i, w in enumerate(task_words()[split])]
+
+    def num_tasks(self, split: str) -> int:
+        return len(task_words()[split])
+
+    def get_task(self, split: str, index: int) -> dict[str, Any]:
+        return _task(split, index)
 
     def step(self, action: WordleAction, timeout_s: float | None = None, **kwargs: Any) -> WordleObservation:
         """Make a guess.
@@ -158,6 +192,20 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             board=list(self._board), guesses_left=left, letters=letters, message=message,  # type: ignore[arg-type]
             answer=self._answer if self._over else None, text=text, reward=reward, done=self._over, metadata=meta or {},
         )
+
+
+def _task(split: str | None, index: int | None) -> dict[str, Any]:
+    """Task `index` of `split`.
+
+    Raises:
+        KeyError: no such split.  IndexError: no such task.  ValueError: split or index missing.
+    """
+    if split is None or index is None or type(index) is not int:
+        raise ValueError(f"give a split and an integer index to play a task, e.g. reset(split='test', index=0); got {split!r}, {index!r}")
+    words = task_words()[split]
+    if not 0 <= index < len(words):
+        raise IndexError(f"split {split!r} has tasks 0 to {len(words) - 1}, not {index}")
+    return {"id": f"{split}-{index}", "word": words[index]}
 
 
 def _invalid_reason(guess: str, allowed: frozenset[str]) -> str | None:
