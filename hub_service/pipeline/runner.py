@@ -130,7 +130,7 @@ class JobRunner:
             rejected = f", {smoke.rejected} of its actions rejected by the env" if smoke.rejected else ""
             self._event(claim, "smoke_tested", f"smoke test passed: cold start {smoke.cold_start_s:.2f}s, step p50 {smoke.step_p50_ms:.1f} ms{rejected}",
                         cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms, rejected_actions=smoke.rejected,
-                        first_rejection=smoke.first_rejection)
+                        first_rejection=smoke.first_rejection, rewards_outside_declared_range=smoke.rewards_outside_range)
             self._stage(claim, "publish", lambda lg: self._publish(claim, lg))
         except stages.Transient as exc:
             return self._wait(claim, exc)

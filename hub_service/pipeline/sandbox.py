@@ -22,7 +22,7 @@ from hub_service.settings import HubSettings
 
 __all__ = [
     "BRIDGE_NAME", "SMOKE_ENV", "SMOKE_NETWORK", "SMOKE_USER", "build_limits", "confined_provider", "ensure_smoke_network",
-    "smoke_run_options",
+    "grant", "smoke_run_options",
 ]
 
 log = logging.getLogger("hub_service.sandbox")
@@ -98,10 +98,33 @@ def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: 
     return options
 
 
+def grant(settings: HubSettings, declared: Any) -> tuple[dict[str, Any], list[str]]:
+    """What a container gets of what its env declares (`openenv.declared.Declared`): the declared
+    CPU and memory, capped by the Hub's limits; returns run options that replace the defaults,
+    and one line per decision for the log."""
+    notes: list[str] = []
+    options: dict[str, Any] = {}
+    resources = getattr(declared, "resources", None)
+    if resources is not None:
+        cap_mb, cap_cpu = _bytes(settings.smoke_memory) >> 20, settings.smoke_cpus
+        memory_mb, cpus = min(resources.memory_mb, cap_mb), min(resources.cpu, cap_cpu)
+        options = {"mem_limit": f"{memory_mb}m", "memswap_limit": f"{memory_mb}m", "nano_cpus": int(cpus * 1e9)}
+        capped = " (capped by the Hub's limits)" if (memory_mb, cpus) != (resources.memory_mb, resources.cpu) else ""
+        notes.append(f"declared resources: {resources.cpu:g} cpu, {resources.memory_mb} MB; granted {cpus:g} cpu, {memory_mb} MB{capped}")
+    network = getattr(declared, "network", None)
+    if network is not None:
+        if network.mode == "no-network" or not settings.smoke_isolated_network:
+            notes.append(f"declared network: {network.mode}; granted" + (" (the sandbox reaches nothing)" if network.mode == "no-network" else ""))
+        else:
+            notes.append(f"declared network: {network.mode}; not granted: the Hub's sandbox reaches nothing beyond the server's own port")
+    return options, notes
+
+
 def confined_provider(settings: HubSettings, image: str, *, startup_timeout_s: float, read_only: bool = True,
-                      labels: dict[str, str] | None = None, port: int = 8000) -> Any:
+                      labels: dict[str, str] | None = None, port: int = 8000, overrides: dict[str, Any] | None = None) -> Any:
     """A DockerProvider for `image`, whose server listens on `port` in the container, with every
-    confinement above (smoke tests and play sessions)."""
+    confinement above (smoke tests and play sessions); `overrides` replace resource limits (see
+    `grant`)."""
     import docker
 
     from openenv.client.providers import DockerProvider
@@ -109,7 +132,7 @@ def confined_provider(settings: HubSettings, image: str, *, startup_timeout_s: f
     network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
     return DockerProvider(
         image, port=port, pull="never", startup_timeout_s=startup_timeout_s, env=dict(SMOKE_ENV), user=SMOKE_USER,
-        run_options=smoke_run_options(settings, network, read_only=read_only), labels=dict(labels or {}),
+        run_options={**smoke_run_options(settings, network, read_only=read_only), **(overrides or {})}, labels=dict(labels or {}),
     )
 
 

@@ -262,6 +262,7 @@ class SmokeOutput:
     errors: list[str] = field(default_factory=list)
     rejected: int = 0  # actions the env refused with EXECUTION_ERROR while its session lived on
     first_rejection: str | None = None
+    rewards_outside_range: list[float] = field(default_factory=list)  # against openenv.yaml's validation.reward.range
 
 
 def smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog) -> SmokeOutput:
@@ -310,16 +311,29 @@ def _engine_trouble(epoch: str | None) -> Transient | None:
     return None
 
 
+def _declared(folder: Path) -> Any:
+    """What the env declares in openenv.yaml's `validation:` block (`openenv.declared.Declared`)."""
+    from openenv._yaml import load_limited
+    from openenv.declared import read_declared
+
+    try:
+        data = load_limited((folder / "openenv.yaml").read_text(encoding="utf-8", errors="replace"))
+    except Exception:  # no readable manifest: validation has said so already; nothing is declared
+        data = None
+    return read_declared(data if isinstance(data, dict) else None)
+
+
 def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_only: bool = True) -> Any:
     from openenv.client.providers import ProcessProvider
 
     timeout = settings.smoke_timeout_s
     if built.builder == "docker":
-        from hub_service.pipeline.sandbox import confined_provider
+        from hub_service.pipeline.sandbox import confined_provider, grant
         from openenv.manifest import env_port
 
+        overrides, _ = grant(settings, _declared(folder))
         return confined_provider(settings, built.image_ref, startup_timeout_s=timeout, read_only=read_only, labels={"org.openenv.hub.smoke": "1"},
-                                 port=env_port(folder))
+                                 port=env_port(folder), overrides=overrides)
     return ProcessProvider(folder, startup_timeout_s=timeout)
 
 
@@ -355,8 +369,15 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
     from openenv import GenericEnvClient
     from openenv.errors import EnvExecutionError, OpenEnvError
 
+    declared = _declared(folder)
+    if built.builder == "docker":
+        from hub_service.pipeline.sandbox import grant
+
+        for note in grant(settings, declared)[1]:
+            log(note)
     provider, url, start = await _start(settings, built, folder, log)
     errors: list[str] = []
+    rewards: list[float] = []
     try:
         log(f"server up at {url} after {time.monotonic() - start:.2f}s")
         schema = await _get_json(url + "/schema", settings.step_timeout_s, log)
@@ -392,6 +413,8 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
                 except OpenEnvError as exc:
                     raise StageFailed(f"step {i + 1} with {_short(action)} failed: {exc}") from exc
                 latencies.append((time.perf_counter() - t0) * 1e3)
+                if isinstance(result.reward, (int, float)):
+                    rewards.append(result.reward)
                 log(f"step {i + 1}: action {_short(action)} → reward {result.reward}, done {result.done} ({latencies[-1]:.1f} ms)")
                 if result.done:
                     await client.reset()
@@ -402,6 +425,9 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             log(f"state: {_short(state)}")
             if rejected:
                 log(f"{len(rejected)} of {len(actions)} actions were rejected by the env and its session lived on; the first: {_short(rejected[0])}")
+            outside = declared.reward_outside(rewards)
+            if outside and declared.reward is not None:
+                log(f"warning: rewards {outside[:5]} are outside the declared range {list(declared.reward.range)} (openenv.yaml validation.reward)")
         finally:
             await client.close()
         runtime_report = await _runtime_checks(url, log, errors)
@@ -414,6 +440,7 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             errors=errors,
             rejected=len(rejected),
             first_rejection=rejected[0][:500] if rejected else None,
+            rewards_outside_range=outside[:20],
         )
     except StageFailed:
         raise

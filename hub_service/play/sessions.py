@@ -104,12 +104,14 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
 
     timeout = settings.play_start_timeout_s
     if version.builder == "docker" and version.image_ref:
-        from hub_service.pipeline.sandbox import confined_provider
+        from hub_service.pipeline.sandbox import confined_provider, grant
+        from openenv.declared import read_declared
 
         image, port = version.image_ref, version.port or 8000
+        overrides, _ = grant(settings, read_declared(version.manifest))
         # Played envs are confined exactly like smoke tests (user, capabilities, limits, network).
         return Target(key=key, how="docker", make_provider=lambda: confined_provider(
-            settings, image, startup_timeout_s=timeout, labels={"org.openenv.hub.play": "1"}, port=port))
+            settings, image, startup_timeout_s=timeout, labels={"org.openenv.hub.play": "1"}, port=port, overrides=overrides))
     if env.trusted and env.location:
         folder = env.location
         return Target(key=key, how="process", make_provider=lambda: ProcessProvider(folder, startup_timeout_s=timeout))

@@ -90,6 +90,25 @@ def _manifest_keys(ctx: FolderContext) -> Finding | list[Finding]:
     return _problems(ctx, {"unknown_key"}, warnings=True) or ok("all keys are known or extension blocks", file=MANIFEST_FILE)
 
 
+@register("manifest.validation", "The `validation:` block (reward range, resources, network) is well formed", severity="warning",
+          stage="static", remediation="fix the values shown; the block is optional (upstream 0.10.0's template writes one)")
+def _manifest_validation(ctx: FolderContext) -> Finding | list[Finding]:
+    from openenv.declared import read_declared
+
+    if ctx.inspection is None or not isinstance(ctx.inspection.data, dict):
+        return skipped(f"{MANIFEST_FILE} did not parse")
+    declared = read_declared(ctx.inspection.data)
+    if not declared.present:
+        return ok("no validation block (it is optional)")
+    line = key_line(ctx.manifest_path, "validation")
+    if declared.problems:
+        return [problem(f"{where}: {message}", file=MANIFEST_FILE, line=line) for where, message in declared.problems]
+    parts = [f"reward range {list(declared.reward.range)}" if declared.reward else None,
+             f"{declared.resources.cpu:g} cpu, {declared.resources.memory_mb} MB" if declared.resources else None,
+             f"network {declared.network.mode}" if declared.network else None]
+    return ok("validation block: " + (", ".join(p for p in parts if p) or "nothing this SDK uses"), file=MANIFEST_FILE, line=line)
+
+
 def _norm_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
