@@ -71,20 +71,9 @@ class WebSocketEndpoint:
                 await self._attached(session_id[0], receive, send)
                 return
 
-        async def expire(reason: str) -> None:
-            await send({"type": "websocket.close", "code": _CLOSE_GOING_AWAY, "reason": reason[:120]})
-
-        try:
-            session = await runtime.open_session(expire)
-        except CapacityError as exc:
-            await _send_quietly(send, error_frame(ErrorCode.CAPACITY_REACHED, str(exc), active_sessions=exc.active, max_sessions=exc.maximum))
-            await _close_quietly(send, _CLOSE_TRY_AGAIN, "server at capacity")
+        session = await _open_session(runtime, send, _protocol_refusal)
+        if session is None:
             return
-        except FactoryError as exc:
-            await _send_quietly(send, error_frame(ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory_name))
-            await _close_quietly(send, _CLOSE_INTERNAL, "environment could not be built")
-            return
-
         try:
             await self._serve(session, receive, send)
         except _Closed:
@@ -218,19 +207,8 @@ class McpWebSocketEndpoint:
         await send({"type": "websocket.accept"})
         runtime = self.runtime
 
-        async def expire(reason: str) -> None:
-            await send({"type": "websocket.close", "code": _CLOSE_GOING_AWAY, "reason": reason[:120]})
-
-        try:
-            session = await runtime.open_session(expire)
-        except CapacityError as exc:
-            await _send_quietly(send, dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc),
-                                                      {"active_sessions": exc.active, "max_sessions": exc.maximum})))
-            await _close_quietly(send, _CLOSE_TRY_AGAIN, "server at capacity")
-            return
-        except FactoryError as exc:
-            await _send_quietly(send, dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc), {"factory_name": exc.factory_name})))
-            await _close_quietly(send, _CLOSE_INTERNAL, "environment could not be built")
+        session = await _open_session(runtime, send, _rpc_refusal)
+        if session is None:
             return
         try:
             while True:
@@ -259,6 +237,36 @@ class McpWebSocketEndpoint:
                     return
         finally:
             await runtime.sessions.close(session)
+
+
+async def _open_session(runtime: EnvRuntime, send: Any, refusal: Any) -> Session | None:
+    """A session for this connection (closed 1001 when reaped for idleness); None when there is
+    none to be had, after telling the peer why (`refusal(exc)` makes the frame) and closing."""
+
+    async def expire(reason: str) -> None:
+        await send({"type": "websocket.close", "code": _CLOSE_GOING_AWAY, "reason": reason[:120]})
+
+    try:
+        return await runtime.open_session(expire)
+    except CapacityError as exc:
+        await _send_quietly(send, refusal(exc))
+        await _close_quietly(send, _CLOSE_TRY_AGAIN, "server at capacity")
+    except FactoryError as exc:
+        await _send_quietly(send, refusal(exc))
+        await _close_quietly(send, _CLOSE_INTERNAL, "environment could not be built")
+    return None
+
+
+def _protocol_refusal(exc: CapacityError | FactoryError) -> bytes:
+    if isinstance(exc, CapacityError):
+        return error_frame(ErrorCode.CAPACITY_REACHED, str(exc), active_sessions=exc.active, max_sessions=exc.maximum)
+    return error_frame(ErrorCode.FACTORY_ERROR, str(exc), factory_name=exc.factory_name)
+
+
+def _rpc_refusal(exc: CapacityError | FactoryError) -> bytes:
+    if isinstance(exc, CapacityError):
+        return dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc), {"active_sessions": exc.active, "max_sessions": exc.maximum}))
+    return dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc), {"factory_name": exc.factory_name}))
 
 
 async def _send_quietly(send: Any, frame: bytes) -> None:
