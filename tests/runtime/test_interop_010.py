@@ -27,7 +27,8 @@ def _echo_server(max_sessions: int) -> ProcessServer:
 def _drive(python: str, url: str, capacity: str) -> dict:
     out = subprocess.run([python, str(UPSTREAM / "driver_010.py"), url, capacity], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    lines = out.stdout.strip().splitlines()
+    return {**json.loads(lines[-2]), **json.loads(lines[-1])}
 
 
 @pytest.mark.parametrize("capacity", ["one", "many"])
@@ -52,6 +53,8 @@ def test_upstream_010_clients_drive_our_echo_env(upstream010_python: str, capaci
     generic = report["generic"]
     assert generic["observation"] == {"echoed_message": "hello", "message_length": 5} and generic["reward"] == pytest.approx(0.5)
     assert report["generic_state"]["step_count"] == 1
+    assert report["typed"] == {"echoed": "typed", "reward": pytest.approx(0.5)}  # its typed client, async...
+    assert report["sync"] == {"echoed": "sync", "steps": 1}  # ...and blocking
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +81,27 @@ async def test_our_client_drives_an_upstream_010_server_and_its_tasks(upstream01
         child = await env.new_session()
         assert (await child.state())["step_count"] == 0 and (await env.state())["step_count"] == 1
     assert child._conn is None  # closed with its parent
+
+
+def test_our_typed_blocking_client_drives_an_upstream_010_server(upstream010_url: str) -> None:
+    from openenv import Action, EnvClient, Observation, State
+
+    class GuessAction(Action):
+        guess: int
+
+    class GuessObservation(Observation):
+        target_known: bool = False
+        feedback: str = ""
+
+    class GuessClient(EnvClient[GuessAction, GuessObservation, State]):
+        pass
+
+    with GuessClient(upstream010_url).sync() as env:
+        env.reset()
+        low = env.step(GuessAction(guess=1))
+        assert low.observation.feedback == "higher" and low.reward == 0.0 and low.metadata == {"guesses": 1}
+        assert env.step(GuessAction(guess=7)).done
+        assert env.state().step_count == 2
 
 
 async def test_our_client_on_a_server_without_tasks_says_so(echo_url: str) -> None:

@@ -9,8 +9,34 @@ import asyncio
 import json
 import sys
 
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.env_server.types import Action, Observation
 from openenv.core.generic_client import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
+
+
+class EchoAction(Action):
+    message: str
+
+
+class EchoObservation(Observation):
+    echoed_message: str = ""
+    message_length: int = 0
+
+
+class EchoClient(EnvClient):
+    """A typed client written the way 0.10.0's template writes one."""
+
+    def _step_payload(self, action):
+        return action.model_dump()
+
+    def _parse_result(self, payload):
+        obs = EchoObservation(**payload["observation"], reward=payload.get("reward"), done=payload.get("done", False))
+        return StepResult(observation=obs, reward=payload.get("reward"), done=payload.get("done", False))
+
+    def _parse_state(self, payload):
+        return payload
 
 
 async def main(url: str, capacity: str) -> None:
@@ -43,7 +69,19 @@ async def main(url: str, capacity: str) -> None:
         step = await generic.step({"message": "hello"})
         report["generic"] = {"observation": step.observation, "reward": step.reward, "done": step.done, "metadata": step.metadata}
         report["generic_state"] = await generic.state()
+    async with EchoClient(base_url=url) as typed:
+        await typed.reset()
+        step = await typed.step(EchoAction(message="typed"))
+        report["typed"] = {"echoed": step.observation.echoed_message, "reward": step.reward}
     print(json.dumps(report, default=str))
 
 
+def sync_part(url: str) -> dict:
+    with EchoClient(base_url=url).sync() as env:
+        env.reset()
+        step = env.step(EchoAction(message="sync"))
+        return {"echoed": step.observation.echoed_message, "steps": env.state()["step_count"]}
+
+
 asyncio.run(main(sys.argv[1], sys.argv[2]))
+print(json.dumps({"sync": sync_part(sys.argv[1])}))
