@@ -1,7 +1,7 @@
 """An environment written against upstream openenv 0.10.0's API, with its Task API: for our
 client to drive (run with the 0.10.0 venv: `uvicorn tasks_server_010:app`)."""
 
-from typing import Any, Optional
+from typing import Any
 
 from openenv.core.env_server import Action, Environment, Observation, State, create_app
 
@@ -25,13 +25,13 @@ class GuessEnvironment(Environment):
         self._state = State(episode_id="start", step_count=0)
         self._target = 7
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any) -> GuessObservation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> GuessObservation:
         self._state = State(episode_id=episode_id or "ep", step_count=0)
         split, index = kwargs.get("split"), kwargs.get("index")
         self._target = PUZZLES[split][index]["target"] if split is not None else 7
         return GuessObservation(target_known=split is not None, feedback="guess", metadata={"split": split, "index": index})
 
-    def step(self, action: GuessAction, timeout_s: Optional[float] = None, **kwargs: Any) -> GuessObservation:
+    def step(self, action: GuessAction, timeout_s: float | None = None, **kwargs: Any) -> GuessObservation:
         self._state.step_count += 1
         hit = action.guess == self._target
         return GuessObservation(feedback="yes" if hit else ("higher" if action.guess < self._target else "lower"),
@@ -53,7 +53,7 @@ class GuessEnvironment(Environment):
     def get_task(self, split: str, index: int) -> Any:
         return PUZZLES[split][index]
 
-    def get_task_range(self, split: str, start: Optional[int] = None, stop: Optional[int] = None) -> list:
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list:
         return PUZZLES[split][start:stop]
 
 
