@@ -24,6 +24,7 @@ from hub_service.settings import HubSettings
 __all__ = ["WorkerSupervisor", "index_all", "poll_health", "reconcile", "serve", "settings_env"]
 
 log = logging.getLogger("hub_service")
+_GRACEFUL_S = 5.0  # how long a stopping service waits for open connections (website streams)
 
 
 def settings_env(settings: HubSettings) -> dict[str, str]:
@@ -168,8 +169,9 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
     try:
         # Client addresses come from X-Forwarded-For only behind a proxy we were told about;
         # otherwise anyone could claim any address and dodge the rate limits.
+        # A visitor's open page keeps streams open: stopping waits for them a few seconds, not forever.
         uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=settings.trust_forwarded_for,
-                    forwarded_allow_ips=settings.forwarded_allow_ips)
+                    forwarded_allow_ips=settings.forwarded_allow_ips, timeout_graceful_shutdown=_GRACEFUL_S)
     finally:
         for thread in schedulers:
             thread.stopping.set()

@@ -124,7 +124,8 @@ def build_image(
                                           reason=ImageBuildError.TIMEOUT) from None
                 except StepFailed as failed:
                     joined = "\n".join([*log, failed.message])
-                    trouble = engine_trouble(client, epoch, joined) or network_trouble(client, text, args, network_mode, joined)
+                    trouble = (engine_trouble(client, epoch, joined, lost=failed.unreachable)
+                               or network_trouble(client, text, args, network_mode, joined))
                     if trouble is not None:
                         raise trouble from None
                     if failed.exit_code is None and attempt == 1:

@@ -24,11 +24,12 @@ class TimedOut(Exception):
 
 
 class StepFailed(Exception):
-    """The engine reported the build failed; `exit_code` is set when a RUN step exited non-zero."""
+    """The engine reported the build failed; `exit_code` is set when a RUN step exited non-zero,
+    `unreachable` when the client could not reach the engine (it stopped, or restarts)."""
 
-    def __init__(self, message: str, exit_code: int | None) -> None:
+    def __init__(self, message: str, exit_code: int | None, unreachable: bool = False) -> None:
         super().__init__(message)
-        self.message, self.exit_code = message, exit_code
+        self.message, self.exit_code, self.unreachable = message, exit_code, unreachable
 
 
 class BuildSpec:
@@ -71,6 +72,9 @@ def _quiet(cmd: list[str]) -> bool:
         return False
 
 
+# What the docker CLI prints when it cannot reach the engine (not the build's doing).
+_UNREACHABLE = re.compile(r"cannot connect to the docker daemon|failed to dial grpc|error during connect|dial unix [^:]+: connect:|"
+                          r"rpc error: code = unavailable|connection reset by peer|transport is closing", re.I)
 # "executor failed running [/bin/sh -c ...]: exit code: 3" (BuildKit 0.8, Docker 20.10) or
 # 'process "/bin/sh -c ..." did not complete successfully: exit code: 3' (newer).
 _STEP_EXIT = re.compile(r"(?:executor failed running \[.*?\]|did not complete successfully): exit code: (\d+)", re.S)
@@ -121,7 +125,7 @@ def buildkit_build(command: tuple[str, ...], spec: BuildSpec, emit: Callable[[st
         found = _STEP_EXIT.findall(text)
         errors = [line for line in tail if re.search(r"\berror\b", line, re.I)]
         raise StepFailed((errors[-1] if errors else (tail[-1] if tail else f"exit status {proc.returncode}")).strip(),
-                         int(found[-1]) if found else None)
+                         int(found[-1]) if found else None, unreachable=not found and bool(_UNREACHABLE.search(text)))
 
 
 def _interrupt(proc: subprocess.Popen[str]) -> None:

@@ -88,7 +88,10 @@ class Hub:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
-        self._log.close()
+            self.proc.wait(30)
+            pytest.fail(f"the Hub did not stop within 30 s of SIGTERM:\n{self.log()[-3000:]}")
+        finally:
+            self._log.close()
         deadline = time.monotonic() + 15
         left = ""
         while time.monotonic() < deadline:  # the server and its workers are all gone
@@ -162,6 +165,8 @@ def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(tmp_pa
         page.get_by_role("option", name="waiting for infrastructure").click()
         expect(page.locator("a.oe-card")).to_have_count(len(wanted))
         page.locator("a.oe-card[data-env='local/echo_env']").click()
+        expect(page.locator("#oe-env-title")).to_have_text("local/echo_env")
+        page.get_by_role("tab", name="Checks").click()
         expect(page.locator("#oe-figures")).to_contain_text("waiting for infrastructure")
         expect(page.locator("#oe-figures")).to_contain_text("no_engine")
 
