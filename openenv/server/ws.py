@@ -52,18 +52,29 @@ class _Closed(Exception):
     """The peer is gone; stop quietly."""
 
 
-class WebSocketEndpoint:
-    """ASGI app for the `/ws` route."""
+class _Endpoint:
+    """What both WebSocket endpoints share: the runtime, the frame size limit, the handshake."""
 
     def __init__(self, runtime: EnvRuntime) -> None:
         self.runtime = runtime
         self.max_bytes = runtime.settings.max_message_bytes
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    @staticmethod
+    async def _accept(receive: Any, send: Any, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Accept the connection; False when the peer left before it was made."""
         message = await receive()
         if message["type"] != "websocket.connect":
+            return False
+        await send({"type": "websocket.accept", "headers": headers})
+        return True
+
+
+class WebSocketEndpoint(_Endpoint):
+    """ASGI app for the `/ws` route."""
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if not await self._accept(receive, send, _HANDSHAKE_HEADERS):
             return
-        await send({"type": "websocket.accept", "headers": _HANDSHAKE_HEADERS})
         runtime = self.runtime
         if scope.get("query_string"):
             session_id = parse_qs(scope["query_string"].decode("latin-1")).get("session_id")
@@ -192,19 +203,13 @@ class WebSocketEndpoint:
                 return error_frame(exc.code, exc.message, **exc.details)
 
 
-class McpWebSocketEndpoint:
+class McpWebSocketEndpoint(_Endpoint):
     """ASGI app for WebSocket `/mcp`: each text frame a JSON-RPC request, each reply one frame,
     all on one session (an environment instance) of its own for the connection's life."""
 
-    def __init__(self, runtime: EnvRuntime) -> None:
-        self.runtime = runtime
-        self.max_bytes = runtime.settings.max_message_bytes
-
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        message = await receive()
-        if message["type"] != "websocket.connect":
+        if not await self._accept(receive, send, []):
             return
-        await send({"type": "websocket.accept"})
         runtime = self.runtime
 
         session = await _open_session(runtime, send, _rpc_refusal)

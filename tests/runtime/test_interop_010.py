@@ -4,6 +4,7 @@ session allowed and with several; our clients drive its server, the Task API inc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -13,15 +14,15 @@ from collections.abc import Iterator
 import pytest
 
 from openenv import GenericEnvClient, NoTasksError
-from tests.support.servers import ROOT, ProcessServer
+from tests.support.servers import ROOT, ProcessServer, serve_process
 
 pytestmark = pytest.mark.interop
 UPSTREAM = ROOT / "tests" / "support" / "upstream"
 
 
-def _echo_server(max_sessions: int) -> ProcessServer:
+def _echo_server(max_sessions: int) -> contextlib.AbstractContextManager[ProcessServer]:
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "OPENENV_MAX_SESSIONS": str(max_sessions)}
-    return ProcessServer([sys.executable, "-m", "openenv.server", "server.app:app"], cwd=ROOT / "envs" / "echo_env", env=env)
+    return serve_process([sys.executable, "-m", "openenv.server", "server.app:app"], cwd=ROOT / "envs" / "echo_env", env=env)
 
 
 def _drive(python: str, url: str, capacity: str) -> dict:
@@ -33,12 +34,8 @@ def _drive(python: str, url: str, capacity: str) -> dict:
 
 @pytest.mark.parametrize("capacity", ["one", "many"])
 def test_upstream_010_clients_drive_our_echo_env(upstream010_python: str, capacity: str) -> None:
-    server = _echo_server(1 if capacity == "one" else 8)
-    try:
-        url = server.wait()
-        report = _drive(upstream010_python, url, capacity)
-    finally:
-        server.stop()
+    with _echo_server(1 if capacity == "one" else 8) as server:
+        report = _drive(upstream010_python, server.url, capacity)
     # The MCP tool client's reset, tool calls and state all reached one session (its HTTP session, attached).
     assert report["reset"]["echoed_message"] == "Echo environment ready!"
     assert report["tools"] == ["echo_message", "echo_with_length"]
@@ -59,11 +56,8 @@ def test_upstream_010_clients_drive_our_echo_env(upstream010_python: str, capaci
 
 @pytest.fixture(scope="module")
 def upstream010_url(upstream010_python: str) -> Iterator[str]:
-    server = ProcessServer([upstream010_python, "-m", "uvicorn", "tasks_server_010:app", "--log-level", "warning"], cwd=UPSTREAM)
-    try:
-        yield server.wait()
-    finally:
-        server.stop()
+    with serve_process([upstream010_python, "-m", "uvicorn", "tasks_server_010:app", "--log-level", "warning"], cwd=UPSTREAM) as server:
+        yield server.url
 
 
 async def test_our_client_drives_an_upstream_010_server_and_its_tasks(upstream010_url: str) -> None:
