@@ -86,13 +86,7 @@ class WebSocketEndpoint(_Endpoint):
         if session is None:
             return
         try:
-            await self._serve(session, receive, send)
-        except _Closed:
-            pass
-        except Exception as exc:  # a bug of ours: tell the client, keep the server up
-            log.exception("websocket session %s failed", session.id)
-            await _send_quietly(send, error_frame(ErrorCode.SESSION_ERROR, f"{type(exc).__name__}: {exc}"))
-            await _close_quietly(send, _CLOSE_INTERNAL, "internal error")
+            await self._serve_guarded(session, receive, send, None)
         finally:
             await runtime.sessions.close(session)
 
@@ -106,15 +100,21 @@ class WebSocketEndpoint(_Endpoint):
             await _close_quietly(send, _CLOSE_POLICY, "unknown or busy session")
             return
         try:
+            await self._serve_guarded(session, receive, send, lock)
+        finally:
+            await mcp.detach(session)
+
+    async def _serve_guarded(self, session: Session, receive: Any, send: Any, lock: asyncio.Lock | None) -> None:
+        """`_serve`, with a peer that left ending it quietly and a bug of ours told to the peer
+        (the server keeps serving)."""
+        try:
             await self._serve(session, receive, send, lock)
         except _Closed:
             pass
-        except Exception as exc:  # a bug of ours: tell the client, keep the server up
+        except Exception as exc:
             log.exception("websocket on session %s failed", session.id)
             await _send_quietly(send, error_frame(ErrorCode.SESSION_ERROR, f"{type(exc).__name__}: {exc}"))
             await _close_quietly(send, _CLOSE_INTERNAL, "internal error")
-        finally:
-            await mcp.detach(session)
 
     async def _serve(self, session: Session, receive: Any, send: Any, lock: asyncio.Lock | None = None) -> None:
         handle = self._handle
