@@ -1,7 +1,8 @@
 """Load drivers: `python _drivers.py KIND URL SESSIONS SECONDS` prints one JSON result line.
 
 KIND is `picows` (the ceiling's raw client), `ours` (openenv.EnvClient, typed), or `upstream`
-(openenv-core's own EnvClient; run with the upstream venv's Python).
+(openenv-core's own EnvClient; run with the upstream venv's Python). Every kind runs on the same
+event loop (`_eventloop.LOOP`, uvloop); a Python without it fails instead of falling back to asyncio.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import asyncio
 import json
 import sys
 import time
+
+import _eventloop
 
 MESSAGE = "hello world"
 WARMUP_S = 1.0
@@ -86,7 +89,9 @@ async def run_upstream(url: str, sessions: int, seconds: float, samples: list[in
             return action.model_dump()
 
         def _parse_result(self, payload):
-            obs = EchoObservation(**payload["observation"], reward=payload.get("reward"), done=payload.get("done", False))
+            obs = EchoObservation(
+                **payload["observation"], reward=payload.get("reward"), done=payload.get("done", False)
+            )
             return StepResult(observation=obs, reward=payload.get("reward"), done=payload.get("done", False))
 
         def _parse_state(self, payload):
@@ -105,23 +110,27 @@ async def run_upstream(url: str, sessions: int, seconds: float, samples: list[in
     return sum(await asyncio.gather(*(one() for _ in range(sessions))))
 
 
+async def _measured(runner, url: str, sessions: int, seconds: float, samples: list[int]) -> tuple[int, str]:
+    return await runner(url, sessions, seconds, samples), _eventloop.running()
+
+
 def main() -> None:
     kind, url, sessions, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     runner = {"picows": run_picows, "ours": run_ours, "upstream": run_upstream}[kind]
     samples: list[int] = []
-    try:
-        import uvloop
-
-        n = uvloop.run(runner(url, sessions, seconds, samples))
-    except ImportError:
-        n = asyncio.run(runner(url, sessions, seconds, samples))
+    n, loop = _eventloop.run(_measured(runner, url, sessions, seconds, samples))
     samples.sort()
-    print(json.dumps({
-        "steps": n,
-        "seconds": seconds,
-        "p50_us": samples[len(samples) // 2] / 1e3,
-        "p99_us": samples[int(len(samples) * 0.99)] / 1e3,
-    }))
+    print(
+        json.dumps(
+            {
+                "steps": n,
+                "seconds": seconds,
+                "p50_us": samples[len(samples) // 2] / 1e3,
+                "p99_us": samples[int(len(samples) * 0.99)] / 1e3,
+                "loop": loop,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

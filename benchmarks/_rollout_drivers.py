@@ -6,6 +6,8 @@ Each plays blackjack episodes with the same trivial policy (hit below 17, else s
 - `engine`:   openenv.training.RolloutEngine (ours), SESSIONS concurrent sessions.
 - `ours`:     a hand-written loop on our EnvClient, one coroutine per session.
 - `upstream`: the same loop on upstream openenv-core's EnvClient (run with the upstream venv's Python).
+
+Every kind runs on the same event loop (`_eventloop.LOOP`, uvloop); a Python without it fails.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import itertools
 import json
 import sys
 import time
+
+import _eventloop
 
 WARMUP_S = 0.5
 
@@ -70,7 +74,9 @@ async def _loop(make_client, step_of, sessions: int, seconds: float) -> tuple[in
 async def run_ours(url: str, sessions: int, seconds: float) -> tuple[int, int, float]:
     from openenv import GenericEnvClient
 
-    return await _loop(lambda: GenericEnvClient(url), lambda r: choose(r.observation["player_total"]), sessions, seconds)
+    return await _loop(
+        lambda: GenericEnvClient(url), lambda r: choose(r.observation["player_total"]), sessions, seconds
+    )
 
 
 async def run_upstream(url: str, sessions: int, seconds: float) -> tuple[int, int, float]:
@@ -82,7 +88,11 @@ async def run_upstream(url: str, sessions: int, seconds: float) -> tuple[int, in
             return action
 
         def _parse_result(self, payload):
-            return StepResult(observation=payload.get("observation", {}), reward=payload.get("reward"), done=payload.get("done", False))
+            return StepResult(
+                observation=payload.get("observation", {}),
+                reward=payload.get("reward"),
+                done=payload.get("done", False),
+            )
 
         def _parse_state(self, payload):
             return payload
@@ -90,11 +100,15 @@ async def run_upstream(url: str, sessions: int, seconds: float) -> tuple[int, in
     return await _loop(lambda: Client(url), lambda r: choose(r.observation["player_total"]), sessions, seconds)
 
 
+async def _measured(runner, url: str, sessions: int, seconds: float) -> tuple[tuple[int, int, float], str]:
+    return await runner(url, sessions, seconds), _eventloop.running()
+
+
 def main() -> None:
     kind, url, sessions, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     runner = {"engine": run_engine, "ours": run_ours, "upstream": run_upstream}[kind]
-    episodes, steps, elapsed = asyncio.run(runner(url, sessions, seconds))
-    print(json.dumps({"episodes": episodes, "steps": steps, "seconds": elapsed}))
+    (episodes, steps, elapsed), loop = _eventloop.run(_measured(runner, url, sessions, seconds))
+    print(json.dumps({"episodes": episodes, "steps": steps, "seconds": elapsed, "loop": loop}))
 
 
 if __name__ == "__main__":

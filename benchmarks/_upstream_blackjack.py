@@ -28,4 +28,6 @@ class UpstreamBlackjack(BlackjackEnvironment):
         BlackjackEnvironment.__init__(self)
 
 
-app = create_app(UpstreamBlackjack, BlackjackAction, BlackjackObservation, env_name="blackjack_env", max_concurrent_envs=256)
+app = create_app(
+    UpstreamBlackjack, BlackjackAction, BlackjackObservation, env_name="blackjack_env", max_concurrent_envs=256
+)

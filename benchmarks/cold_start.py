@@ -1,12 +1,12 @@
 """Cold start: seconds from the call to the first `reset` reply, side by side in one run.
 
-    python benchmarks/cold_start.py [--rounds 5] [--pool-sizes 1,8,32] [--json]
+    python benchmarks/cold_start.py [--rounds 5] [--pool-sizes 1,8,32] [--output PATH | --no-save] [--json]
 
 Contestants, interleaved round by round so machine noise hits them alike (medians reported):
 
 - upstream/upstream-image: openenv-core 0.3.0's `from_docker_image` (its own venv) on an
   upstream echo image (openenv-core 0.3.0 from PyPI on the local base image, served by uvicorn
-  like upstream's Spaces).
+  like upstream's Spaces, plus the uvloop version our image has, with `--loop uvloop`).
 - ours/our-image:          `EnvClient.from_docker_image` on envs/echo_env built with our runtime
   on the same base image.
 - ours/upstream-image:     our client on upstream's image.
@@ -19,6 +19,10 @@ Then pools: `EnvPool.docker(our image, N).start()` for each N, with the default 
 the container shares the host's network), next to the machine's bound:
 the CPU time one start costs the whole machine (all processes, from /proc/stat) x N / cores.
 Needs Docker (scripts/test starts it) and the upstream venv (scripts/upstream-venv).
+
+Every client and every server runs on uvloop (`_eventloop.LOOP`): checked during the warm-up in
+each server process (the container's, the env's venv's) and reported by each client; any other
+loop, and any command that fails, fails the run. Results: benchmarks/results/cold_start.json.
 """
 
 from __future__ import annotations
@@ -32,46 +36,60 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
+import _eventloop
+import _results
+from _harness import HERE, ROOT, UPSTREAM_ENV, BenchmarkError, entry, json_line, require_loop, run_checked, tail
 
-from openenv import GenericEnvClient  # noqa: E402
-from openenv.client.pool import EnvPool  # noqa: E402
-from openenv.client.providers import DockerProvider  # noqa: E402
-from openenv.images import build_image  # noqa: E402
+from openenv import GenericEnvClient
+from openenv.client.pool import EnvPool
+from openenv.client.providers import DockerProvider
+from openenv.images import build_image
 
+NAME = "cold_start"
 OUR_TAG = "openenv-bench/echo_env:cold-start"
 UPSTREAM_TAG = "openenv-bench/upstream-echo:0.3.0"
 _UPSTREAM_DOCKERFILE = """\
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
-RUN pip install --no-cache-dir "openenv-core==0.3.0"
+ARG UVLOOP_VERSION
+RUN pip install --no-cache-dir "openenv-core==0.3.0" "uvloop==${UVLOOP_VERSION}"
 WORKDIR /app/env
 COPY server_app.py /app/env/server_app.py
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8000
-CMD ["python", "-m", "uvicorn", "server_app:app", "--host", "0.0.0.0", "--port", "8000"]
+CMD ["python", "-m", "uvicorn", "server_app:app", "--loop", "uvloop", "--host", "0.0.0.0", "--port", "8000"]
 """
 
 
 def _base_image() -> str:
     """The engine (scripts/docker-engine) and the base image this machine builds on (scripts/base-image)."""
-    engine = subprocess.run(["bash", str(ROOT / "scripts" / "docker-engine")], capture_output=True, text=True)
-    if engine.returncode != 0:
-        raise SystemExit(f"cold_start: could not start Docker: {engine.stderr[-500:]}")
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "base-image")], capture_output=True, text=True)
+    run_checked(
+        ["bash", str(ROOT / "scripts" / "docker-engine")], what="starting Docker (scripts/docker-engine)", timeout=600
+    )
+    out = run_checked(
+        ["bash", str(ROOT / "scripts" / "base-image")], what="the base image (scripts/base-image)", timeout=3600
+    )
     line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-    if out.returncode != 0 or not line:
-        raise SystemExit(f"cold_start: no base image: {out.stderr[-500:]}")
+    if not line:
+        raise BenchmarkError(f"scripts/base-image named no image:\n{tail(out.stderr)}")
     return line
+
+
+def image_uvloop(image: str) -> str:
+    """The uvloop version installed in `image` (fails when it has none: its server would run on asyncio)."""
+    code = "import importlib.metadata as m, uvloop; print(m.version('uvloop'))"
+    out = run_checked(
+        ["docker", "run", "--rm", "--entrypoint", "python", image, "-c", code],
+        what=f"{_eventloop.LOOP} in the image {image}",
+        timeout=120,
+    )
+    return out.stdout.strip()
 
 
 def build_images(base: str) -> None:
@@ -81,7 +99,10 @@ def build_images(base: str) -> None:
     try:
         (ctx / "Dockerfile").write_text(_UPSTREAM_DOCKERFILE)
         shutil.copy(HERE / "_upstream_echo.py", ctx / "server_app.py")
-        build_image(ctx, UPSTREAM_TAG, base_image=base, sdk="published")
+        # the same uvloop as our image's, so that both servers run on the same loop
+        build_image(
+            ctx, UPSTREAM_TAG, base_image=base, sdk="published", build_args={"UVLOOP_VERSION": image_uvloop(OUR_TAG)}
+        )
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
 
@@ -89,11 +110,16 @@ def build_images(base: str) -> None:
 # -- contestants: each returns seconds from the call to the first reset reply ---------------------
 
 
-def upstream_client(image: str, upstream_python: str) -> float:
-    out = subprocess.run([upstream_python, str(HERE / "_upstream_cold_start.py"), image], capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise RuntimeError(f"upstream run failed: {out.stderr[-1500:]}")
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+def upstream_client(image: str, upstream_python: str) -> tuple[float, str]:
+    """(seconds, the client's loop) of one cold start with upstream's client, in its venv."""
+    out = run_checked(
+        [upstream_python, str(HERE / "_upstream_cold_start.py"), image],
+        what="upstream's cold start",
+        timeout=300,
+        env={**os.environ, **UPSTREAM_ENV},
+    )
+    result = json_line(out, "upstream's cold start")
+    return float(result["seconds"]), result["loop"]
 
 
 async def our_client(image: str) -> float:
@@ -116,13 +142,37 @@ async def our_process() -> float:
         await env.close()
 
 
-def floor(image: str) -> float:
+async def server_loop(launch: Any) -> str:
+    """Start a server with `launch` (untimed), and read the loop its process runs on."""
+    env = await launch
+    try:
+        await env.reset()
+        provider = env.provider
+        if getattr(provider, "proc", None) is not None:
+            pid = provider.proc.pid
+        else:
+            out = run_checked(
+                ["docker", "inspect", "-f", "{{.State.Pid}}", provider.container_id], what="docker inspect", timeout=60
+            )
+            pid = int(out.stdout.strip())
+        return _eventloop.of_process(pid)
+    finally:
+        await env.close()
+
+
+def floor(image: str, timeout_s: float = 120.0) -> float:
     """`docker run` + a tight /health poll + one HTTP reset: no client library at all."""
     start = time.perf_counter()
-    cid = subprocess.run(["docker", "run", "-d", "--label", "org.openenv.benchmark=cold_start", "-p", "127.0.0.1::8000", image],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    cid = run_checked(
+        ["docker", "run", "-d", "--label", "org.openenv.benchmark=cold_start", "-p", "127.0.0.1::8000", image],
+        what="docker run",
+        timeout=300,
+    ).stdout.strip()
     try:
-        port = int(subprocess.run(["docker", "port", cid, "8000/tcp"], capture_output=True, text=True, check=True).stdout.split(":")[-1])
+        port = int(
+            run_checked(["docker", "port", cid, "8000/tcp"], what="docker port", timeout=60).stdout.split(":")[-1]
+        )
+        deadline = start + timeout_s
         while True:
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -131,13 +181,21 @@ def floor(image: str) -> float:
                     break
             except OSError:
                 pass
+            if time.perf_counter() > deadline:
+                logs = run_checked(["docker", "logs", cid], what="docker logs", timeout=60)
+                raise BenchmarkError(
+                    f"{image} did not answer /health within {timeout_s:g} s:\n{tail(logs.stdout + logs.stderr)}"
+                )
             time.sleep(0.005)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         conn.request("POST", "/reset", body=b"{}", headers={"Content-Type": "application/json"})
-        conn.getresponse().read()
+        reply = conn.getresponse()
+        reply.read()
+        if reply.status != 200:
+            raise BenchmarkError(f"POST /reset on {image} answered {reply.status}")
         return time.perf_counter() - start
     finally:
-        subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+        run_checked(["docker", "rm", "-f", cid], what="docker rm", timeout=120)
 
 
 # -- pools ------------------------------------------------------------------------------------------
@@ -165,7 +223,10 @@ def _engine_cpu() -> dict[str, tuple[str, float]]:
 
 def _container_cpu(cid: str) -> float:
     """CPU seconds the container's own processes used (its cgroup's counter, v1 or v2)."""
-    for path in (f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage", f"/sys/fs/cgroup/cpu,cpuacct/docker/{cid}/cpuacct.usage"):
+    for path in (
+        f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage",
+        f"/sys/fs/cgroup/cpu,cpuacct/docker/{cid}/cpuacct.usage",
+    ):
         with contextlib.suppress(OSError, ValueError):
             return int(Path(path).read_text()) / 1e9
     for path in (f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat", f"/sys/fs/cgroup/docker/{cid}/cpu.stat"):
@@ -217,13 +278,38 @@ async def pool_start(image: str, size: int, network: str) -> tuple[float, float]
 # -- the run ------------------------------------------------------------------------------------------
 
 
-async def run(rounds: int, pool_sizes: list[int], upstream_python: str) -> dict[str, Any]:
-    print("warming up (process venv, image caches) ...", file=sys.stderr)
-    await our_process()
-    await our_client(OUR_TAG)
-    await our_client(UPSTREAM_TAG)
+async def run(
+    rounds: int, pool_sizes: list[int], upstream_python: str, loops: dict[str, dict[str, str | None]]
+) -> dict[str, Any]:
+    print("warming up (process venv, image caches) and reading each server's loop ...", file=sys.stderr)
+    servers = {
+        "process": await server_loop(GenericEnvClient.from_process(ROOT / "envs" / "echo_env")),
+        "our image": await server_loop(GenericEnvClient.from_docker_image(OUR_TAG)),
+        "upstream image": await server_loop(GenericEnvClient.from_docker_image(UPSTREAM_TAG)),
+    }
+    for name, loop in servers.items():
+        if loop != _eventloop.LOOP:
+            raise BenchmarkError(f"the server of the {name} runs on {loop}, not {_eventloop.LOOP}")
+    _, upstream_loop = await asyncio.to_thread(upstream_client, UPSTREAM_TAG, upstream_python)
+    if upstream_loop != _eventloop.LOOP:
+        raise BenchmarkError(f"upstream's client ran on {upstream_loop}, not {_eventloop.LOOP}")
+    ours = _eventloop.running()
+    loops.update(
+        {
+            "upstream client, upstream image": {"client": upstream_loop, "server": servers["upstream image"]},
+            "ours, our image": {"client": ours, "server": servers["our image"]},
+            "ours, upstream image": {"client": ours, "server": servers["upstream image"]},
+            "floor, our image": {"client": None, "server": servers["our image"]},
+            "floor, upstream image": {"client": None, "server": servers["upstream image"]},
+            "ours, process (venv cached)": {"client": ours, "server": servers["process"]},
+        }
+    )
+
+    async def upstream_seconds() -> float:
+        return (await asyncio.to_thread(upstream_client, UPSTREAM_TAG, upstream_python))[0]
+
     contestants = {
-        "upstream client, upstream image": lambda: asyncio.to_thread(upstream_client, UPSTREAM_TAG, upstream_python),
+        "upstream client, upstream image": upstream_seconds,
         "ours, our image": lambda: our_client(OUR_TAG),
         "ours, upstream image": lambda: our_client(UPSTREAM_TAG),
         "floor, our image": lambda: asyncio.to_thread(floor, OUR_TAG),
@@ -244,10 +330,26 @@ async def run(rounds: int, pool_sizes: list[int], upstream_python: str) -> dict[
         for network in ("bridge", "host"):
             elapsed, utilization = await pool_start(OUR_TAG, size, network)
             bound = cpu * size / cores
-            pools.append({"size": size, "network": network, "seconds": elapsed, "bound_s": bound,
-                          "ratio": elapsed / bound if bound else None, "machine_cpu_utilization": utilization})
+            pools.append(
+                {
+                    "size": size,
+                    "network": network,
+                    "seconds": elapsed,
+                    "bound_s": bound,
+                    "ratio": elapsed / bound if bound else None,
+                    "machine_cpu_utilization": utilization,
+                }
+            )
             print(f"pool of {size} ({network} network): {elapsed:.2f}s", file=sys.stderr)
-    return {"rounds": rounds, "cores": cores, "load_avg_1m_at_end": load, "medians_s": medians, "all_s": times, "one_start_cpu_s": cpu, "pools": pools}
+    return {
+        "rounds": rounds,
+        "cores": cores,
+        "load_avg_1m_at_end": load,
+        "medians_s": medians,
+        "all_s": times,
+        "one_start_cpu_s": cpu,
+        "pools": pools,
+    }
 
 
 def report(result: dict[str, Any]) -> str:
@@ -272,8 +374,11 @@ def report(result: dict[str, Any]) -> str:
         "",
         f"pools of containers (our image), bound = {result['one_start_cpu_s']:.2f} CPU-s per start x N / {result['cores']} cores",
     ]
-    lines += [f"  N={p['size']:<3} {p['network']:<6} {p['seconds']:6.2f} s   bound {p['bound_s']:6.2f} s   ratio {p['ratio']:.2f} "
-              f"(target <= 1.5)   machine CPU busy {p['machine_cpu_utilization']:.0%}" for p in result["pools"]]
+    lines += [
+        f"  N={p['size']:<3} {p['network']:<6} {p['seconds']:6.2f} s   bound {p['bound_s']:6.2f} s   ratio {p['ratio']:.2f} "
+        f"(target <= 1.5)   machine CPU busy {p['machine_cpu_utilization']:.0%}"
+        for p in result["pools"]
+    ]
     return "\n".join(lines)
 
 
@@ -281,19 +386,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pool-sizes", default="1,8,32")
-    parser.add_argument("--upstream-python", default=None, help="python of the upstream venv (default: scripts/upstream-venv)")
+    parser.add_argument(
+        "--upstream-python", default=None, help="python of the upstream venv (default: scripts/upstream-venv)"
+    )
     parser.add_argument("--skip-build", action="store_true", help="reuse the images of an earlier run")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the results document")
+    _results.add_arguments(parser, NAME)
     args = parser.parse_args()
-    upstream_python = args.upstream_python or subprocess.run(
-        ["bash", str(ROOT / "scripts" / "upstream-venv")], capture_output=True, text=True, check=True).stdout.strip()
+    upstream_python = (
+        args.upstream_python
+        or run_checked(
+            ["bash", str(ROOT / "scripts" / "upstream-venv")], what="scripts/upstream-venv", timeout=600
+        ).stdout.strip()
+    )
+    _eventloop.require()
+    require_loop(upstream_python)
     base = _base_image()
     os.environ.setdefault("OPENENV_NAME_PREFIX", "openenv-bench")
     if not args.skip_build:
         build_images(base)
-    result = asyncio.run(run(args.rounds, [int(s) for s in args.pool_sizes.split(",") if s], upstream_python))
-    print(json.dumps(result, indent=1) if args.json else report(result))
+    loops: dict[str, dict[str, str | None]] = {}
+    result = _eventloop.run(run(args.rounds, [int(s) for s in args.pool_sizes.split(",") if s], upstream_python, loops))
+    result["images"] = {
+        "base": base,
+        "ours": OUR_TAG,
+        "upstream": UPSTREAM_TAG,
+        "uvloop": {"our image": image_uvloop(OUR_TAG), "upstream image": image_uvloop(UPSTREAM_TAG)},
+    }
+    doc = _results.save(NAME, args, result, loops, upstream_python=upstream_python)
+    print(json.dumps(doc, indent=1) if args.json else report(result))
 
 
 if __name__ == "__main__":
-    main()
+    entry(main)

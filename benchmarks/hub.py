@@ -1,6 +1,6 @@
 """The Hub service's numbers, in one run:
 
-    python benchmarks/hub.py [--spaces 5000] [--page-size 1000] [--json] [--no-build]
+    python benchmarks/hub.py [--spaces 5000] [--page-size 1000] [--no-build] [--output PATH | --no-save] [--json]
 
 - index: a local Hugging Face Hub stand-in seeded with N Spaces tagged openenv; a full index
   (wall time, HTTP requests the real huggingface_hub client made), then a re-index with no change
@@ -10,6 +10,9 @@
 
 Targets (issue 5): index 5,000 in <= 10 s with <= ceil(5000 / page) + 5 requests; no-change
 re-index <= 2 s and 0 jobs; search p95 <= 20 ms; smoke test of a built image <= 5 s.
+
+The Hub API runs in a uvicorn thread with the env servers' settings (uvloop, `_eventloop.LOOP`);
+the measuring client is blocking (httpx). Results: benchmarks/results/hub.json.
 """
 
 from __future__ import annotations
@@ -20,19 +23,21 @@ import math
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import _eventloop
+import _results
+from _harness import ROOT, BenchmarkError, entry
+
+NAME = "hub"
 
 
 def _pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))]
 
 
 def bench_index(work: Path, spaces: int, page_size: int) -> tuple[dict[str, Any], Any]:
@@ -45,8 +50,12 @@ def bench_index(work: Path, spaces: int, page_size: int) -> tuple[dict[str, Any]
     hub.start()
     t0 = time.monotonic()
     hub.create_spaces(
-        {"repo_id": f"org{i % 97}/env_{i:05d}", "tags": ["openenv", ("games", "coding", "chess", "tools")[i % 4]],
-         "likes": (i * 37) % 500, "stage": ("RUNNING", "SLEEPING", "BUILDING")[i % 3]}
+        {
+            "repo_id": f"org{i % 97}/env_{i:05d}",
+            "tags": ["openenv", ("games", "coding", "chess", "tools")[i % 4]],
+            "likes": (i * 37) % 500,
+            "stage": ("RUNNING", "SLEEPING", "BUILDING")[i % 3],
+        }
         for i in range(spaces)
     )
     seed_s = time.monotonic() - t0
@@ -64,10 +73,16 @@ def bench_index(work: Path, spaces: int, page_size: int) -> tuple[dict[str, Any]
     again = index_source(factory, source)
     again_s = time.monotonic() - t0
     result = {
-        "spaces": spaces, "page_size": page_size, "seed_s": round(seed_s, 2),
-        "full_index_s": round(full_s, 2), "full_index_requests": full_requests,
-        "request_budget": math.ceil(spaces / page_size) + 5, "jobs_created": full.jobs,
-        "reindex_s": round(again_s, 2), "reindex_requests": hub.request_count(), "reindex_jobs": again.jobs,
+        "spaces": spaces,
+        "page_size": page_size,
+        "seed_s": round(seed_s, 2),
+        "full_index_s": round(full_s, 2),
+        "full_index_requests": full_requests,
+        "request_budget": math.ceil(spaces / page_size) + 5,
+        "jobs_created": full.jobs,
+        "reindex_s": round(again_s, 2),
+        "reindex_requests": hub.request_count(),
+        "reindex_jobs": again.jobs,
     }
     hub.stop()
     return result, url
@@ -81,10 +96,26 @@ def bench_search(url: str, rounds: int) -> dict[str, Any]:
     from tests.support.servers import serve_app
 
     queries: list[dict[str, Any]] = [
-        {}, {"q": "env_01234"}, {"q": "org5"}, {"q": "chess"}, {"tag": "games"}, {"tag": ["coding", "openenv"]},
-        {"status": "pending"}, {"sort": "-likes"}, {"sort": "-updated"}, {"sort": "cold_start"}, {"q": "env", "sort": "-likes", "limit": 100},
+        {},
+        {"q": "env_01234"},
+        {"q": "org5"},
+        {"q": "chess"},
+        {"tag": "games"},
+        {"tag": ["coding", "openenv"]},
+        {"status": "pending"},
+        {"sort": "-likes"},
+        {"sort": "-updated"},
+        {"sort": "cold_start"},
+        {"q": "env", "sort": "-likes", "limit": 100},
     ]
-    settings = HubSettings(database_url=url, data_dir=Path(url.split("///")[1]).parent, local_source=None)
+    # One client measuring latency: the per-client rate limit (a protection, not the thing measured) is lifted.
+    settings = HubSettings(
+        database_url=url,
+        data_dir=Path(url.split("///")[1]).parent,
+        local_source=None,
+        rate_api_burst=100_000_000,
+        rate_api_per_minute=1e12,
+    )
     times: list[float] = []
     with serve_app(create_app(settings, run_migrations=False)) as base, httpx.Client(base_url=base) as client:
         cursor = client.get("/api/v1/envs", params={"limit": 50}).json()["next_cursor"]
@@ -96,8 +127,12 @@ def bench_search(url: str, rounds: int) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 client.get("/api/v1/envs", params=q).raise_for_status()
                 times.append((time.perf_counter() - t0) * 1e3)
-    return {"requests": len(times), "p50_ms": round(statistics.median(times), 2), "p95_ms": round(_pct(times, 0.95), 2),
-            "max_ms": round(max(times), 2)}
+    return {
+        "requests": len(times),
+        "p50_ms": round(statistics.median(times), 2),
+        "p95_ms": round(_pct(times, 0.95), 2),
+        "max_ms": round(max(times), 2),
+    }
 
 
 def bench_pipeline(work: Path) -> dict[str, Any]:
@@ -123,8 +158,12 @@ def bench_pipeline(work: Path) -> dict[str, Any]:
         build_s = time.monotonic() - t0
         t0 = time.monotonic()
         smoke = stages.smoke(settings, built, folder, log)
-        out[label] = {"build_s": round(build_s, 2), "smoke_s": round(time.monotonic() - t0, 2),
-                      "cold_start_s": smoke.cold_start_s, "step_p50_ms": smoke.step_p50_ms}
+        out[label] = {
+            "build_s": round(build_s, 2),
+            "smoke_s": round(time.monotonic() - t0, 2),
+            "cold_start_s": smoke.cold_start_s,
+            "step_p50_ms": smoke.step_p50_ms,
+        }
     client.images.remove(built.image_ref, force=True)
     return out
 
@@ -132,11 +171,20 @@ def bench_pipeline(work: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spaces", type=int, default=5000)
-    parser.add_argument("--page-size", type=int, default=1000, help="items per page the stand-in serves (the Hub's is 1000)")
+    parser.add_argument(
+        "--page-size", type=int, default=1000, help="items per page the stand-in serves (the Hub's is 1000)"
+    )
     parser.add_argument("--search-rounds", type=int, default=20)
     parser.add_argument("--no-build", action="store_true", help="skip the Docker build + smoke measurement")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the results document")
+    _results.add_arguments(parser, NAME)
     args = parser.parse_args()
+    _eventloop.require()
+    from openenv.server.run import uvicorn_options
+
+    server_loop = uvicorn_options()["loop"]  # what serve_app's uvicorn thread runs on
+    if server_loop != _eventloop.LOOP:
+        raise BenchmarkError(f"the Hub API would run on {server_loop}, not {_eventloop.LOOP}")
     work = Path(tempfile.mkdtemp(prefix="openenv-hub-bench-"))
     try:
         index, url = bench_index(work, args.spaces, args.page_size)
@@ -145,21 +193,28 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report = {"index": index, "search": search, "pipeline": pipeline}
+    doc = _results.save(NAME, args, report, {"hub API": {"client": None, "server": server_loop}})
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(doc, indent=2))
         return
     i = index
-    print(f"index {i['spaces']} Spaces (page {i['page_size']}): {i['full_index_s']} s, {i['full_index_requests']} requests "
-          f"(budget {i['request_budget']}), {i['jobs_created']} jobs; no-change re-index {i['reindex_s']} s, "
-          f"{i['reindex_requests']} requests, {i['reindex_jobs']} jobs")
-    print(f"search over {i['spaces']} envs (SQLite, HTTP): p50 {search['p50_ms']} ms, p95 {search['p95_ms']} ms, max {search['max_ms']} ms")
+    print(
+        f"index {i['spaces']} Spaces (page {i['page_size']}): {i['full_index_s']} s, {i['full_index_requests']} requests "
+        f"(budget {i['request_budget']}), {i['jobs_created']} jobs; no-change re-index {i['reindex_s']} s, "
+        f"{i['reindex_requests']} requests, {i['reindex_jobs']} jobs"
+    )
+    print(
+        f"search over {i['spaces']} envs (SQLite, HTTP): p50 {search['p50_ms']} ms, p95 {search['p95_ms']} ms, max {search['max_ms']} ms"
+    )
     if "skipped" in pipeline:
         print(f"pipeline: skipped ({pipeline['skipped']})")
     else:
         for label in ("cold", "warm"):
             p = pipeline[label]
-            print(f"echo_env {label}: build {p['build_s']} s, smoke {p['smoke_s']} s (cold start {p['cold_start_s']} s, step p50 {p['step_p50_ms']} ms)")
+            print(
+                f"echo_env {label}: build {p['build_s']} s, smoke {p['smoke_s']} s (cold start {p['cold_start_s']} s, step p50 {p['step_p50_ms']} ms)"
+            )
 
 
 if __name__ == "__main__":
-    main()
+    entry(main)

@@ -1,87 +1,199 @@
-"""The benchmark scripts still run (tiny durations; the numbers are not asserted: not a timed test)."""
+"""The benchmark scripts still run (tiny durations; the numbers are not asserted: not a timed test).
+
+Each short run writes its results document to a temporary path, never over the published files in
+benchmarks/results/ (tests/test_benchmark_tables.py checks those).
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.servers import ROOT
 
+BENCH = ROOT / "benchmarks"
 
-@pytest.mark.slow
-def test_step_throughput_benchmark_runs(upstream_python: str) -> None:
+
+def _run(name: str, *args: str, tmp_path: Path, timeout: float = 600) -> dict[str, Any]:
+    """Run benchmarks/NAME.py with `args`; it must exit 0 and write a valid results document."""
+    output = tmp_path / f"{name}.json"
+    published = BENCH / "results" / f"{name}.json"
+    before = published.read_bytes() if published.exists() else None
     out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "step_throughput.py"), "--seconds", "0.3", "--rounds", "1",
-         "--sessions", "1", "4", "--idle", "50", "--upstream-python", upstream_python, "--json"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [sys.executable, str(BENCH / f"{name}.py"), *args, "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout)
+    assert (published.read_bytes() if published.exists() else None) == before, (
+        "a test run overwrote the published results"
+    )
+    doc = json.loads(output.read_text())
+    assert doc["benchmark"] == name
+    machine = doc["machine"]
+    assert (
+        machine["cores"] >= 1 and machine["cpu_model"] and machine["command"].startswith(f"python benchmarks/{name}.py")
+    )
+    loops = {loop for sides in machine["event_loops"].values() for loop in sides.values() if loop is not None}
+    assert loops == {"uvloop"}, machine["event_loops"]
+    return doc
+
+
+@pytest.mark.slow
+def test_step_throughput_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
+    doc = _run(
+        "step_throughput",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "1",
+        "--sessions",
+        "1",
+        "4",
+        "--idle",
+        "50",
+        "--upstream-python",
+        upstream_python,
+        tmp_path=tmp_path,
+    )
+    report = doc["results"]
     for stack in ("ceiling", "upstream", "ours"):
         for n in ("1", "4"):
             assert report["throughput"][stack][n]["steps_per_s"] > 0
+        assert doc["machine"]["event_loops"][stack] == {"client": "uvloop", "server": "uvloop"}
     assert report["idle_sessions"]["sessions"] == 50
     assert report["idle_sessions"]["threads_after"] < 50
+    assert doc["machine"]["packages"]["upstream"]["openenv-core"] == "0.3.0"
 
 
 @pytest.mark.slow
-def test_rollouts_benchmark_runs(upstream_python: str) -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "rollouts.py"), "--seconds", "0.3", "--rounds", "1",
-         "--sessions", "1", "4", "--upstream-python", upstream_python, "--json"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+def test_rollouts_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
+    doc = _run(
+        "rollouts",
+        "--seconds",
+        "0.3",
+        "--rounds",
+        "1",
+        "--sessions",
+        "1",
+        "4",
+        "--upstream-python",
+        upstream_python,
+        tmp_path=tmp_path,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout)
+    report = doc["results"]
     for stack in ("engine", "ours", "upstream"):
         for n in ("1", "4"):
             row = report["episodes_per_s"][stack][n]
             assert row["episodes_per_s"] > 0
             assert 1.0 <= row["steps_per_episode"] < 3.0  # the same game and policy on every stack
+        assert doc["machine"]["event_loops"][stack] == {"client": "uvloop", "server": "uvloop"}
     assert set(report["ratios"]) == {"1", "4"}
 
 
-@pytest.mark.docker
-def test_cold_start_benchmark_runs(upstream_python: str) -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "cold_start.py"), "--rounds", "1", "--pool-sizes", "1,2",
-         "--upstream-python", upstream_python, "--json"],
-        capture_output=True, text=True, timeout=1200, cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout)
-    assert set(report["medians_s"]) == {
-        "upstream client, upstream image", "ours, our image", "ours, upstream image",
-        "floor, our image", "floor, upstream image", "ours, process (venv cached)",
+@pytest.mark.slow
+def test_cli_latency_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
+    doc = _run("cli_latency", "--rounds", "1", tmp_path=tmp_path)
+    medians = doc["results"]["median_ms"]
+    assert set(medians) == {
+        f"{side} {case}" for side in ("ours", "upstream") for case in ("--help", "validate echo_env", "validate --url")
     }
-    assert all(s > 0 for s in report["medians_s"].values())
-    assert [(p["size"], p["network"]) for p in report["pools"]] == [(1, "bridge"), (1, "host"), (2, "bridge"), (2, "host")]
+    assert all(ms > 0 for ms in medians.values())
+    assert any("uv.lock" in added for added in doc["results"]["added_to_the_copy"])
 
 
 @pytest.mark.slow
-def test_hub_benchmark_runs() -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "hub.py"), "--spaces", "300", "--page-size", "100", "--search-rounds", "2", "--no-build", "--json"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+def test_env_steps_benchmark_runs(tmp_path: Path) -> None:
+    doc = _run("env_steps", "--seconds", "0.2", tmp_path=tmp_path)
+    assert doc["results"]["steps"]["blackjack"]["4"]["steps_per_s"] > 0
+
+
+@pytest.mark.docker
+def test_cold_start_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
+    doc = _run(
+        "cold_start",
+        "--rounds",
+        "1",
+        "--pool-sizes",
+        "1,2",
+        "--upstream-python",
+        upstream_python,
+        tmp_path=tmp_path,
+        timeout=1200,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout)
+    report = doc["results"]
+    assert set(report["medians_s"]) == {
+        "upstream client, upstream image",
+        "ours, our image",
+        "ours, upstream image",
+        "floor, our image",
+        "floor, upstream image",
+        "ours, process (venv cached)",
+    }
+    assert all(s > 0 for s in report["medians_s"].values())
+    assert [(p["size"], p["network"]) for p in report["pools"]] == [
+        (1, "bridge"),
+        (1, "host"),
+        (2, "bridge"),
+        (2, "host"),
+    ]
+    assert report["images"]["uvloop"]["our image"] == report["images"]["uvloop"]["upstream image"]
+
+
+@pytest.mark.slow
+def test_hub_benchmark_runs(tmp_path: Path) -> None:
+    doc = _run("hub", "--spaces", "300", "--page-size", "100", "--search-rounds", "2", "--no-build", tmp_path=tmp_path)
+    report = doc["results"]
     assert report["index"]["jobs_created"] == 300 and report["index"]["reindex_jobs"] == 0
     assert report["index"]["full_index_requests"] <= report["index"]["request_budget"]
     assert report["search"]["requests"] > 0
 
 
 @pytest.mark.slow
-def test_live_index_benchmark_runs() -> None:
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "live.py"), "--spaces", "120", "--page-size", "50", "--webhooks", "10", "--json"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout)
+def test_hub_load_benchmark_runs(tmp_path: Path) -> None:
+    doc = _run("hub_load", "--envs", "200", "--concurrency", "4", "--seconds", "0.5", tmp_path=tmp_path)
+    assert all(e["requests_per_s"] > 0 and e["non_2xx"] == 0 for e in doc["results"]["endpoints"].values())
+
+
+@pytest.mark.slow
+def test_live_index_benchmark_runs(tmp_path: Path) -> None:
+    doc = _run("live", "--spaces", "120", "--page-size", "50", "--webhooks", "10", tmp_path=tmp_path)
+    report = doc["results"]
     assert report["webhook"]["receive"]["n"] == 10 and report["end_to_end"]["n"] == 10
     assert report["health"]["poll"]["requests"] == report["health"]["poll"]["request_budget"] == 3
     assert report["health"]["per_space"]["requests"] == 120
+
+
+# -- the harness: no silent fall-back, no hidden failure --------------------------------------------
+
+
+def test_a_driver_without_uvloop_fails_instead_of_falling_back_to_asyncio() -> None:
+    hide = (
+        "import runpy, sys; sys.modules['uvloop'] = None; "  # `import uvloop` now raises ImportError
+        f"sys.argv = [{str(BENCH / '_drivers.py')!r}, 'picows', 'http://127.0.0.1:9', '1', '0.1']; "
+        f"sys.path.insert(0, {str(BENCH)!r}); runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    out = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=60, cwd=BENCH)
+    assert out.returncode == 1
+    assert "has no uvloop" in out.stderr and out.stdout == ""
+
+
+def test_a_server_that_exits_fails_the_benchmark_with_its_output(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.path.insert(0, 'benchmarks'); from _harness import serve, entry\n"
+        "def main():\n"
+        "    with serve([sys.executable, '-c', 'import sys; sys.exit(\"port in use, say\")'], '.'):\n"
+        "        print('timed something')\n"
+        "entry(main)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 1
+    assert "did not come up" in out.stderr and "exited with 1" in out.stderr and "port in use, say" in out.stderr
+    assert "timed something" not in out.stdout

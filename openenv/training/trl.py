@@ -195,6 +195,47 @@ class OpenEnvRollout:
 
         return prompt
 
+    # -- evaluation ---------------------------------------------------------------------------------------
+
+    def evaluate(
+        self,
+        model: Any,
+        tokenizer: Any,
+        seeds: list[int],
+        *,
+        instruction: Any = "",
+        temperature: float = 0.0,
+        concurrency: int = 256,
+    ) -> RolloutBatch:
+        """Play one episode per seed with `model`, shown exactly what training shows it.
+
+        The prompts, turn format, answer length and action parsing are the training run's; the
+        answers are greedy by default. Use seeds training never draws (each GRPO group takes the
+        next one from `base_seed`) to measure the policy on held-out episodes.
+
+        Returns:
+            the episodes' records, in seed order (`mean_reward`, per-episode `total_reward`).
+        """
+        from openenv.training._sync import run_blocking
+        from openenv.training.hf import TransformersPolicy
+
+        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
+        policy = TransformersPolicy(
+            model, tokenizer, max_new_tokens=self.max_new_tokens or 32, temperature=temperature,
+            chat=False, max_batch_size=10_000, batch_window_s=self.batch_window_s,
+        )
+        seed_list = list(seeds)
+        engine = RolloutEngine(
+            self.env, policy, concurrency=max(1, min(concurrency, len(seed_list))), parse_action=self.parse_action,
+            prompt=self._prompt_fn([instruction] * len(seed_list), self._make_format(tokenizer)), **self.engine_options,
+        )
+        was_training = bool(getattr(model, "training", False))
+        model.eval()
+        try:
+            return run_blocking(engine.run(seeds=seed_list))
+        finally:
+            model.train(was_training)
+
     # -- results ------------------------------------------------------------------------------------------
 
     def _to_trl(self, batch: RolloutBatch, fmt: TurnFormat, policy: Any) -> dict[str, Any]:

@@ -1,5 +1,7 @@
-"""examples/grpo_blackjack trains for real on a CPU: rollouts on real servers, rewards, gradient
-steps, logged metrics and a checkpoint that loads, checked from its outputs, not its exit code."""
+"""examples/grpo_blackjack learns blackjack for real on a CPU, judged from its outputs: rollouts on
+real servers, gradient steps, logged metrics, a checkpoint that loads and plays like the trained
+policy, and held-out hands on which the trained policy beats where it started and always-stand,
+and comes within 0.10 of basic strategy, beyond the noise of the cards (paired 95% intervals)."""
 
 from __future__ import annotations
 
@@ -8,24 +10,69 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.servers import ROOT
 
-STEPS = 40
+EXAMPLE = ROOT / "examples" / "grpo_blackjack"
+# A shorter run than the example's default (600 steps), judged the same way on more held-out
+# hands (6,000, not 2,000: the paired intervals are then about +-0.03 wide, not +-0.05).
+STEPS, BATCH, GROUP, HANDS = 300, 512, 16, 6000
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("grpo_blackjack")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "grpo_blackjack" / "train.py"), "--output-dir", str(out),
-         "--steps", str(STEPS), "--batch-size", "16", "--num-generations", "8", "--servers", "2"],
-        capture_output=True, text=True, timeout=900, cwd=ROOT,
+        [
+            sys.executable,
+            str(EXAMPLE / "train.py"),
+            "--output-dir",
+            str(out),
+            "--steps",
+            str(STEPS),
+            "--batch-size",
+            str(BATCH),
+            "--num-generations",
+            str(GROUP),
+            "--servers",
+            "2",
+            "--eval-hands",
+            str(HANDS),
+            "--probe-every",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
+
+
+def _evaluation(run: Path) -> dict[str, Any]:
+    return json.loads((run / "evaluation.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_trained_policy_plays_better_than_it_started_and_near_basic_strategy(run: Path) -> None:
+    ev = _evaluation(run)
+    policies, paired = ev["policies"], ev["paired"]
+    for name in ("before", "after", "random", "always_stand", "basic_strategy"):
+        assert policies[name]["hands"] == HANDS and len(policies[name]["rewards"]) == HANDS
+    # The yardsticks measure what the rules say they should (exact values from the env's rules).
+    for name in ("always_stand", "basic_strategy"):
+        low, high = policies[name]["ci95"]
+        assert low <= ev["exact_expected_return"][name] <= high, (name, policies[name]["mean"])
+    # Learned beyond noise: on the same held-out hands, paired intervals.
+    assert paired["after_minus_before"]["ci95"][0] > 0.0, paired["after_minus_before"]
+    assert paired["after_minus_before"]["mean"] > 0.03, paired["after_minus_before"]
+    assert paired["after_minus_always_stand"]["ci95"][0] > 0.0, paired["after_minus_always_stand"]
+    assert paired["after_minus_basic_strategy"]["ci95"][0] > -0.10, paired["after_minus_basic_strategy"]
+    assert policies["after"]["answer_format"] >= 0.95
 
 
 @pytest.mark.slow
@@ -40,33 +87,36 @@ def test_every_step_logged_losses_rewards_and_rollout_metrics(run: Path) -> None
         assert r["openenv/episode_length"] >= 1 and r["openenv/failed_frac"] == 0
         assert r["openenv/episodes_per_s"] > 0
     assert sum(r["grad_norm"] > 0 for r in steps) >= STEPS // 2  # real gradient steps
-    # The model learns the answer format (random at first): the loop's signal reaches the weights.
-    first = sum(r["rewards/answer_format/mean"] for r in steps[:5]) / 5
-    last = sum(r["rewards/answer_format/mean"] for r in steps[-5:]) / 5
-    assert last > first + 0.1, (first, last)
+    probes = _evaluation(run)["probes"]
+    assert [p["step"] for p in probes] == [0, 100, 200, 300]
+    svg = (run / "reward.svg").read_text()
+    assert svg.startswith("<svg") and "basic strategy" in svg and "greedy, held-out hands" in svg
 
 
 @pytest.mark.slow
 def test_episodes_were_played_on_the_servers(run: Path) -> None:
-    episodes = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
-    assert len(episodes) == STEPS * 16
-    urls = {e["url"] for e in episodes}
-    assert len(urls) == 2  # spread over both servers
-    for e in episodes:
-        assert e["status"] in ("done", "truncated")
-        assert e["turns"] and "Reply with one action: hit or stand." in e["turns"][0]["prompt"]
-        assert all(t["action"]["action"] in ("hit", "stand") for t in e["turns"])
-        if e["status"] == "done":
-            assert e["total_reward"] == e["turns"][-1]["reward"]
-    # One GRPO group (8 rows) shares a seed: the same first deal.
+    urls: set[str] = set()
     by_seed: dict[int, set[str]] = {}
-    for e in episodes:
-        by_seed.setdefault(e["seed"], set()).add(e["turns"][0]["prompt"])
-    assert len(by_seed) == STEPS * 2 and all(len(p) == 1 for p in by_seed.values())
+    count = 0
+    with (run / "episodes.jsonl").open() as f:
+        for line in f:
+            e = json.loads(line)
+            count += 1
+            urls.add(e["url"])
+            assert e["status"] in ("done", "truncated")
+            assert e["turns"][0]["prompt"].startswith("dealer ")
+            assert all(t["action"]["action"] in ("hit", "stand") for t in e["turns"])
+            if e["status"] == "done":
+                assert e["total_reward"] == e["turns"][-1]["reward"]
+            by_seed.setdefault(e["seed"], set()).add(e["turns"][0]["prompt"])
+    assert count == STEPS * BATCH
+    assert len(urls) == 2  # spread over both servers
+    # One GRPO group shares a seed: the same first deal.
+    assert len(by_seed) == STEPS * BATCH // GROUP and all(len(p) == 1 for p in by_seed.values())
 
 
 @pytest.mark.slow
-def test_checkpoint_loads_and_holds_the_trained_weights(run: Path) -> None:
+def test_checkpoint_loads_and_plays_like_the_trained_policy(run: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -76,7 +126,16 @@ def test_checkpoint_loads_and_holds_the_trained_weights(run: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(run / "checkpoint")
     total = float(sum(p.detach().abs().sum() for p in model.parameters()))
     assert total == pytest.approx(summary["param_abs_sum"], rel=1e-5)
-    ids = tokenizer("Your hand : 7♣ A♦ . Reply with one action : hit or stand .", return_tensors="pt")["input_ids"]
-    with torch.no_grad():
-        out = model.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=tokenizer.pad_token_id)
-    assert out.shape[1] > ids.shape[1]
+
+    def answer(dealer: str, total: int) -> str:
+        ids = tokenizer(f"blackjack : hit or stand ?\ndealer {dealer} hard total {total}", return_tensors="pt")[
+            "input_ids"
+        ]
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=1, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        return tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
+
+    # The clear-cut decisions, whatever the dealer shows: hit a small total, stand on 20.
+    for dealer in ("A", "4", "7", "10"):
+        assert answer(dealer, 7) == "hit", dealer
+        assert answer(dealer, 20) == "stand", dealer

@@ -118,3 +118,23 @@ def test_an_env_folder_is_served_for_the_trainer() -> None:
     finally:
         rollout.close()
     assert not rollout.providers
+
+
+def test_evaluate_plays_held_out_seeds_with_the_training_prompts(scored_url: str) -> None:
+    model, tokenizer = tiny_causal_lm(WORDS, hidden_size=32, layers=1)
+    model.train()
+    kwargs = openenv_grpo_kwargs(scored_url, parse_action=parse_move, max_turns=3, max_new_tokens=2,
+                                 reset_kwargs={"length": 2}, base_seed=500)
+    rollout = kwargs["rollout_func"]
+    seeds = [9000, 9001, 9002]
+    batch = rollout.evaluate(model, tokenizer, seeds, instruction="Say good.")
+    assert [r.seed for r in batch] == seeds and all(r.status == "done" for r in batch)
+    record = batch[0]
+    # Shown exactly what training shows: the instruction, the observation, the same cue.
+    assert record.extra["transcript"].prompt_ids == tokenizer("Say good.\nseed 9000: say good\nAction:")["input_ids"]
+    assert all(len(t.completion_ids or []) <= 2 for r in batch for t in r.turns)
+    # Greedy by default: the same answers again; and the model is left in the mode it was in.
+    again = rollout.evaluate(model, tokenizer, seeds, instruction="Say good.")
+    assert [r.completions for r in again] == [r.completions for r in batch]
+    assert [r.total_reward for r in again] == [r.total_reward for r in batch]
+    assert model.training

@@ -1,0 +1,358 @@
+"""The published performance tables, generated from the results files the benchmarks write.
+
+    python benchmarks/tables.py           # rewrite the tables in README.md and docs/providers.md
+    python benchmarks/tables.py --check   # exit 1, showing the difference, when a page is stale
+
+A table lives between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` in a page and is rendered
+from benchmarks/results/NAME.json (which `python benchmarks/NAME.py` writes); it states the
+machine, the date, the settings and the software the numbers come from. `--check` also fails
+when a results file has no table in any page. `bash benchmarks/run_all.sh` reruns every benchmark
+and then this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import _results
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = (ROOT / "README.md", ROOT / "docs" / "providers.md")
+BLOCK = re.compile(
+    r"(?P<open><!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(?P<close><!-- /bench:(?P=name) -->)", re.S
+)
+
+Doc = dict[str, Any]
+X = "\u00d7"  # the multiplication sign the README writes ratios with
+
+
+# -- formatting -----------------------------------------------------------------------------------
+
+
+def _n(value: float) -> str:
+    return f"{round(value):,}"
+
+
+def _duration(ms: float) -> str:
+    """35 ms, 0.97 s, 6.9 s, 12 s: two significant digits, as a reader compares them."""
+    if ms < 100:
+        return f"{ms:.0f} ms"
+    s = ms / 1000
+    return f"{s:.2f} s" if s < 1 else f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}{X}"
+
+
+def _sessions(n: int | str) -> str:
+    return f"{n} session" if int(n) == 1 else f"{n} sessions"
+
+
+def _rounds(settings: dict[str, Any]) -> str:
+    rounds = settings["rounds"]
+    return f"median of {rounds} round{'s' if rounds != 1 else ''}"
+
+
+def _provenance(doc: Doc, what: str, loop: str | None = None) -> str:
+    """One line: which script with which settings, the machine, the date, the versions, the loops."""
+    m = doc["machine"]
+    ours = m["packages"]["ours"]
+    commit = (ours.get("git_commit") or "unknown")[:7] + (" with local changes" if ours.get("git_dirty") else "")
+    versions = f"ours at {commit}"
+    upstream = m["packages"].get("upstream")
+    if upstream:
+        versions += f", upstream openenv-core {upstream['openenv-core']}"
+    if loop is None:
+        loops = sorted({found for sides in m["event_loops"].values() for found in sides.values() if found})
+        loop = f"every event loop {loops[0]}" if len(loops) == 1 else f"event loops {', '.join(loops)}"
+    memory = f", {m['memory_gib']:g} GiB" if m.get("memory_gib") else ""
+    return (
+        f"<sub>`{m['command']}` ({what}; {loop}): {m['cores']} cores ({m['cpu_model']}){memory}, {m['os']}, "
+        f"Python {m['python']}, {versions}; {m['date'][:10]}.</sub>"
+    )
+
+
+# -- one renderer per benchmark ---------------------------------------------------------------------
+
+
+def step_throughput(doc: Doc) -> str:
+    r, s = doc["results"], doc["machine"]["settings"]
+    levels = [str(n) for n in s["sessions"]]
+    t = r["throughput"]
+    upstream = doc["machine"]["packages"]["upstream"]["openenv-core"]
+    ceiling = [f"{_n(t['ceiling'][n]['steps_per_s'])}" + (" steps/s" if i == 0 else "") for i, n in enumerate(levels)]
+    up = [_n(t["upstream"][n]["steps_per_s"]) for n in levels]
+    ours = []
+    for i, n in enumerate(levels):
+        ratio = r["ratios"][n]
+        detail = (
+            f"{ratio['ours_vs_upstream']:.1f}{X} upstream, {ratio['ours_vs_ceiling']:.0%} of ceiling"
+            if i == 0
+            else f"{ratio['ours_vs_upstream']:.1f}{X}, {ratio['ours_vs_ceiling']:.0%}"
+        )
+        ours.append(f"**{_n(t['ours'][n]['steps_per_s'])}** ({detail})")
+    lines = [
+        "Steps per second, one WebSocket session per client coroutine (`benchmarks/step_throughput.py`):",
+        "",
+        "| stack | " + " | ".join(_sessions(n) for n in levels) + " |",
+        "|---" * (len(levels) + 1) + "|",
+        "| ceiling: bare Starlette WS echo + raw picows client | " + " | ".join(ceiling) + " |",
+        f"| upstream openenv-core {upstream} + its client | " + " | ".join(up) + " |",
+        "| **ours** (echo_env + `EnvClient`) | " + " | ".join(ours) + " |",
+        "",
+    ]
+    idle = r.get("idle_sessions")
+    if idle:
+        lines += [
+            f"{_n(idle['sessions'])} idle sessions cost {idle['kb_per_session']:g} KB of server memory each; the server's "
+            f"threads went from {idle['threads_before']} to {idle['threads_after']}.",
+            "",
+        ]
+    lines.append(_provenance(doc, f"{_rounds(s)} of {s['seconds']:g} s, interleaved"))
+    return "\n".join(lines)
+
+
+def rollouts(doc: Doc) -> str:
+    r, s = doc["results"], doc["machine"]["settings"]
+    levels = [str(n) for n in s["sessions"]]
+    e = r["episodes_per_s"]
+    up = [_n(e["upstream"][n]["episodes_per_s"]) + (" episodes/s" if i == 0 else "") for i, n in enumerate(levels)]
+    ours = [_n(e["ours"][n]["episodes_per_s"]) for n in levels]
+    engine = []
+    for i, n in enumerate(levels):
+        ratio = f"{r['ratios'][n]['engine_vs_upstream']:.1f}{X}" + (" upstream" if i == len(levels) - 1 else "")
+        engine.append(f"**{_n(e['engine'][n]['episodes_per_s'])}** ({ratio})")
+    return "\n".join(
+        [
+            "Rollouts: blackjack episodes per second with a trivial policy, the same game code on both servers "
+            "(`benchmarks/rollouts.py`):",
+            "",
+            "| stack | " + " | ".join(_sessions(n) for n in levels) + " |",
+            "|---" * (len(levels) + 1) + "|",
+            "| upstream client loop, upstream server | " + " | ".join(up) + " |",
+            "| our client, hand-written loop | " + " | ".join(ours) + " |",
+            "| **`RolloutEngine`** (records, retries, timeouts) | " + " | ".join(engine) + " |",
+            "",
+            _provenance(doc, f"{_rounds(s)} of {s['seconds']:g} s, interleaved"),
+        ]
+    )
+
+
+def cli_latency(doc: Doc) -> str:
+    m, s = doc["results"]["median_ms"], doc["machine"]["settings"]
+    return "\n".join(
+        [
+            f"`openenv --help` answers in {_duration(m['ours --help'])} (upstream's: {_duration(m['upstream --help'])}), "
+            f"`openenv validate envs/echo_env` (every static check, the app imported in a child process) in "
+            f"{_duration(m['ours validate echo_env'])} (upstream's, which checks far less, on the same folder given the "
+            f"`uv.lock` and entry point it requires: {_duration(m['upstream validate echo_env'])}), and "
+            f"`openenv validate --url` (a live episode, 20 timed steps) in {_duration(m['ours validate --url'])} "
+            f"(upstream's, against the same server: {_duration(m['upstream validate --url'])}); each a fresh process, every "
+            "run checked to succeed (`benchmarks/cli_latency.py`).",
+            "",
+            _provenance(
+                doc,
+                f"{_rounds(s)}, interleaved",
+                loop=f"the server on {doc['machine']['event_loops']['ours']['server']}, each CLI as shipped",
+            ),
+        ]
+    )
+
+
+def cold_start(doc: Doc) -> str:
+    r, s = doc["results"], doc["machine"]["settings"]
+    med, rounds = r["medians_s"], r["all_s"]
+
+    def paired(a: str, b: str) -> float:
+        return sorted(x - y for x, y in zip(rounds[a], rounds[b], strict=True))[len(rounds[a]) // 2]
+
+    up = med["upstream client, upstream image"]
+    rows = [
+        ("upstream openenv-core 0.3.0 `from_docker_image`, upstream image", f"{up:.2f}"),
+        (
+            "ours, our echo image (same base image)",
+            f"{med['ours, our image']:.2f} ({med['ours, our image'] / up:.0%} of upstream)",
+        ),
+        ("ours, upstream's image", f"{med['ours, upstream image']:.2f}"),
+        (
+            "floor (`docker run` + 5 ms /health poll + one reset), our image / upstream image",
+            f"{med['floor, our image']:.2f} / {med['floor, upstream image']:.2f}",
+        ),
+        ("ours, `from_process` with the venv cached", f"{med['ours, process (venv cached)']:.2f}"),
+    ]
+    pools = "; ".join(
+        f"N={p['size']} {p['network']}: {p['seconds']:.2f} s ({_ratio(p['ratio'])} the bound)" for p in r["pools"]
+    )
+    return "\n".join(
+        [
+            "| contestant | seconds |",
+            "|---|---|",
+            *(f"| {name} | {value} |" for name, value in rows),
+            "",
+            f"Our client is {paired('ours, our image', 'floor, our image'):+.2f} s (our image) and "
+            f"{paired('ours, upstream image', 'floor, upstream image'):+.2f} s (upstream image) from each image's floor "
+            "(median per-round differences). Pools of our image, against the bound of "
+            f"{r['one_start_cpu_s']:.2f} CPU-s per start {X} N ÷ {r['cores']} cores: {pools}.",
+            "",
+            _provenance(doc, f"{_rounds(s)}; load average {r['load_avg_1m_at_end']:.1f} at the end"),
+        ]
+    )
+
+
+def env_steps(doc: Doc) -> str:
+    steps, s = doc["results"]["steps"], doc["machine"]["settings"]
+    rows = []
+    for name, per in steps.items():
+        cells = [f"{_n(per[n]['steps_per_s'])} (p50 {per[n]['p50_ms']:.2f} ms)" if n in per else "" for n in ("1", "4")]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(
+        [
+            "Steps per second of the reference environments, each driven by its typed client with a random policy "
+            "(`benchmarks/env_steps.py`):",
+            "",
+            "| env | 1 session | 4 sessions |",
+            "|---|---|---|",
+            *rows,
+            "",
+            _provenance(doc, f"{s['seconds']:g} s per cell"),
+        ]
+    )
+
+
+def hub(doc: Doc) -> str:
+    r = doc["results"]
+    i, q, p = r["index"], r["search"], r["pipeline"]
+    text = (
+        f"The Hub indexes {_n(i['spaces'])} Spaces in {i['full_index_s']:g} s with {i['full_index_requests']} requests "
+        f"(budget {i['request_budget']}) and re-indexes them unchanged in {i['reindex_s']:g} s with {i['reindex_jobs']} jobs; "
+        f"catalog queries over HTTP answer in {q['p50_ms']:g} ms (p50), {q['p95_ms']:g} ms (p95)"
+    )
+    if "skipped" in p:
+        text += f"; building was not measured ({p['skipped']})."
+    else:
+        text += (
+            f"; echo_env builds in {p['cold']['build_s']:g} s cold, {p['warm']['build_s']:g} s warm, and its smoke test "
+            f"takes {p['warm']['smoke_s']:g} s."
+        )
+    return "\n".join([text + " (`benchmarks/hub.py`)", "", _provenance(doc, "SQLite, the local Hub stand-in")])
+
+
+def hub_load(doc: Doc) -> str:
+    r = doc["results"]
+    rows = [
+        f"| {name} | {_n(e['requests_per_s'])} | {e['p50_ms']:g} ms | {e['p99_ms']:g} ms |"
+        for name, e in r["endpoints"].items()
+    ]
+    return "\n".join(
+        [
+            f"The Hub API under load, {_n(r['envs'])} envs on SQLite, one uvicorn process, {r['concurrency']} concurrent "
+            f"clients ({r['load_tool']}) (`benchmarks/hub_load.py`):",
+            "",
+            "| endpoint | requests/s | p50 | p99 |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            _provenance(doc, f"{r['seconds']:g} s per endpoint"),
+        ]
+    )
+
+
+def live(doc: Doc) -> str:
+    r = doc["results"]
+    w, e2e, h = r["webhook"], r["end_to_end"], r["health"]
+    return "\n".join(
+        [
+            f"A Hub webhook is answered in {w['receive']['p50_ms']:g} ms (p50; p95 {w['receive']['p95_ms']:g} ms), where indexing "
+            f"before answering would take {w['inline_index']['p50_ms']:g} ms (p95 {w['inline_index']['p95_ms']:g} ms); the new "
+            f"commit is in the catalog {e2e['p50_ms']:g} ms after the webhook (p50); one health poll of {_n(h['poll']['spaces'])} "
+            f"Spaces takes {h['poll']['seconds']:g} s and {h['poll']['requests']} requests, against ~{h['per_space']['seconds_for_all']:g} s "
+            "reading each Space's runtime (`benchmarks/live.py`).",
+            "",
+            _provenance(doc, f"{_n(r['spaces'])} Spaces, {w['receive']['n']} webhooks"),
+        ]
+    )
+
+
+RENDERERS: dict[str, Callable[[Doc], str]] = {
+    "step_throughput": step_throughput,
+    "rollouts": rollouts,
+    "cli_latency": cli_latency,
+    "cold_start": cold_start,
+    "env_steps": env_steps,
+    "hub": hub,
+    "hub_load": hub_load,
+    "live": live,
+}
+
+
+# -- pages ------------------------------------------------------------------------------------------
+
+
+def render(name: str, results_dir: Path = _results.RESULTS_DIR) -> str:
+    """The block for benchmark `name`, from its results file (a line saying it has not run, without one)."""
+    if name not in RENDERERS:
+        raise SystemExit(f"tables.py: no table named {name!r} (known: {', '.join(RENDERERS)})")
+    doc = _results.load(name, results_dir)
+    if doc is None:
+        return (
+            f"_Not measured yet: `python benchmarks/{name}.py` (or `bash benchmarks/run_all.sh`) writes its results._"
+        )
+    return RENDERERS[name](doc)
+
+
+def update(text: str, results_dir: Path = _results.RESULTS_DIR) -> str:
+    """`text` with every bench block rendered again from the results files."""
+    return BLOCK.sub(lambda m: m["open"] + render(m["name"], results_dir) + "\n" + m["close"], text)
+
+
+def blocks(text: str) -> list[str]:
+    return [m["name"] for m in BLOCK.finditer(text)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 when a page differs from the results"
+    )
+    parser.add_argument("--results", type=Path, default=_results.RESULTS_DIR, help="the results folder")
+    args = parser.parse_args(argv)
+    stale, shown = [], set()
+    for page in PAGES:
+        text = page.read_text()
+        shown.update(blocks(text))
+        new = update(text, args.results)
+        if new == text:
+            continue
+        rel = page.relative_to(ROOT)
+        if args.check:
+            stale.append(str(rel))
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    text.splitlines(True), new.splitlines(True), f"{rel} (now)", f"{rel} (from results)"
+                )
+            )
+        else:
+            page.write_text(new)
+            print(f"updated {rel}")
+    missing = sorted(p.stem for p in args.results.glob("*.json") if p.stem not in shown)
+    if missing:
+        print(f"tables.py: results without a table in any page: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    if stale:
+        print(
+            f"tables.py: {', '.join(stale)} differ from benchmarks/results/ (above); run `python benchmarks/tables.py`",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
