@@ -79,6 +79,12 @@ def _provenance(doc: Doc, what: str, loop: str | None = None) -> str:
     )
 
 
+def _table(intro: str, header: list[str], rows: list[str], provenance: str) -> str:
+    """An introducing line, a markdown table, and the provenance line under it."""
+    head = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    return "\n".join([intro, "", *head, *rows, "", provenance])
+
+
 # -- one renderer per benchmark ---------------------------------------------------------------------
 
 
@@ -212,17 +218,12 @@ def env_steps(doc: Doc) -> str:
     for name, per in steps.items():
         cells = [f"{_n(per[n]['steps_per_s'])} (p50 {per[n]['p50_ms']:.2f} ms)" if n in per else "" for n in ("1", "4")]
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(
-        [
-            "Steps per second of the reference environments, each driven by its typed client with a random policy "
-            "(`benchmarks/env_steps.py`):",
-            "",
-            "| env | 1 session | 4 sessions |",
-            "|---|---|---|",
-            *rows,
-            "",
-            _provenance(doc, f"{s['seconds']:g} s per cell"),
-        ]
+    return _table(
+        "Steps per second of the reference environments, each driven by its typed client with a random policy "
+        "(`benchmarks/env_steps.py`):",
+        ["env", "1 session", "4 sessions"],
+        rows,
+        _provenance(doc, f"{s['seconds']:g} s per cell"),
     )
 
 
@@ -250,17 +251,12 @@ def hub_load(doc: Doc) -> str:
         f"| {name} | {_n(e['requests_per_s'])} | {e['p50_ms']:g} ms | {e['p99_ms']:g} ms |"
         for name, e in r["endpoints"].items()
     ]
-    return "\n".join(
-        [
-            f"The Hub API under load, {_n(r['envs'])} envs on SQLite, one uvicorn process, {r['concurrency']} concurrent "
-            f"clients ({r['load_tool']}) (`benchmarks/hub_load.py`):",
-            "",
-            "| endpoint | requests/s | p50 | p99 |",
-            "|---|---|---|---|",
-            *rows,
-            "",
-            _provenance(doc, f"{r['seconds']:g} s per endpoint"),
-        ]
+    return _table(
+        f"The Hub API under load, {_n(r['envs'])} envs on SQLite, one uvicorn process, {r['concurrency']} concurrent "
+        f"clients ({r['load_tool']}) (`benchmarks/hub_load.py`):",
+        ["endpoint", "requests/s", "p50", "p99"],
+        rows,
+        _provenance(doc, f"{r['seconds']:g} s per endpoint"),
     )
 
 
