@@ -55,7 +55,9 @@ def write_svg(
     y = round(lo / tick) * tick
     while y <= hi:
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#eee"/>')
-        parts.append(f'<text x="{LEFT - 8}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:+.1f}</text>')
+        parts.append(
+            f'<text x="{LEFT - 8}" y="{sy(y) + 4:.1f}" text-anchor="end">{(y if abs(y) > 1e-9 else 0.0):+.1f}</text>'
+        )
         y += tick
     for i in range(6):
         x = last * i / 5
