@@ -28,6 +28,7 @@ from tests.support.servers import ProcessServer  # noqa: E402
 # Upstream's import package is also named `openenv`: its processes must never see ours on PYTHONPATH
 # (an empty value counts as unset).
 UPSTREAM_ENV = {"PYTHONPATH": ""}
+DEFAULT_UPSTREAM = ROOT / ".cache" / "upstream-venv" / "bin" / "python"
 
 
 class BenchmarkError(RuntimeError):
@@ -107,6 +108,39 @@ def serve(
         server.log_path.unlink(missing_ok=True)
 
 
+Runs = dict[str, dict[int, list[dict[str, Any]]]]
+
+
+def interleaved_runs(
+    stacks: dict[str, dict[str, Any]],
+    rounds: int,
+    levels: Sequence[int],
+    drive: Callable[[str, str, str, int], dict[str, Any]],
+    loops: dict[str, dict[str, str | None]],
+    describe: Callable[[dict[str, Any]], str],
+    server_env: dict[str, str] | None = None,
+) -> Runs:
+    """Round by round, each stack's server then its driver at each session count (machine noise hits all alike).
+
+    `drive(python, kind, url, sessions)` returns one run's result with the `loop` it ran on; a
+    driver on another loop than the benchmarks' fails the run. Each contestant's loops are recorded
+    in `loops`. Returns every run's result by stack and session count.
+    """
+    runs: Runs = {}
+    for r in range(rounds):
+        for name, spec in stacks.items():
+            with serve(spec["server"], spec["cwd"], {**(server_env or {}), **spec["env"]}) as srv:
+                python, kind = spec["client"]
+                for n in levels:
+                    res = drive(python, kind, srv.url, n)
+                    if res["loop"] != _eventloop.LOOP:
+                        raise BenchmarkError(f"the {name} driver ran on {res['loop']}, not {_eventloop.LOOP}")
+                    loops[name] = {"client": res["loop"], "server": srv.loop}
+                    runs.setdefault(name, {}).setdefault(n, []).append(res)
+                    print(f"  round {r + 1} {name:8s} {n:3d} sessions: {describe(res)}", file=sys.stderr)
+    return runs
+
+
 def describe_stacks(stacks: dict[str, dict[str, Any]], upstream_python: str) -> dict[str, dict[str, str]]:
     """What each contestant ran, for the results file: its venv, server command line and client."""
     return {
@@ -124,6 +158,21 @@ def require_loop(python: str) -> str:
     code = f"import importlib.metadata as m, {_eventloop.LOOP}; print(m.version({_eventloop.LOOP!r}))"
     what = f"{_eventloop.LOOP} in {python} (`bash scripts/upstream-venv` installs it into upstream's venv)"
     return run_checked([python, "-c", code], what=what, timeout=60).stdout.strip()
+
+
+def add_upstream_argument(parser: Any) -> None:
+    """`--upstream-python`: the venv with upstream's openenv-core (default: the one scripts/upstream-venv makes)."""
+    parser.add_argument(
+        "--upstream-python", default=str(DEFAULT_UPSTREAM), help="python of a venv with openenv-core==0.3.0"
+    )
+
+
+def require_upstream(python: str) -> None:
+    """Both sides can run on the benchmarks' loop: ours here, upstream's in its venv at `python`."""
+    if not Path(python).exists():
+        raise BenchmarkError(f"no upstream venv at {python}: run `bash scripts/upstream-venv` first")
+    _eventloop.require()
+    require_loop(python)
 
 
 def entry(main: Callable[[], None]) -> None:

@@ -35,17 +35,17 @@ from _harness import (
     HERE,
     ROOT,
     UPSTREAM_ENV,
-    BenchmarkError,
+    add_upstream_argument,
     describe_stacks,
     entry,
+    interleaved_runs,
     json_line,
-    require_loop,
+    require_upstream,
     run_checked,
     serve,
 )
 
 NAME = "step_throughput"
-DEFAULT_UPSTREAM = ROOT / ".cache" / "upstream-venv" / "bin" / "python"
 
 
 def drive(python: str, kind: str, url: str, sessions: int, seconds: float) -> dict[str, Any]:
@@ -113,21 +113,14 @@ def stacks(upstream_python: str) -> dict[str, dict[str, Any]]:
 def measure_throughput(
     upstream_python: str, seconds: float, rounds: int, levels: list[int], loops: dict[str, dict[str, str | None]]
 ) -> dict[str, dict[int, dict[str, Any]]]:
-    runs: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    defs = stacks(upstream_python)
-    for r in range(rounds):
-        for name, spec in defs.items():
-            with serve(spec["server"], spec["cwd"], spec["env"]) as srv:
-                for n in levels:
-                    res = drive(*spec["client"], srv.url, n, seconds)
-                    if res["loop"] != _eventloop.LOOP:
-                        raise BenchmarkError(f"the {name} driver ran on {res['loop']}, not {_eventloop.LOOP}")
-                    loops[name] = {"client": res["loop"], "server": srv.loop}
-                    runs.setdefault(name, {}).setdefault(n, []).append(res)
-                    print(
-                        f"  round {r + 1} {name:8s} {n:3d} sessions: {res['steps_per_s']:9.0f} steps/s  p50 {res['p50_us']:7.1f} µs",
-                        file=sys.stderr,
-                    )
+    runs = interleaved_runs(
+        stacks(upstream_python),
+        rounds,
+        levels,
+        lambda python, kind, url, n: drive(python, kind, url, n, seconds),
+        loops,
+        lambda res: f"{res['steps_per_s']:9.0f} steps/s  p50 {res['p50_us']:7.1f} µs",
+    )
     summary: dict[str, dict[int, dict[str, Any]]] = {}
     for name, per_level in runs.items():
         for n, results in per_level.items():
@@ -210,16 +203,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--idle", type=int, default=1000, help="idle sessions for the memory check (0 skips)")
-    parser.add_argument(
-        "--upstream-python", default=str(DEFAULT_UPSTREAM), help="python of a venv with openenv-core==0.3.0"
-    )
+    add_upstream_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the results document")
     _results.add_arguments(parser, NAME)
     args = parser.parse_args()
-    if not Path(args.upstream_python).exists():
-        raise BenchmarkError(f"no upstream venv at {args.upstream_python}: run `bash scripts/upstream-venv` first")
-    _eventloop.require()
-    require_loop(args.upstream_python)
+    require_upstream(args.upstream_python)
 
     loops: dict[str, dict[str, str | None]] = {}
     summary = measure_throughput(args.upstream_python, args.seconds, args.rounds, args.sessions, loops)

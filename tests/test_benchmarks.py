@@ -19,8 +19,11 @@ from tests.support.servers import ROOT
 BENCH = ROOT / "benchmarks"
 
 
-def _run(name: str, *args: str, tmp_path: Path, timeout: float = 600) -> dict[str, Any]:
-    """Run benchmarks/NAME.py with `args`; it must exit 0 and write a valid results document."""
+def _run(
+    name: str, settings: str, *, tmp_path: Path, upstream: str | None = None, timeout: float = 600
+) -> dict[str, Any]:
+    """Run benchmarks/NAME.py with `settings` (and upstream's python); it must exit 0 and write a valid results document."""
+    args = [*settings.split(), *(["--upstream-python", upstream] if upstream else [])]
     output = tmp_path / f"{name}.json"
     published = BENCH / "results" / f"{name}.json"
     before = published.read_bytes() if published.exists() else None
@@ -50,17 +53,8 @@ def _run(name: str, *args: str, tmp_path: Path, timeout: float = 600) -> dict[st
 def test_step_throughput_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
     doc = _run(
         "step_throughput",
-        "--seconds",
-        "0.3",
-        "--rounds",
-        "1",
-        "--sessions",
-        "1",
-        "4",
-        "--idle",
-        "50",
-        "--upstream-python",
-        upstream_python,
+        "--seconds 0.3 --rounds 1 --sessions 1 4 --idle 50",
+        upstream=upstream_python,
         tmp_path=tmp_path,
     )
     report = doc["results"]
@@ -75,19 +69,7 @@ def test_step_throughput_benchmark_runs(upstream_python: str, tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_rollouts_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
-    doc = _run(
-        "rollouts",
-        "--seconds",
-        "0.3",
-        "--rounds",
-        "1",
-        "--sessions",
-        "1",
-        "4",
-        "--upstream-python",
-        upstream_python,
-        tmp_path=tmp_path,
-    )
+    doc = _run("rollouts", "--seconds 0.3 --rounds 1 --sessions 1 4", upstream=upstream_python, tmp_path=tmp_path)
     report = doc["results"]
     for stack in ("engine", "ours", "upstream"):
         for n in ("1", "4"):
@@ -100,7 +82,7 @@ def test_rollouts_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cli_latency_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
-    doc = _run("cli_latency", "--rounds", "1", tmp_path=tmp_path)
+    doc = _run("cli_latency", "--rounds 1", tmp_path=tmp_path)
     medians = doc["results"]["median_ms"]
     assert set(medians) == {
         f"{side} {case}" for side in ("ours", "upstream") for case in ("--help", "validate echo_env", "validate --url")
@@ -111,23 +93,13 @@ def test_cli_latency_benchmark_runs(upstream_python: str, tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_env_steps_benchmark_runs(tmp_path: Path) -> None:
-    doc = _run("env_steps", "--seconds", "0.2", tmp_path=tmp_path)
+    doc = _run("env_steps", "--seconds 0.2", tmp_path=tmp_path)
     assert doc["results"]["steps"]["blackjack"]["4"]["steps_per_s"] > 0
 
 
 @pytest.mark.docker
 def test_cold_start_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
-    doc = _run(
-        "cold_start",
-        "--rounds",
-        "1",
-        "--pool-sizes",
-        "1,2",
-        "--upstream-python",
-        upstream_python,
-        tmp_path=tmp_path,
-        timeout=1200,
-    )
+    doc = _run("cold_start", "--rounds 1 --pool-sizes 1,2", upstream=upstream_python, tmp_path=tmp_path, timeout=1200)
     report = doc["results"]
     assert set(report["medians_s"]) == {
         "upstream client, upstream image",
@@ -149,7 +121,7 @@ def test_cold_start_benchmark_runs(upstream_python: str, tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_hub_benchmark_runs(tmp_path: Path) -> None:
-    doc = _run("hub", "--spaces", "300", "--page-size", "100", "--search-rounds", "2", "--no-build", tmp_path=tmp_path)
+    doc = _run("hub", "--spaces 300 --page-size 100 --search-rounds 2 --no-build", tmp_path=tmp_path)
     report = doc["results"]
     assert report["index"]["jobs_created"] == 300 and report["index"]["reindex_jobs"] == 0
     assert report["index"]["full_index_requests"] <= report["index"]["request_budget"]
@@ -158,13 +130,13 @@ def test_hub_benchmark_runs(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_hub_load_benchmark_runs(tmp_path: Path) -> None:
-    doc = _run("hub_load", "--envs", "200", "--concurrency", "4", "--seconds", "0.5", tmp_path=tmp_path)
+    doc = _run("hub_load", "--envs 200 --concurrency 4 --seconds 0.5", tmp_path=tmp_path)
     assert all(e["requests_per_s"] > 0 and e["non_2xx"] == 0 for e in doc["results"]["endpoints"].values())
 
 
 @pytest.mark.slow
 def test_live_index_benchmark_runs(tmp_path: Path) -> None:
-    doc = _run("live", "--spaces", "120", "--page-size", "50", "--webhooks", "10", tmp_path=tmp_path)
+    doc = _run("live", "--spaces 120 --page-size 50 --webhooks 10", tmp_path=tmp_path)
     report = doc["results"]
     assert report["webhook"]["receive"]["n"] == 10 and report["end_to_end"]["n"] == 10
     assert report["health"]["poll"]["requests"] == report["health"]["poll"]["request_budget"] == 3
