@@ -160,6 +160,46 @@ def teach_format(model: Any, tokenizer: Any, steps: int, seed: int) -> None:
     model.eval()
 
 
+DEALER_CARDS = ["A", *map(str, range(2, 11))]
+FIRST_DECISIONS = {"hard": range(4, 21), "soft": range(13, 21)}  # every two-card hand but a natural
+
+
+def decision_chart(model: Any, tokenizer: Any) -> dict[str, dict[str, dict[str, str]]]:
+    """The tiny model's greedy answer to every first decision: chart[kind][dealer][total] = word.
+
+    Each hand is asked on its own (no padding), exactly as a game's first turn shows it, so a
+    loaded checkpoint can be checked against the model that was trained.
+    """
+    import torch
+
+    chart: dict[str, dict[str, dict[str, str]]] = {}
+    was_training = bool(model.training)
+    model.eval()
+    for kind, totals in FIRST_DECISIONS.items():
+        for dealer in DEALER_CARDS:
+            row = chart.setdefault(kind, {}).setdefault(dealer, {})
+            for total in totals:
+                ids = tokenizer(f"{INSTRUCTION}\ndealer {dealer} {kind} total {total}", return_tensors="pt")[
+                    "input_ids"
+                ]
+                with torch.no_grad():
+                    logits = model(input_ids=ids.to(model.device)).logits[0, -1]
+                row[str(total)] = tokenizer.convert_ids_to_tokens(int(logits.argmax()))
+    model.train(was_training)
+    return chart
+
+
+def chart_agreement(chart: dict[str, dict[str, dict[str, str]]]) -> float:
+    """The share of the chart's cells where it makes basic strategy's decision."""
+    cells = [
+        answer == strategy.basic_strategy(int(total), kind == "soft", 1 if dealer == "A" else int(dealer))
+        for kind, rows in chart.items()
+        for dealer, row in rows.items()
+        for total, answer in row.items()
+    ]
+    return sum(cells) / len(cells)
+
+
 def _param_stats(model: Any) -> tuple[float, Any]:
     import torch
 
@@ -355,6 +395,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         results.update(play_baselines(rollout.env, eval_seeds))
         results["before"] = evaluate(model, eval_seeds)
+        charts = {"before": decision_chart(model, tokenizer)} if tiny else {}
         if args.probe_every:
             probes.append(
                 {
@@ -376,6 +417,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         trainer.train()
         elapsed = time.perf_counter() - started
         results["after"] = evaluate(trainer.model, eval_seeds)
+        if tiny:
+            charts["after"] = decision_chart(trainer.model, tokenizer)
     finally:
         rollout.close()  # stop the servers it started
 
@@ -412,6 +455,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "policies": results,
         "paired": comparison,
         "probes": probes,
+        # The tiny model's first decisions, and how many of them basic strategy would make too.
+        "charts": charts,
+        "chart_agreement": {k: chart_agreement(c) for k, c in charts.items()},
     }
     (out / "evaluation.json").write_text(json.dumps(evaluation, indent=1))
     plot.write_svg(

@@ -5,6 +5,7 @@ and comes within 0.10 of basic strategy, beyond the noise of the cards (paired 9
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -117,8 +118,12 @@ def test_episodes_were_played_on_the_servers(run: Path) -> None:
 
 @pytest.mark.slow
 def test_checkpoint_loads_and_plays_like_the_trained_policy(run: Path) -> None:
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = importlib.util.spec_from_file_location("grpo_blackjack_train", EXAMPLE / "train.py")
+    assert spec and spec.loader
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
 
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == STEPS and summary["param_l2_change"] > 0.01
@@ -127,15 +132,18 @@ def test_checkpoint_loads_and_plays_like_the_trained_policy(run: Path) -> None:
     total = float(sum(p.detach().abs().sum() for p in model.parameters()))
     assert total == pytest.approx(summary["param_abs_sum"], rel=1e-5)
 
-    def answer(dealer: str, total: int) -> str:
-        ids = tokenizer(f"blackjack : hit or stand ?\ndealer {dealer} hard total {total}", return_tensors="pt")[
-            "input_ids"
-        ]
-        with torch.no_grad():
-            out = model.generate(ids, max_new_tokens=1, do_sample=False, pad_token_id=tokenizer.pad_token_id)
-        return tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
-
-    # The clear-cut decisions, whatever the dealer shows: hit a small total, stand on 20.
-    for dealer in ("A", "4", "7", "10"):
-        assert answer(dealer, 7) == "hit", dealer
-        assert answer(dealer, 20) == "stand", dealer
+    # The loaded checkpoint makes every first decision the trained model made.
+    ev = _evaluation(run)
+    chart = train.decision_chart(model, tokenizer)
+    assert chart == ev["charts"]["after"]
+    # Its decisions moved towards basic strategy's, cell by cell (GRPO runs are not bit-for-bit
+    # repeatable: generation batches form by timing, so single cells may differ between runs).
+    agreement = ev["chart_agreement"]
+    assert agreement["after"] == pytest.approx(train.chart_agreement(chart))
+    assert agreement["after"] >= 0.7 and agreement["after"] >= agreement["before"] + 0.1, agreement
+    # The clear-cut cases: stand on hard 20 whatever the dealer shows, and hit hard totals of 11 or
+    # less (never a bust) in most cells.
+    hard = chart["hard"]
+    assert all(row["20"] == "stand" for row in hard.values()), hard
+    small = [row[str(t)] for row in hard.values() for t in range(4, 12)]
+    assert small.count("hit") >= 0.75 * len(small), hard
