@@ -3,10 +3,16 @@ the health polls.
 
 `openenv hub serve` calls `serve()`; with no configuration at all it keeps its SQLite database
 under ~/.cache/openenv-hub, indexes this repository's `envs/`, and runs the pipeline on them.
+
+The worker processes it starts die with it, even when it is killed outright (SIGKILL): the kernel
+kills them when it goes (PR_SET_PDEATHSIG on Linux), and a watchdog in each checks its parent
+elsewhere. Containers left by processes that died so are removed when the Hub starts and stops
+and when a worker starts (`sandbox.reap_leftovers`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -21,10 +27,12 @@ from hub_service.indexer.service import IndexReport, index_source
 from hub_service.pipeline.runner import source_for
 from hub_service.settings import HubSettings
 
-__all__ = ["WorkerSupervisor", "index_all", "poll_health", "reconcile", "serve", "settings_env"]
+__all__ = ["WorkerSupervisor", "index_all", "poll_health", "reconcile", "run_worker", "serve", "settings_env"]
 
 log = logging.getLogger("hub_service")
-_GRACEFUL_S = 5.0  # how long a stopping service waits for open connections (website streams)
+_GRACEFUL_S = 5  # how long a stopping service waits for open connections (website streams)
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_WORKER_ENTRY = "from hub_service.serve import run_worker; run_worker()"
 
 
 def settings_env(settings: HubSettings) -> dict[str, str]:
@@ -65,10 +73,12 @@ class WorkerSupervisor(threading.Thread):
         self.task_workers = task_workers
         self.procs: list[subprocess.Popen[bytes]] = []
         self.stopping = threading.Event()
+        self._stopped = threading.Event()
 
     def _spawn(self, tasks_only: bool) -> subprocess.Popen[bytes]:
         env = {**os.environ, **settings_env(self.settings)}
-        return subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker", *(["--tasks-only"] if tasks_only else [])], env=env)
+        flags = ["--parent", str(os.getpid()), *(["--tasks-only"] if tasks_only else [])]
+        return subprocess.Popen([sys.executable, "-c", _WORKER_ENTRY, *flags], env=env)
 
     def run(self) -> None:
         kinds = [False] * self.count + [True] * self.task_workers
@@ -78,18 +88,60 @@ class WorkerSupervisor(threading.Thread):
                 if proc.poll() is not None:
                     log.warning("worker pid %s exited with %s; starting another", proc.pid, proc.returncode)
                     self.procs[i] = self._spawn(kinds[i])
+        # The kernel's parent-death signal fires when the *thread* that started a worker ends:
+        # this thread outlives the workers' graceful stop.
+        self._stopped.wait()
 
     def stop(self) -> None:
         self.stopping.set()
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        deadline = time.monotonic() + 10
-        for proc in self.procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        try:
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.terminate()
+            deadline = time.monotonic() + 10
+            for proc in self.procs:
+                try:
+                    proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+        finally:
+            self._stopped.set()
+
+
+def run_worker() -> None:
+    """The entry point of a worker process `serve` starts (`--parent PID [--tasks-only]`): it
+    dies with its parent, then runs `hub_service.pipeline.worker.main`."""
+    args = sys.argv[1:]
+    parent = int(args[args.index("--parent") + 1]) if "--parent" in args else os.getppid()
+    _die_with_parent(parent)
+    from hub_service.pipeline.worker import main
+
+    main()
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when `parent` dies (Linux), and watch for it anyway."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+                log.warning(
+                    "prctl(PR_SET_PDEATHSIG) failed (errno %s); only the watchdog stops this worker with its parent",
+                    ctypes.get_errno(),
+                )
+        except (OSError, AttributeError):
+            log.warning("no prctl here; only the watchdog stops this worker with its parent")
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        log.warning("the Hub service (pid %s) is gone; this worker stops", parent)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="hub-parent-watchdog", daemon=True).start()
 
 
 def reconcile(settings: HubSettings) -> list[IndexReport]:
@@ -139,8 +191,16 @@ class _Every(threading.Thread):
                 return
 
 
-def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, workers: int | None = None,
-          reindex_every_s: float = 600.0, log_level: str = "info", on_ready: Any = None) -> None:
+def serve(
+    settings: HubSettings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    workers: int | None = None,
+    reindex_every_s: float = 600.0,
+    log_level: str = "info",
+    on_ready: Any = None,
+) -> None:
     """Serve the API (and website) with background indexing and pipeline workers; blocks."""
     import uvicorn
 
@@ -156,6 +216,7 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
     schedulers = [_Every("hub-reconcile", reconcile, settings, reindex_every_s)]
     if settings.hf_enabled and settings.health_poll_s > 0:
         schedulers.append(_Every("hub-health", poll_health, settings, settings.health_poll_s))
+    _reap(settings)  # a Hub killed outright, or its workers, left these
     if supervisor.count or supervisor.task_workers:
         supervisor.start()
     for thread in schedulers:
@@ -170,12 +231,20 @@ def serve(settings: HubSettings, *, host: str = "127.0.0.1", port: int = 7860, w
         # Client addresses come from X-Forwarded-For only behind a proxy we were told about;
         # otherwise anyone could claim any address and dodge the rate limits.
         # A visitor's open page keeps streams open: stopping waits for them a few seconds, not forever.
-        uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=settings.trust_forwarded_for,
-                    forwarded_allow_ips=settings.forwarded_allow_ips, timeout_graceful_shutdown=_GRACEFUL_S)
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            proxy_headers=settings.trust_forwarded_for,
+            forwarded_allow_ips=settings.forwarded_allow_ips,
+            timeout_graceful_shutdown=_GRACEFUL_S,
+        )
     finally:
         for thread in schedulers:
             thread.stopping.set()
         supervisor.stop()
+        _reap(settings)  # workers that had to be killed left their smoke containers
         if previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
 
@@ -191,6 +260,16 @@ def _retry_waiting(settings: HubSettings) -> None:
         engine.dispose()
     if woken:
         log.info("%s revisions waiting for the infrastructure run again now", woken)
+
+
+def _reap(settings: HubSettings) -> None:
+    if settings.builder == "process":
+        return  # this Hub starts no containers
+    from hub_service.pipeline.sandbox import reap_leftovers
+
+    removed = reap_leftovers(settings)
+    if removed:
+        log.info("removed %s container(s) left by processes of this Hub that died", removed)
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

@@ -46,6 +46,12 @@ class HubSettings(BaseSettings):
     smoke_timeout_s: float = 120.0
     smoke_steps: int = Field(default=5, ge=1, le=1000)
     step_timeout_s: float = 10.0
+    smoke_deadline_s: float = Field(default=600.0, gt=0, description=(
+        "Wall-clock limit of the whole smoke stage (start, calls, runtime checks); past it the server is stopped and the revision fails."))
+    stage_deadline_s: float = Field(default=1800.0, gt=0, description=(
+        "Wall-clock limit of each of the fetch, validate and build stages (keep it above build_timeout_s)."))
+    smoke_reply_max_mb: float = Field(default=4.0, gt=0, description="Largest HTTP reply (e.g. /schema) the smoke test reads from an env server.")
+    smoke_message_max_mb: float = Field(default=100.0, gt=0, description="Largest WebSocket reply the smoke test accepts from an env server.")
     smoke_memory: str = Field(default="1g", description="Memory limit of a smoke-test container.")
     smoke_cpus: float = Field(default=1.0, gt=0)
     smoke_pids: int = Field(default=256, ge=16)
@@ -53,7 +59,12 @@ class HubSettings(BaseSettings):
     smoke_tmpfs_mb: int = Field(default=256, ge=1)
     smoke_isolated_network: bool = Field(default=True, description="Smoke containers reach nothing but their own port.")
     build_memory: str = Field(default="2g", description="Memory limit of a build's RUN steps.")
-    build_network: str | None = Field(default=None, description="Docker network of a build's RUN steps (the engine's bridge when unset).")
+    build_network: str | None = Field(default=None, description=(
+        "Docker network of a build's RUN steps, overriding build_egress (BuildKit takes 'none', 'default' or 'host')."))
+    build_egress: bool = Field(default=True, description=(
+        "Builds' RUN steps may reach the network (registries, PyPI) through the engine's bridge; off: they reach nothing "
+        "(BuildKit cannot keep them off the host's services otherwise)."))
+    build_pids: int = Field(default=1024, ge=64, description="Processes a build's RUN steps may run at once (BuildKit: all builds together).")
     image_max_mb: int = Field(default=6144, ge=1, description="Images larger than this fail the build.")
     keep_images_per_env: int = Field(default=2, ge=0, description=(
         "Images of older passing main revisions kept per env, besides its current revision's and open pull requests' "
@@ -102,8 +113,17 @@ class HubSettings(BaseSettings):
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint offered to visitors (HF Inference Providers, vLLM, TGI, Ollama).")
     llm_model: str | None = None
     llm_token: SecretStr | None = Field(default=None, description="Sent only to llm_base_url, never to an endpoint typed in the form.")
-    llm_allow_custom_endpoint: bool = Field(default=True, description="Visitors may name their own endpoint in the form.")
+    llm_allowed_endpoints: list[str] = Field(default_factory=list, description=(
+        "Further base URLs visitors may pick (a JSON list); like llm_base_url they are trusted and may be private."))
+    llm_allow_custom_endpoint: bool = Field(default=False, description=(
+        "Visitors may type any endpoint; the Hub then calls it only when every address of its host is public."))
     llm_timeout_s: float = Field(default=60.0, gt=0)
+    play_max_reply_mb: float = Field(default=4.0, gt=0, description="Largest reply read from an env server in play or a model try.")
+    play_visitor_share: float = Field(default=0.25, gt=0, le=1, description=(
+        "Share of play_max_sessions one visitor may hold (at least one), on top of play_max_sessions_per_visitor."))
+    rate_web_burst: int = Field(default=60, ge=1, description="Website events (clicks, searches) a visitor may send at once...")
+    rate_web_per_minute: float = Field(default=300, gt=0)
+    web_cache_max_age_s: int = Field(default=3600, ge=60, description="Files the website's framework caches are deleted after this long.")
 
     @field_validator("data_dir")
     @classmethod

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import difflib
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +21,23 @@ from hub_service.pipeline.models import StageRun
 from hub_service.settings import HubSettings
 
 __all__ = [
-    "ListQuery", "SORTS", "all_tags", "apply_verdict", "env_versions", "get_env", "get_version", "latest_of", "list_envs", "resolve",
-    "stage_runs", "summary", "version_summary",
+    "SORTS",
+    "ListQuery",
+    "all_tags",
+    "apply_verdict",
+    "env_versions",
+    "get_env",
+    "get_version",
+    "latest_of",
+    "list_envs",
+    "resolve",
+    "stage_runs",
+    "summary",
+    "version_summary",
 ]
 
 _HUGE = 1e12
+_REVISION = re.compile(r"^[0-9a-fA-F]{7,64}$")
 # sort name -> (column expression, descending?)
 SORTS: dict[str, tuple[Any, bool]] = {
     "name": (EnvRecord.name, False),
@@ -62,11 +77,10 @@ def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
         conds.append(EnvRecord.gone.is_(False))
     if query.q:
         for word in query.q.lower().split()[:8]:
-            escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            conds.append(EnvRecord.search_text.like(f"%{escaped}%", escape="\\"))
+            conds.append(EnvRecord.search_text.like(f"%{_like_escape(word)}%", escape="\\"))
     for tag in query.tags:
         # tags are also in search_text as "#tag " tokens, which works on every backend
-        conds.append(EnvRecord.search_text.like(f"%#{tag.lower()} %"))
+        conds.append(EnvRecord.search_text.like(f"%#{_like_escape(tag.lower())} %", escape="\\"))
     if query.status:
         conds.append(EnvRecord.status == query.status)
     if query.source:
@@ -81,19 +95,52 @@ def _encode_cursor(value: Any, row_id: int) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> tuple[Any, int]:
+def _like_escape(text: str) -> str:
+    """`text` matched literally by LIKE ... ESCAPE '\\': its wildcards and escapes escaped."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+_BAD_CURSOR = "the cursor is not one this API gave out for this sort; start again without it"
+_MAX_CURSOR_INT = 2**53  # ids and counts are far below this; larger numbers no database column holds
+
+
+def _cursor_value(value: Any, sort: str) -> Any:
+    """The cursor's sort value if it has the type of the sort's column, else None."""
+    kind = sort.lstrip("-")
+    if kind == "name":
+        return value if isinstance(value, str) and "\x00" not in value else None
+    if kind == "updated":
+        if not (isinstance(value, dict) and isinstance(value.get("t"), str)):
+            return None
+        try:
+            return dt.datetime.fromisoformat(value["t"])
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if kind == "likes":
+        return value if isinstance(value, int) and abs(value) < _MAX_CURSOR_INT else None
+    return float(value) if math.isfinite(value) else None  # cold_start, step_latency
+
+
+def _decode_cursor(cursor: str, sort: str) -> tuple[Any, int]:
+    """The (sort value, row id) a cursor of `sort` carries.
+
+    Raises:
+        InvalidRequest: the cursor was not made by this API for this sort (forged, cut, or reused
+            with another sort).
+    """
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value, row_id = json.loads(raw)
-        if isinstance(value, dict) and isinstance(value.get("t"), str):
-            import datetime as dt
-
-            value = dt.datetime.fromisoformat(value["t"])
-        if (not isinstance(value, (str, int, float)) and not hasattr(value, "isoformat")) or isinstance(value, bool):
-            raise TypeError("cursor value of an unexpected type")
-        return value, int(row_id)
-    except (ValueError, TypeError) as exc:
-        raise InvalidRequest("the cursor is not one this API gave out; start again without it") from exc
+        decoded = json.loads(raw)
+    except (ValueError, TypeError) as exc:  # not base64, not UTF-8, not JSON
+        raise InvalidRequest(_BAD_CURSOR) from exc
+    if not (isinstance(decoded, list) and len(decoded) == 2):
+        raise InvalidRequest(_BAD_CURSOR)
+    value, row_id = _cursor_value(decoded[0], sort), decoded[1]
+    if value is None or isinstance(row_id, bool) or not isinstance(row_id, int) or not 0 <= row_id < _MAX_CURSOR_INT:
+        raise InvalidRequest(_BAD_CURSOR)
+    return value, row_id
 
 
 def list_envs(session: Session, query: ListQuery) -> tuple[list[EnvRecord], str | None, int]:
@@ -103,14 +150,16 @@ def list_envs(session: Session, query: ListQuery) -> tuple[list[EnvRecord], str 
     total = session.scalar(select(func.count()).select_from(EnvRecord).where(*conds)) or 0
     page_conds = list(conds)
     if query.cursor:
-        value, last_id = _decode_cursor(query.cursor)
+        value, last_id = _decode_cursor(query.cursor, query.sort)
         if desc:
             page_conds.append(or_(column < value, and_(column == value, EnvRecord.id < last_id)))
         else:
             page_conds.append(or_(column > value, and_(column == value, EnvRecord.id > last_id)))
     order = [column.desc(), EnvRecord.id.desc()] if desc else [column.asc(), EnvRecord.id.asc()]
     sort_value = column.label("sort_value")
-    rows = session.execute(select(EnvRecord, sort_value).where(*page_conds).order_by(*order).limit(query.limit + 1)).all()
+    rows = session.execute(
+        select(EnvRecord, sort_value).where(*page_conds).order_by(*order).limit(query.limit + 1)
+    ).all()
     envs = [r[0] for r in rows[: query.limit]]
     next_cursor = None
     if len(rows) > query.limit:
@@ -129,7 +178,9 @@ def get_env(session: Session, owner: str, name: str) -> EnvRecord:
     if env is not None:
         return env
     wanted = f"{owner}/{name}"
-    names = [f"{o}/{n}" for o, n in session.execute(select(EnvRecord.owner, EnvRecord.name).where(EnvRecord.gone.is_(False)))]
+    names = [
+        f"{o}/{n}" for o, n in session.execute(select(EnvRecord.owner, EnvRecord.name).where(EnvRecord.gone.is_(False)))
+    ]
     close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else "; search with GET /api/v1/envs?q=..."
     raise NotFound(f"no environment {wanted}{hint}", suggestions=close)
@@ -142,10 +193,13 @@ def get_version(session: Session, env: EnvRecord, revision: str | None) -> EnvVe
         NotFound: no such revision (or nothing indexed yet).
     """
     if revision:
-        if len(revision) < 7:
-            raise InvalidRequest("give a revision as a full sha or a prefix of at least 7 characters")
+        if not _REVISION.match(revision):
+            raise InvalidRequest("give a revision as a full sha or a prefix of at least 7 of its hex digits (0-9, a-f)")
+        revision = revision.lower()
         found = session.scalars(
-            select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.sha.startswith(revision)).limit(2)
+            select(EnvVersion)
+            .where(EnvVersion.env_id == env.id, EnvVersion.sha.startswith(revision, autoescape=True))
+            .limit(2)
         ).all()
         if len(found) == 1:
             return found[0]
@@ -157,7 +211,10 @@ def get_version(session: Session, env: EnvRecord, revision: str | None) -> EnvVe
         version = session.get(EnvVersion, env.latest_version_id)
     if version is None:
         version = session.scalar(
-            select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.ref == "main").order_by(EnvVersion.id.desc()).limit(1)
+            select(EnvVersion)
+            .where(EnvVersion.env_id == env.id, EnvVersion.ref == "main")
+            .order_by(EnvVersion.id.desc())
+            .limit(1)
         )
     if version is None:
         raise NotFound(f"{env.repo_id} has no indexed revision yet; it is queued for the pipeline")
@@ -201,20 +258,47 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
 
 def summary(env: EnvRecord) -> EnvSummary:
     return EnvSummary(
-        id=env.repo_id, owner=env.owner, name=env.name, source=env.source, title=env.title,
-        description=env.description, tags=list(env.tags or []), likes=env.likes, status=env.status,
-        stage=env.stage, sha=env.sha, url=env.host, cold_start_s=env.cold_start_s,
-        step_p50_ms=env.step_p50_ms, updated_at=env.updated_at, gone=env.gone, health=env.health,
-        deprecated=env.deprecated, successor=env.successor,
+        id=env.repo_id,
+        owner=env.owner,
+        name=env.name,
+        source=env.source,
+        title=env.title,
+        description=env.description,
+        tags=list(env.tags or []),
+        likes=env.likes,
+        status=env.status,
+        stage=env.stage,
+        sha=env.sha,
+        url=env.host,
+        cold_start_s=env.cold_start_s,
+        step_p50_ms=env.step_p50_ms,
+        updated_at=env.updated_at,
+        gone=env.gone,
+        health=env.health,
+        deprecated=env.deprecated,
+        successor=env.successor,
     )
 
 
 def version_summary(v: EnvVersion) -> VersionSummary:
     return VersionSummary(
-        sha=v.sha, ref=v.ref, state=v.state, validation_status=v.validation_status, build_status=v.build_status,
-        smoke_status=v.smoke_status, cold_start_s=v.cold_start_s, step_p50_ms=v.step_p50_ms, step_p95_ms=v.step_p95_ms,
-        failure_stage=v.failure_stage, failure_reason=v.failure_reason, waiting_code=v.waiting_code, waiting_reason=v.waiting_reason,
-        waiting_since=v.waiting_since, yanked=v.yanked, yank_reason=v.yank_reason, created_at=v.created_at,
+        sha=v.sha,
+        ref=v.ref,
+        state=v.state,
+        validation_status=v.validation_status,
+        build_status=v.build_status,
+        smoke_status=v.smoke_status,
+        cold_start_s=v.cold_start_s,
+        step_p50_ms=v.step_p50_ms,
+        step_p95_ms=v.step_p95_ms,
+        failure_stage=v.failure_stage,
+        failure_reason=v.failure_reason,
+        waiting_code=v.waiting_code,
+        waiting_reason=v.waiting_reason,
+        waiting_since=v.waiting_since,
+        yanked=v.yanked,
+        yank_reason=v.yank_reason,
+        created_at=v.created_at,
         finished_at=v.finished_at,
     )
 
@@ -231,7 +315,9 @@ def resolve(session: Session, settings: HubSettings, owner: str, name: str, revi
         raise NotFound(f"{env.repo_id} is gone from its source", gone=True)
     version = get_version(session, env, revision)
     if version.yanked and not revision:
-        raise Conflict(f"{env.repo_id}@{version.sha[:12]} was yanked; pin a revision explicitly to use it anyway", sha=version.sha)
+        raise Conflict(
+            f"{env.repo_id}@{version.sha[:12]} was yanked; pin a revision explicitly to use it anyway", sha=version.sha
+        )
     running = (env.stage or "").upper() == "RUNNING" and env.host is not None and version.sha == env.sha
     image = version.image_ref
     if env.source == "hf" and not image:
@@ -243,7 +329,17 @@ def resolve(session: Session, settings: HubSettings, owner: str, name: str, revi
     # Where the service keeps a local source's folders is its own business: never in a record.
     local["python"] = f"EnvClient.from_hub({env.repo_id + '@' + version.sha!r}, trust_remote_code=True)"
     return ResolveRecord(
-        repo_id=env.repo_id, revision=version.sha, status=env.status, stage=env.stage,
-        url=env.host if running else None, image=image, port=port, source=env.source, local=local, yanked=version.yanked,
-        deprecated=env.deprecated, successor=env.successor, deprecation_reason=env.deprecation_reason,
+        repo_id=env.repo_id,
+        revision=version.sha,
+        status=env.status,
+        stage=env.stage,
+        url=env.host if running else None,
+        image=image,
+        port=port,
+        source=env.source,
+        local=local,
+        yanked=version.yanked,
+        deprecated=env.deprecated,
+        successor=env.successor,
+        deprecation_reason=env.deprecation_reason,
     )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,6 +20,7 @@ from hub_service.audit.service import record
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
 from hub_service.db import session_scope, utcnow
+from hub_service.indexer.clean import Rejected, clean
 from hub_service.indexer.sources import Source, SourceEnv
 from hub_service.pipeline.models import Job
 
@@ -26,7 +28,18 @@ __all__ = ["IndexReport", "index_one", "index_source", "search_text"]
 
 log = logging.getLogger("hub_service.indexer")
 
-_CHEAP_FIELDS = ("tags", "likes", "private", "stage", "subdomain", "host", "title", "description", "last_modified", "location")
+_CHEAP_FIELDS = (
+    "tags",
+    "likes",
+    "private",
+    "stage",
+    "subdomain",
+    "host",
+    "title",
+    "description",
+    "last_modified",
+    "location",
+)
 
 
 @dataclass
@@ -41,6 +54,8 @@ class IndexReport:
     returned: int = 0
     jobs: int = 0
     seconds: float = 0.0
+    # "owner/name: why" for each Space left out of this pass (its card or listing cannot be stored)
+    rejected: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -48,12 +63,15 @@ class IndexReport:
 
 def search_text(owner: str, name: str, title: str | None, description: str | None, tags: list[str]) -> str:
     """What text search matches against: names, title, description, and `#tag ` tokens."""
-    words = " ".join(x for x in (f"{owner}/{name}", name.replace("_", " "), title or "", description or "") if x).lower()
+    words = " ".join(
+        x for x in (f"{owner}/{name}", name.replace("_", " "), title or "", description or "") if x
+    ).lower()
     return words + " " + "".join(f"#{t.lower()} " for t in tags)
 
 
-def index_source(factory: sessionmaker[Session], source: Source, max_attempts: int = 3, priority: int = 100,
-                 cause: str | None = None) -> IndexReport:
+def index_source(
+    factory: sessionmaker[Session], source: Source, max_attempts: int = 3, priority: int = 100, cause: str | None = None
+) -> IndexReport:
     """Index everything `source` lists; returns what changed. One transaction for the whole pass."""
     start = time.monotonic()
     report = IndexReport(source=source.name)
@@ -61,13 +79,22 @@ def index_source(factory: sessionmaker[Session], source: Source, max_attempts: i
     listed = list(source.list())  # read the source before touching the database
     now = utcnow()
     with session_scope(factory) as session:
-        existing = {(e.owner, e.name): e for e in session.scalars(select(EnvRecord).where(EnvRecord.source == source.name))}
+        existing = {
+            (e.owner, e.name): e for e in session.scalars(select(EnvRecord).where(EnvRecord.source == source.name))
+        }
         seen: set[tuple[str, str]] = set()
         to_version: list[tuple[EnvRecord, str]] = []
         events: list[_Event] = []
-        for item in listed:
+        for raw in listed:
+            if not raw.sha:
+                continue  # nothing to index yet (a Space with no commit)
+            item = _checked(raw, report)
+            if item is None:
+                if isinstance(raw.owner, str) and isinstance(raw.name, str):
+                    seen.add((raw.owner, raw.name))  # still listed: an env the catalog has is not gone
+                continue
             key = (item.owner, item.name)
-            if key in seen or not item.sha:
+            if key in seen:
                 continue
             seen.add(key)
             _apply(session, source, existing.get(key), item, now, report, to_version, events)
@@ -82,33 +109,64 @@ def index_source(factory: sessionmaker[Session], source: Source, max_attempts: i
     return report
 
 
-def index_one(factory: sessionmaker[Session], source: Source, owner: str, name: str, item: SourceEnv | None, *,
-              max_attempts: int = 3, priority: int = 50, cause: str) -> IndexReport:
+def index_one(
+    factory: sessionmaker[Session],
+    source: Source,
+    owner: str,
+    name: str,
+    item: SourceEnv | None,
+    *,
+    max_attempts: int = 3,
+    priority: int = 50,
+    cause: str,
+) -> IndexReport:
     """Index one env as `source` describes it now (`item`; None when the source no longer has it:
     deleted, private, or untagged). The same rules as a full pass, for one key."""
     report = IndexReport(source=source.name)
     now = utcnow()
     with session_scope(factory) as session:
-        env = session.scalar(select(EnvRecord).where(EnvRecord.source == source.name, EnvRecord.owner == owner, EnvRecord.name == name))
+        env = session.scalar(
+            select(EnvRecord).where(EnvRecord.source == source.name, EnvRecord.owner == owner, EnvRecord.name == name)
+        )
         to_version: list[tuple[EnvRecord, str]] = []
         events: list[_Event] = []
+        checked = _checked(item, report) if item is not None and item.sha else None
         if item is None or not item.sha:
             if env is not None and not env.gone:
                 _mark_gone(env, now, report, events)
-        else:
-            _apply(session, source, env, item, now, report, to_version, events)
+        elif checked is not None:
+            _apply(session, source, env, checked, now, report, to_version, events)
         session.flush()
         _record(session, events, cause)
         report.jobs = _enqueue(session, to_version, max_attempts, priority)
     return report
 
 
+def _checked(item: SourceEnv, report: IndexReport) -> SourceEnv | None:
+    """`item` made safe to store, or None (noted in the report and the log) when it cannot be."""
+    try:
+        return clean(item)
+    except Rejected as exc:
+        why = f"{str(item.owner)[:100]}/{str(item.name)[:100]}: {exc}"
+        report.rejected.append(why)
+        log.warning("left out of the index: %s", why)
+        return None
+
+
 # (env, kind, summary, details): audit events, recorded once new envs have ids
-_Event = tuple[EnvRecord, str, str, dict[str, object]]
+_Event = tuple[EnvRecord, str, str, dict[str, Any]]
 
 
-def _apply(session: Session, source: Source, env: EnvRecord | None, item: SourceEnv, now: dt.datetime, report: IndexReport,
-           to_version: list[tuple[EnvRecord, str]], events: list[_Event]) -> None:
+def _apply(
+    session: Session,
+    source: Source,
+    env: EnvRecord | None,
+    item: SourceEnv,
+    now: dt.datetime,
+    report: IndexReport,
+    to_version: list[tuple[EnvRecord, str]],
+    events: list[_Event],
+) -> None:
     """Bring one env in line with `item`: create it, note a new sha, or refresh cheap fields."""
     report.seen += 1
     if env is None:
@@ -124,7 +182,14 @@ def _apply(session: Session, source: Source, env: EnvRecord | None, item: Source
         events.append((env, "returned", f"{env.repo_id} is listed by {source.name} again", {}))
     if env.sha != item.sha:
         report.changed += 1
-        events.append((env, "revision", f"main moved from {str(env.sha)[:12]} to {item.sha[:12]}", {"old_sha": env.sha, "new_sha": item.sha}))
+        events.append(
+            (
+                env,
+                "revision",
+                f"main moved from {str(env.sha)[:12]} to {item.sha[:12]}",
+                {"old_sha": env.sha, "new_sha": item.sha},
+            )
+        )
         env.sha, env.indexed_at = item.sha, now
         _refresh(env, item)
         to_version.append((env, item.sha))
@@ -180,8 +245,15 @@ def _enqueue(session: Session, pairs: list[tuple[EnvRecord, str]], max_attempts:
 
 def _new_env(source: Source, item: SourceEnv, now: dt.datetime) -> EnvRecord:
     env = EnvRecord(
-        source=source.name, owner=item.owner, name=item.name, sha=item.sha, trusted=source.trusted,
-        status="pending", indexed_at=now, tags=[], likes=0,
+        source=source.name,
+        owner=item.owner,
+        name=item.name,
+        sha=item.sha,
+        trusted=source.trusted,
+        status="pending",
+        indexed_at=now,
+        tags=[],
+        likes=0,
     )
     _refresh(env, item)
     return env

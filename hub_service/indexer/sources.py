@@ -11,6 +11,7 @@ import hashlib
 import ipaddress
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +19,18 @@ from typing import Any, Protocol
 
 from hub_service.errors import SourceError
 
-__all__ = ["FetchRefused", "HfSource", "LocalSource", "Source", "SourceEnv", "check_tree", "folder_sha"]
+__all__ = ["FetchRefused", "HfSource", "LocalSource", "Source", "SourceEnv", "card_text", "check_tree", "folder_sha"]
 
-_SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".openenv-sdk"}
+_SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "node_modules",
+    ".openenv-sdk",
+}
 _EXPAND = ["sha", "tags", "likes", "private", "runtime", "subdomain", "cardData", "lastModified", "author", "sdk"]
 
 
@@ -74,11 +84,42 @@ def folder_sha(path: Path) -> str:
     return h.hexdigest()
 
 
-def _front_matter(readme: Path) -> dict[str, Any]:
+def card_text(value: Any, limit: int | None = None) -> str | None:
+    """`value` as a single line of stored text: strings and numbers as text (NULs dropped, cut to
+    `limit` characters), anything else (lists, mappings, booleans, None) as None."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    text = str(value).replace("\x00", "").strip()
+    if limit is not None:
+        text = text[:limit]
+    return text or None
+
+
+_CARD_BYTES = 256 << 10  # front matter sits at the top of a README; nothing past this is read
+
+
+def _read_card(readme: Path) -> str:
+    """The start of a local env's README: a regular file of the env's own, never what a link
+    points at (a symlink could name any file of this machine), never a FIFO or a device (which
+    could block the crawl or never end); "" when there is no such file."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        text = readme.read_text(encoding="utf-8", errors="replace")
+        fd = os.open(readme, flags)
+    except OSError:  # absent, a symlink (ELOOP), unreadable
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(_CARD_BYTES).decode("utf-8", errors="replace")
     except OSError:
-        return {}
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _front_matter(readme: Path) -> dict[str, Any]:
+    text = _read_card(readme)
     if not text.startswith("---"):
         return {}
     end = text.find("\n---", 3)
@@ -95,12 +136,27 @@ def _front_matter(readme: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _newest_mtime(folder: Path) -> float:
+    """The newest modification time of the folder's regular files (links are not followed)."""
+    newest = 0.0
+    for path in folder.rglob("*"):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            newest = max(newest, info.st_mtime)
+    return newest
+
+
 class LocalSource:
     """A folder whose subfolders are Space-shaped envs (each has an openenv.yaml)."""
 
     name = "local"
 
-    def __init__(self, root: str | Path, owner: str = "local", trusted: bool = True, max_bytes: int = 512 << 20) -> None:
+    def __init__(
+        self, root: str | Path, owner: str = "local", trusted: bool = True, max_bytes: int = 512 << 20
+    ) -> None:
         self.root = Path(root).resolve()
         self.owner = owner
         self.trusted = trusted
@@ -111,17 +167,18 @@ class LocalSource:
             raise SourceError(f"local source {self.root} is not a folder; set OPENENV_HUB_LOCAL_SOURCE")
         for folder in sorted(p for p in self.root.iterdir() if p.is_dir() and (p / "openenv.yaml").is_file()):
             front = _front_matter(folder / "README.md")
-            tags = front.get("tags") if isinstance(front.get("tags"), list) else []
-            mtime = max((p.stat().st_mtime for p in folder.rglob("*") if p.is_file()), default=0)
+            raw_tags = front.get("tags")
+            tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
+            mtime = _newest_mtime(folder)
             yield SourceEnv(
                 owner=self.owner,
                 name=folder.name,
                 sha=folder_sha(folder),
-                tags=[str(t) for t in tags],
-                title=str(front.get("title") or folder.name),
-                description=str(front.get("short_description") or front.get("description") or "") or None,
+                tags=[t for t in (card_text(t) for t in tags) if t],
+                title=card_text(front.get("title")) or folder.name,
+                description=card_text(front.get("short_description")) or card_text(front.get("description")),
                 stage="LOCAL",
-                last_modified=dt.datetime.fromtimestamp(mtime, dt.timezone.utc),
+                last_modified=dt.datetime.fromtimestamp(mtime, dt.UTC),
                 location=str(folder),
             )
 
@@ -144,7 +201,9 @@ class HfSource:
     name = "hf"
     trusted = False
 
-    def __init__(self, endpoint: str | None, token: str | None, tag: str = "openenv", max_bytes: int = 512 << 20) -> None:
+    def __init__(
+        self, endpoint: str | None, token: str | None, tag: str = "openenv", max_bytes: int = 512 << 20
+    ) -> None:
         from huggingface_hub import HfApi
 
         self.api = HfApi(endpoint=endpoint, token=token)
@@ -178,6 +237,23 @@ class HfSource:
             return None
         return self._convert(info)
 
+    def locate(self, owner: str, name: str) -> str | None:
+        """The id of the Space the Hub serves at `owner/name` now (after a move, the Hub may answer
+        an old name with the Space's new id), or None when it has none there (or none we may see).
+
+        Raises:
+            SourceError: the Hub did not answer (try again later).
+        """
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        try:
+            info = self.api.space_info(f"{owner}/{name}")
+        except RepositoryNotFoundError:
+            return None
+        except Exception as exc:
+            raise SourceError(f"reading Space {owner}/{name} failed: {exc}") from exc
+        return str(info.id)
+
     def stages(self) -> Iterator[tuple[str, str, str | None]]:
         """(owner, name, runtime stage) of every tagged Space: one listing, runtime only."""
         try:
@@ -193,20 +269,22 @@ class HfSource:
         owner, _, name = str(info.id).partition("/")
         runtime = getattr(info, "runtime", None)
         raw = getattr(runtime, "raw", None) or {}
-        card = getattr(info, "card_data", None)
-        card_dict = card.to_dict() if hasattr(card, "to_dict") else (card or {})
+        card: Any = getattr(info, "card_data", None)
+        card_dict: Any = card.to_dict() if hasattr(card, "to_dict") else card
+        if not isinstance(card_dict, dict):
+            card_dict = {}
         return SourceEnv(
             owner=owner,
             name=name,
             sha=str(info.sha or ""),
             tags=[str(t) for t in (info.tags or [])],
-            likes=int(info.likes or 0),
+            likes=info.likes if isinstance(info.likes, int) else 0,
             private=bool(info.private),
             stage=str(runtime.stage) if runtime is not None and runtime.stage is not None else None,
             subdomain=info.subdomain,
             host=_space_host(info, raw),
-            title=str(card_dict.get("title") or name),
-            description=card_dict.get("short_description") or None,
+            title=card_text(card_dict.get("title")) or name,
+            description=card_text(card_dict.get("short_description")),
             last_modified=info.last_modified,
         )
 
@@ -217,10 +295,20 @@ class HfSource:
             shutil.rmtree(dest)
         self._check_listing(owner, name, sha)
         try:
-            path = snapshot_download(
-                repo_id=f"{owner}/{name}", repo_type="space", revision=sha, local_dir=dest,
-                endpoint=self.endpoint, token=self.token,
-            ) if _accepts_endpoint() else self.api.snapshot_download(repo_id=f"{owner}/{name}", repo_type="space", revision=sha, local_dir=dest)
+            path = (
+                snapshot_download(
+                    repo_id=f"{owner}/{name}",
+                    repo_type="space",
+                    revision=sha,
+                    local_dir=dest,
+                    endpoint=self.endpoint,
+                    token=self.token,
+                )
+                if _accepts_endpoint()
+                else self.api.snapshot_download(
+                    repo_id=f"{owner}/{name}", repo_type="space", revision=sha, local_dir=dest
+                )
+            )
         except Exception as exc:
             raise SourceError(f"fetching {owner}/{name}@{sha[:12]} failed: {exc}") from exc
         cache = Path(path) / ".cache"
@@ -242,7 +330,9 @@ class HfSource:
                 raise FetchRefused(f"{owner}/{name}@{sha[:12]} has a file path that leaves its folder: {path!r}")
             total += int(sibling.size or 0)
         if total > self.max_bytes:
-            raise FetchRefused(f"{owner}/{name}@{sha[:12]} holds {total >> 20} MB of files, over the Hub's cap of {self.max_bytes >> 20} MB")
+            raise FetchRefused(
+                f"{owner}/{name}@{sha[:12]} holds {total >> 20} MB of files, over the Hub's cap of {self.max_bytes >> 20} MB"
+            )
 
 
 class FetchRefused(Exception):

@@ -5,6 +5,11 @@ outside the env (source down, engine gone or restarted, base image unreachable) 
 "waiting" for the infrastructure and gives the job back with backoff (never using up an attempt, and
 never blaming the env), and an unexpected bug in this code fails the version with the error rather
 than losing it.
+
+Every stage but publish runs against a wall-clock deadline enforced from here, not by the stage:
+it runs in a thread of its own, and when the deadline passes the runner aborts it (its server is
+stopped and removed, its event loop cancelled), fails the version (fetch: waits for the source),
+and moves on, whatever the stage was stuck on.
 """
 
 from __future__ import annotations
@@ -33,12 +38,19 @@ __all__ = ["JobRunner", "source_for"]
 
 log = logging.getLogger("hub_service.pipeline")
 
+_ABORT_GRACE_S = 30.0  # how long an aborted stage gets to stop its server before the runner moves on
+
 
 def source_for(settings: HubSettings, kind: str) -> Source:
     if kind == "local":
         if not settings.local_source:
             raise SourceError("no local source is configured (OPENENV_HUB_LOCAL_SOURCE)")
-        return LocalSource(settings.local_source, owner=settings.local_owner, trusted=settings.local_trusted, max_bytes=settings.fetch_max_mb << 20)
+        return LocalSource(
+            settings.local_source,
+            owner=settings.local_owner,
+            trusted=settings.local_trusted,
+            max_bytes=settings.fetch_max_mb << 20,
+        )
     if kind == "hf":
         token = settings.hf_token.get_secret_value() if settings.hf_token else None
         return HfSource(settings.hf_endpoint, token, tag=settings.hf_tag, max_bytes=settings.fetch_max_mb << 20)
@@ -110,28 +122,69 @@ class JobRunner:
             if version is None or env is None:
                 jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error="its version no longer exists")
                 return "failed"
-            info = {"owner": env.owner, "name": env.name, "sha": version.sha, "source": env.source, "trusted": env.trusted, "ref": version.ref}
+            info = {
+                "owner": env.owner,
+                "name": env.name,
+                "sha": version.sha,
+                "source": env.source,
+                "trusted": env.trusted,
+                "ref": version.ref,
+            }
             version.failure_stage = version.failure_reason = None
         try:
-            folder = self._stage(claim, "fetch", lambda lg: self._fetch(info, workdir, lg))
-            report = self._stage(claim, "validate", lambda lg: stages.validate(folder, f"{info['owner']}/{info['name']}", lg, run_code=info["trusted"]))
-            self._update(claim.version_id, validation=report, validation_status=report.get("status"), manifest=report.get("manifest"),
-                         readme=_readme(folder), port=env_port(folder))
+            folder = self._stage(claim, "fetch", lambda lg, ab: self._fetch(info, workdir, lg))
+            report = self._stage(
+                claim,
+                "validate",
+                lambda lg, ab: stages.validate(folder, f"{info['owner']}/{info['name']}", lg, run_code=info["trusted"]),
+            )
+            self._update(
+                claim.version_id,
+                validation=report,
+                validation_status=report.get("status"),
+                manifest=report.get("manifest"),
+                readme=_readme(folder),
+                port=env_port(folder),
+            )
             self._event(claim, "validated", f"validation {report.get('status')}", counts=report.get("summary"))
-            built = self._stage(claim, "build", lambda lg: stages.build(self.settings, folder, info["owner"], info["name"], info["sha"], info["trusted"], lg))
-            self._update(claim.version_id, build_status="passed", builder=built.builder, image_ref=built.image_ref, build_seconds=round(built.seconds, 2))
+            built = self._stage(
+                claim,
+                "build",
+                lambda lg, ab: stages.build(
+                    self.settings, folder, info["owner"], info["name"], info["sha"], info["trusted"], lg
+                ),
+            )
+            self._update(
+                claim.version_id,
+                build_status="passed",
+                builder=built.builder,
+                image_ref=built.image_ref,
+                build_seconds=round(built.seconds, 2),
+            )
             self._event(claim, "built", f"built with {built.builder} in {built.seconds:.1f}s", image=built.image_ref)
-            smoke = self._stage(claim, "smoke", lambda lg: stages.smoke(self.settings, built, folder, lg))
+            smoke = self._stage(claim, "smoke", lambda lg, ab: stages.smoke(self.settings, built, folder, lg, ab))
             merged = _merge_reports(report, smoke.runtime_report)
             self._update(
-                claim.version_id, smoke_status="passed", cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms,
-                step_p95_ms=smoke.step_p95_ms, validation=merged, validation_status=merged.get("status"),
+                claim.version_id,
+                smoke_status="passed",
+                cold_start_s=smoke.cold_start_s,
+                step_p50_ms=smoke.step_p50_ms,
+                step_p95_ms=smoke.step_p95_ms,
+                validation=merged,
+                validation_status=merged.get("status"),
             )
             rejected = f", {smoke.rejected} of its actions rejected by the env" if smoke.rejected else ""
-            self._event(claim, "smoke_tested", f"smoke test passed: cold start {smoke.cold_start_s:.2f}s, step p50 {smoke.step_p50_ms:.1f} ms{rejected}",
-                        cold_start_s=smoke.cold_start_s, step_p50_ms=smoke.step_p50_ms, rejected_actions=smoke.rejected,
-                        first_rejection=smoke.first_rejection, rewards_outside_declared_range=smoke.rewards_outside_range)
-            self._stage(claim, "publish", lambda lg: self._publish(claim, lg))
+            self._event(
+                claim,
+                "smoke_tested",
+                f"smoke test passed: cold start {smoke.cold_start_s:.2f}s, step p50 {smoke.step_p50_ms:.1f} ms{rejected}",
+                cold_start_s=smoke.cold_start_s,
+                step_p50_ms=smoke.step_p50_ms,
+                rejected_actions=smoke.rejected,
+                first_rejection=smoke.first_rejection,
+                rewards_outside_declared_range=smoke.rewards_outside_range,
+            )
+            self._stage(claim, "publish", lambda lg, ab: self._publish(claim, lg), deadline=False)
         except stages.Transient as exc:
             return self._wait(claim, exc)
         except _Failed as exc:
@@ -141,25 +194,42 @@ class JobRunner:
         jobs.finish(self.factory, claim.job_id, self.worker_id, ok=True)
         return "passed"
 
-    def _stage(self, claim: jobs.Claim, name: str, fn: Any) -> Any:
+    def _stage(self, claim: jobs.Claim, name: str, fn: Any, *, deadline: bool = True) -> Any:
+        """Run `fn(log, abort)` as stage `name`, recorded; within its deadline unless `deadline` is False
+        (publish: a few database writes, which must not be abandoned half-way)."""
         if self._beat.lost:  # cancelled (a closed pull request) or reclaimed: stop before the next stage
             raise _Lost()
         stage_log = stages.StageLog()
         with session_scope(self.factory) as session:
-            run = StageRun(job_id=claim.job_id, version_id=claim.version_id, attempt=claim.attempt, stage=name, status="running")
+            run = StageRun(
+                job_id=claim.job_id, version_id=claim.version_id, attempt=claim.attempt, stage=name, status="running"
+            )
             session.add(run)
             session.flush()
             run_id = run.id
         status, result, failure = "passed", None, None
         start = time.monotonic()
         try:
-            result = fn(stage_log)
+            result = self._within(claim, name, fn, stage_log) if deadline else fn(stage_log, stages.Abort())
         except stages.ValidationFailed as exc:
-            status, failure = "failed", _Failed(name, exc.reason, {"validation": exc.report, "validation_status": exc.report.get("status"), "manifest": exc.report.get("manifest")})
+            status, failure = (
+                "failed",
+                _Failed(
+                    name,
+                    exc.reason,
+                    {
+                        "validation": exc.report,
+                        "validation_status": exc.report.get("status"),
+                        "manifest": exc.report.get("manifest"),
+                    },
+                ),
+            )
         except stages.StageFailed as exc:
             status, failure = "failed", _Failed(name, exc.reason)
         except stages.Transient as exc:
-            stage_log(f"not the env's failure: the infrastructure failed ({exc.code}); the revision waits for it and runs again: {exc}")
+            stage_log(
+                f"not the env's failure: the infrastructure failed ({exc.code}); the revision waits for it and runs again: {exc}"
+            )
             status = "failed"
             self._close_stage(run_id, status, stage_log, start)
             raise
@@ -179,7 +249,54 @@ class JobRunner:
             raise failure
         return result
 
+    def _deadline(self, name: str) -> tuple[float, str]:
+        if name == "smoke":
+            return self.settings.smoke_deadline_s, "OPENENV_HUB_SMOKE_DEADLINE_S"
+        return self.settings.stage_deadline_s, "OPENENV_HUB_STAGE_DEADLINE_S"
+
+    def _within(self, claim: jobs.Claim, name: str, fn: Any, stage_log: stages.StageLog) -> Any:
+        """`fn(stage_log, abort)` in a thread of its own, stopped from here at the stage's deadline.
+
+        Raises:
+            StageFailed: the deadline passed (the env's doing: its server was stopped).
+            Transient: the fetch's deadline passed (the source's doing).
+            Whatever `fn` raised.
+        """
+        limit, setting = self._deadline(name)
+        abort = stages.Abort()
+        outcome: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                outcome["result"] = fn(stage_log, abort)
+            except BaseException as exc:  # handed to the runner's thread, which decides what it means
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=target, name=f"stage-{name}-job-{claim.job_id}", daemon=True)
+        thread.start()
+        thread.join(limit)
+        if thread.is_alive():
+            stage_log(f"the {name} stage ran past its deadline of {limit:g}s ({setting}); stopping it")
+            abort.abort()
+            thread.join(_ABORT_GRACE_S)
+            if thread.is_alive():
+                log.warning("stage %s of job %s is still winding down after its abort; moving on", name, claim.job_id)
+            if name == "fetch":
+                raise stages.Transient(
+                    f"fetching the revision took longer than {limit:g}s ({setting})", code=stages.Transient.SOURCE
+                )
+            if name == "smoke":
+                raise stages.StageFailed(
+                    f"the smoke stage did not finish within {limit:g}s ({setting}); its server was stopped. "
+                    "Does the server answer every request promptly, with a complete reply?"
+                )
+            raise stages.StageFailed(f"the {name} stage did not finish within {limit:g}s ({setting})")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("result")
+
     def _close_stage(self, run_id: int, status: str, stage_log: stages.StageLog, start: float) -> None:
+        stage_log.close()  # a stage abandoned at its deadline may still be winding down: what it says now is not kept
         with session_scope(self.factory) as session:
             run = session.get(StageRun, run_id)
             if run is not None:
@@ -216,8 +333,14 @@ class JobRunner:
         """The infrastructure failed this run: the version waits for it, and the job comes back
         after a backoff (sooner when the engine answers again; see `jobs.wake_waiting`)."""
         reason = str(exc)[:4000]
-        delay = jobs.wait_for_infrastructure(self.factory, claim.job_id, self.worker_id, reason,
-                                             first_s=self.settings.infra_retry_s, max_s=self.settings.infra_retry_max_s)
+        delay = jobs.wait_for_infrastructure(
+            self.factory,
+            claim.job_id,
+            self.worker_id,
+            reason,
+            first_s=self.settings.infra_retry_s,
+            max_s=self.settings.infra_retry_max_s,
+        )
         if delay is None:
             return "lost"
         with session_scope(self.factory) as session:
@@ -234,7 +357,9 @@ class JobRunner:
                 env.status = "waiting"
             if first:
                 hooks.version_waiting(session, env, version, cause=_cause(claim))
-        log.warning("job %s waits for the infrastructure (%s), retried in %.0fs: %s", claim.job_id, exc.code, delay, reason)
+        log.warning(
+            "job %s waits for the infrastructure (%s), retried in %.0fs: %s", claim.job_id, exc.code, delay, reason
+        )
         return "waiting"
 
     def _update(self, version_id: int, **values: Any) -> None:

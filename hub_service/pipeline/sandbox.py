@@ -7,10 +7,15 @@ nothing can be reached — no NAT to the outside world, no traffic between conta
 connections to the host — while the Hub still reaches the server through its port published on
 127.0.0.1. Builds get a time limit, a memory limit and an image size cap. Nothing of the service's
 own environment (tokens, database URL, secrets) is passed to either.
+
+Every container the Hub starts carries `HUB_LABEL` (which Hub: a digest of its database URL) besides
+the client's owner label (host, pid and start time of the process that started it); `reap_leftovers`
+removes the Hub's containers whose owner died (a worker killed mid-smoke, a Hub killed outright).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -21,8 +26,19 @@ from typing import Any
 from hub_service.settings import HubSettings
 
 __all__ = [
-    "BRIDGE_NAME", "SMOKE_ENV", "SMOKE_NETWORK", "SMOKE_USER", "build_limits", "confined_provider", "ensure_smoke_network",
-    "grant", "smoke_run_options",
+    "BRIDGE_NAME",
+    "HUB_LABEL",
+    "SMOKE_ENV",
+    "SMOKE_NETWORK",
+    "SMOKE_USER",
+    "build_limits",
+    "build_options",
+    "confined_provider",
+    "ensure_smoke_network",
+    "grant",
+    "hub_instance",
+    "reap_leftovers",
+    "smoke_run_options",
 ]
 
 log = logging.getLogger("hub_service.sandbox")
@@ -31,6 +47,7 @@ SMOKE_NETWORK = "openenv-hub-smoke"
 SMOKE_USER = "1000:1000"  # the uid a Hugging Face Space runs as
 SMOKE_ENV = {"HOME": "/tmp"}  # a writable home for libraries that cache under ~
 BRIDGE_NAME = "oe-hub-smoke0"
+HUB_LABEL = "org.openenv.hub.instance"
 _lock = threading.Lock()
 _ready: set[str] = set()
 
@@ -110,18 +127,33 @@ def grant(settings: HubSettings, declared: Any) -> tuple[dict[str, Any], list[st
         memory_mb, cpus = min(resources.memory_mb, cap_mb), min(resources.cpu, cap_cpu)
         options = {"mem_limit": f"{memory_mb}m", "memswap_limit": f"{memory_mb}m", "nano_cpus": int(cpus * 1e9)}
         capped = " (capped by the Hub's limits)" if (memory_mb, cpus) != (resources.memory_mb, resources.cpu) else ""
-        notes.append(f"declared resources: {resources.cpu:g} cpu, {resources.memory_mb} MB; granted {cpus:g} cpu, {memory_mb} MB{capped}")
+        notes.append(
+            f"declared resources: {resources.cpu:g} cpu, {resources.memory_mb} MB; granted {cpus:g} cpu, {memory_mb} MB{capped}"
+        )
     network = getattr(declared, "network", None)
     if network is not None:
         if network.mode == "no-network" or not settings.smoke_isolated_network:
-            notes.append(f"declared network: {network.mode}; granted" + (" (the sandbox reaches nothing)" if network.mode == "no-network" else ""))
+            notes.append(
+                f"declared network: {network.mode}; granted"
+                + (" (the sandbox reaches nothing)" if network.mode == "no-network" else "")
+            )
         else:
-            notes.append(f"declared network: {network.mode}; not granted: the Hub's sandbox reaches nothing beyond the server's own port")
+            notes.append(
+                f"declared network: {network.mode}; not granted: the Hub's sandbox reaches nothing beyond the server's own port"
+            )
     return options, notes
 
 
-def confined_provider(settings: HubSettings, image: str, *, startup_timeout_s: float, read_only: bool = True,
-                      labels: dict[str, str] | None = None, port: int = 8000, overrides: dict[str, Any] | None = None) -> Any:
+def confined_provider(
+    settings: HubSettings,
+    image: str,
+    *,
+    startup_timeout_s: float,
+    read_only: bool = True,
+    labels: dict[str, str] | None = None,
+    port: int = 8000,
+    overrides: dict[str, Any] | None = None,
+) -> Any:
     """A DockerProvider for `image`, whose server listens on `port` in the container, with every
     confinement above (smoke tests and play sessions); `overrides` replace resource limits (see
     `grant`)."""
@@ -131,15 +163,53 @@ def confined_provider(settings: HubSettings, image: str, *, startup_timeout_s: f
 
     network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
     return DockerProvider(
-        image, port=port, pull="never", startup_timeout_s=startup_timeout_s, env=dict(SMOKE_ENV), user=SMOKE_USER,
-        run_options={**smoke_run_options(settings, network, read_only=read_only), **(overrides or {})}, labels=dict(labels or {}),
+        image,
+        port=port,
+        pull="never",
+        startup_timeout_s=startup_timeout_s,
+        env=dict(SMOKE_ENV),
+        user=SMOKE_USER,
+        run_options={**smoke_run_options(settings, network, read_only=read_only), **(overrides or {})},
+        labels={**(labels or {}), HUB_LABEL: hub_instance(settings)},
     )
+
+
+def hub_instance(settings: HubSettings) -> str:
+    """Which Hub this is, as a label value: a digest of its database URL (its workers share it)."""
+    return hashlib.sha256(settings.sqlalchemy_url.encode()).hexdigest()[:16]
+
+
+def reap_leftovers(settings: HubSettings) -> int:
+    """Remove this Hub's containers whose starting process is gone (on this host); returns how
+    many. Containers of live workers and play sessions, and of other hosts, are left alone."""
+    from openenv.client.providers import lifecycle
+
+    try:
+        removed = lifecycle.gc(labels={HUB_LABEL: hub_instance(settings)})
+    except Exception:  # the engine may be down: the next start tries again
+        log.warning("could not look for leftover containers of this Hub", exc_info=True)
+        return 0
+    for item in removed:
+        log.info("removed leftover %s %s (its process %s is gone)", item.kind, item.name, item.owner)
+    return len(removed)
 
 
 def build_limits(settings: HubSettings) -> dict[str, Any]:
     """`container_limits` for the build's RUN steps (memory in bytes; the legacy builder's knobs)."""
     memory = _bytes(settings.build_memory)
     return {"memory": memory, "memswap": memory}
+
+
+def build_options(settings: HubSettings) -> dict[str, Any]:
+    """`build_image` keyword arguments that confine a build: memory, processes, disk written while
+    it runs (the image cap), and its network: none unless the operator allows egress or names one."""
+    network = settings.build_network or (None if settings.build_egress else "none")
+    return {
+        "container_limits": build_limits(settings),
+        "network_mode": network,
+        "pids_limit": settings.build_pids,
+        "disk_limit_mb": settings.image_max_mb,
+    }
 
 
 def _bytes(size: str) -> int:

@@ -94,6 +94,10 @@ class Worker:
 
     def run_forever(self, poll_s: float = 1.0) -> None:
         log.info("worker %s started", self.worker_id)
+        if self.settings.builder != "process" and (self.kinds is None or "pipeline" in self.kinds):
+            from hub_service.pipeline.sandbox import reap_leftovers
+
+            reap_leftovers(self.settings)  # smoke containers of workers that were killed
         while not self.stopping.is_set():
             try:
                 outcome = self.run_once()

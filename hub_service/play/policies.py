@@ -7,15 +7,24 @@ parse is shown and counted, never a crash.
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import json
 import random
 import re
+import socket
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
+import httpcore2  # the openai client is built on httpx2 and httpcore2
+import httpx2
+
+from hub_service.play.errors import PlayError
 from hub_service.schema_refs import deref
 
-__all__ = ["Decision", "LLMPolicy", "Policy", "RandomPolicy", "parse_action", "random_action"]
+__all__ = ["Decision", "EndpointRefused", "LLMPolicy", "Policy", "RandomPolicy", "check_public_endpoint", "parse_action",
+           "random_action"]
 
 _WORDS = ("hello", "world", "apple", "crane", "north", "seven", "green", "river", "stone", "light", "print(1)", "ok")
 _MAX_OBS_CHARS = 6000
@@ -88,15 +97,15 @@ def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: 
         high = int(s["maximum"] if "maximum" in s else s["exclusiveMaximum"] - 1 if "exclusiveMaximum" in s else low + 10)
         return rng.randint(low, max(low, high))
     if kind == "number":
-        low = float(s.get("minimum", 0.0))
-        return rng.uniform(low, float(s.get("maximum", low + 10.0)))
+        start = float(s.get("minimum", 0.0))
+        return rng.uniform(start, float(s.get("maximum", start + 10.0)))
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "string" and not s.get("pattern") and not s.get("format"):
         word = rng.choice(_WORDS)
-        low, high = int(s.get("minLength", 0)), s.get("maxLength")
-        word = word + "x" * max(0, low - len(word))
-        return word[: int(high)] if high is not None else word
+        shortest, longest = int(s.get("minLength", 0)), s.get("maxLength")
+        word = word + "x" * max(0, shortest - len(word))
+        return word[: int(longest)] if longest is not None else word
     if kind == "array":
         count = int(s.get("minItems", 0)) or (1 if rng.random() < 0.5 else 0)
         return [_random_value(s.get("items", {}), root, rng, depth + 1) for _ in range(count)]
@@ -110,15 +119,23 @@ class LLMPolicy:
     """Asks a chat model behind an OpenAI-compatible endpoint for one JSON action per step."""
 
     def __init__(self, *, base_url: str, model: str, token: str | None, schema: dict[str, Any], env_name: str,
-                 description: str, timeout_s: float = 60.0, temperature: float = 0.0) -> None:
+                 description: str, timeout_s: float = 60.0, temperature: float = 0.0, public_only: bool = True) -> None:
+        """`public_only`: connect only to public addresses (an endpoint a visitor typed); False only
+        for endpoints the operator configured, which may well be on a private network."""
         from openai import AsyncOpenAI
 
         self.name = f"LLM {model}"
         self.model = model
         self.schema = schema
         self.temperature = temperature
+        # No redirects (a public endpoint must not bounce the Hub to an internal one), no proxies
+        # from the environment, and for visitors' endpoints every connection checked on its way out
+        # (so a name that resolves differently the second time still cannot reach inside).
+        transport = _PublicOnlyTransport() if public_only else httpx2.AsyncHTTPTransport(trust_env=False)
+        http = httpx2.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout_s)
         # max_retries=0: a failing endpoint is shown at once; the visitor decides to try again.
-        self.client = AsyncOpenAI(base_url=base_url, api_key=token or "no-token", timeout=timeout_s, max_retries=0)
+        self.client = AsyncOpenAI(base_url=base_url, api_key=token or "no-token", timeout=timeout_s, max_retries=0,
+                                  http_client=http)
         self.system = (
             f"You are playing the reinforcement-learning environment {env_name}. {description}\n"
             "Each turn you see the latest observation as JSON. Reply with exactly one action: a JSON object "
@@ -151,10 +168,121 @@ class LLMPolicy:
             self.turns.append({"role": "assistant", "content": "Understood."})
 
 
+_STATUS_REASONS = {401: "the token was refused", 403: "access was refused", 404: "no such model or path at this endpoint",
+                   408: "it timed out", 413: "the request was too large for it", 429: "it is rate limiting; try again later"}
+
+
 def _openai_error(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return f"{type(exc).__name__}{f' ({status})' if status else ''}: {text[:300]}"
+    """Status and a short generic reason; never the endpoint's own text (it may be an internal page)."""
+    from openai import APIConnectionError, APIStatusError, APITimeoutError
+
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, EndpointRefused):
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(exc, APIStatusError):
+        status = exc.status_code
+        if 300 <= status < 400:
+            reason = "it answered with a redirect, which this Hub does not follow; use the endpoint's final URL"
+        elif status >= 500:
+            reason = "the endpoint itself failed"
+        else:
+            reason = _STATUS_REASONS.get(status, "the request was refused")
+        return f"HTTP {status}: {reason}"
+    if isinstance(exc, APITimeoutError):
+        return "it did not answer in time"
+    if isinstance(exc, APIConnectionError):
+        return "could not connect to it; check the base URL"
+    return f"it gave an answer this Hub cannot read ({type(exc).__name__})"
+
+
+# -- which endpoints a visitor may make the Hub call ------------------------------------------
+
+
+class EndpointRefused(httpcore2.ConnectError):
+    """A visitor's endpoint resolves to an address the Hub does not call for visitors."""
+
+
+def _why_refused(address: str) -> str | None:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        ip = ip.ipv4_mapped or ip.sixtofour or ip
+    for test, what in ((ip.is_loopback, "a loopback"), (ip.is_link_local, "a link-local"), (ip.is_private, "a private"),
+                       (ip.is_unspecified, "an unspecified"), (ip.is_multicast, "a multicast"), (ip.is_reserved, "a reserved"),
+                       (not ip.is_global, "a non-public")):
+        if test:
+            return f"{ip}, {what} address"
+    return None
+
+
+async def _public_addresses(host: str, port: int) -> list[str]:
+    """Every address `host` resolves to, when all are public.
+
+    Raises:
+        EndpointRefused: any address is not public, or the name does not resolve.
+    """
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise EndpointRefused(f"the model endpoint's host {host!r} does not resolve ({exc}); check the base URL") from None
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    for address in addresses:
+        why = _why_refused(address)
+        if why is not None:
+            raise EndpointRefused(f"the model endpoint's host {host!r} resolves to {why}: this Hub lets visitors' models "
+                                  "play only through public endpoints (an operator can list a private one in "
+                                  "OPENENV_HUB_LLM_ALLOWED_ENDPOINTS)")
+    if not addresses:
+        raise EndpointRefused(f"the model endpoint's host {host!r} has no address; check the base URL")
+    return addresses
+
+
+async def check_public_endpoint(base_url: str) -> None:
+    """Refuse a visitor's endpoint unless it is http(s) and every address of its host is public.
+
+    Raises:
+        PlayError: what is wrong with the URL, or which address was refused and why.
+    """
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PlayError("the base URL must start with http:// or https:// and name a host (e.g. https://router.huggingface.co/v1)")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise PlayError(f"the base URL's port is not a number: {base_url!r}") from None
+    try:
+        await _public_addresses(parts.hostname, port)
+    except EndpointRefused as exc:
+        raise PlayError(str(exc)) from None
+
+
+class _PublicOnlyBackend(httpcore2.AsyncNetworkBackend):
+    """Connects only to public addresses, and to the very address it checked (no second lookup)."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                          socket_options: Any = None) -> httpcore2.AsyncNetworkStream:
+        addresses = await _public_addresses(host, port)
+        return await self._inner.connect_tcp(addresses[0], port, timeout=timeout, local_address=local_address,
+                                             socket_options=socket_options)
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Any = None) -> httpcore2.AsyncNetworkStream:
+        raise EndpointRefused("the model endpoint must be an http(s) URL")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _PublicOnlyTransport(httpx2.AsyncHTTPTransport):
+    def __init__(self) -> None:
+        super().__init__(trust_env=False)
+        # The TLS handshake still names the original host (SNI, certificate check): only the TCP
+        # connection goes to the checked address.
+        self._pool = httpcore2.AsyncConnectionPool(ssl_context=httpx2.create_ssl_context(), network_backend=_PublicOnlyBackend())
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +49,7 @@ class PlaySession:
     created: float = field(default_factory=time.monotonic)
     last_active: float = field(default_factory=time.monotonic)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    max_reply_mb: float = 0.0  # the client's cap on one reply (play_max_reply_mb), named when it trips
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
@@ -55,7 +58,8 @@ class PlaySession:
         """Start an episode; returns {"observation", "reward", "done"}."""
         async with self.lock:
             self.touch()
-            result = await self.client.reset(**({"seed": seed} if seed is not None else {}))
+            with self._naming_the_cap():
+                result = await self.client.reset(**({"seed": seed} if seed is not None else {}))
             self.history, self.episode_return = [], 0.0
             self.last = _payload(result)
             return self.last
@@ -69,7 +73,8 @@ class PlaySession:
         """
         async with self.lock:
             self.touch()
-            result = await self.client.step(action)
+            with self._naming_the_cap():
+                result = await self.client.step(action)
             self.last = _payload(result)
             self.episode_return += float(result.reward or 0.0)
             self.history.append({"action": action, "reward": result.reward, "done": result.done})
@@ -78,7 +83,32 @@ class PlaySession:
     async def state(self) -> dict[str, Any]:
         async with self.lock:
             self.touch()
-            return await self.client.state()
+            with self._naming_the_cap():
+                return await self.client.state()
+
+    @contextlib.contextmanager
+    def _naming_the_cap(self) -> Iterator[None]:
+        from openenv.errors import EnvDisconnectedError
+
+        try:
+            yield
+        except EnvDisconnectedError as exc:
+            if exc.close_code != 1009:  # MESSAGE_TOO_BIG: the client cut off a reply over its cap
+                raise
+            raise EnvDisconnectedError(f"the env sent a reply larger than this Hub's limit of {self.max_reply_mb:g} MB "
+                                       "(play_max_reply_mb), so its session was closed; press Reset to start a new one",
+                                       url=exc.url, close_code=exc.close_code) from None
+
+
+async def _read_capped(reply: Any, limit: int) -> bytes | None:
+    """The body of a streamed httpx reply, or None as soon as it passes `limit` bytes."""
+    chunks, size = [], 0
+    async for chunk in reply.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _payload(result: Any) -> dict[str, Any]:
@@ -95,11 +125,12 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
     env = catalog.get_env(db, owner, name)
     version = catalog.get_version(db, env, record.revision)
     key = f"{record.repo_id}@{record.revision}"
-    if record.url:
-        return Target(key=key, how="space", url=record.url)
+    # Checked before the live Space too: a running Space whose revision failed is not offered.
     if version.state != "passed":
         why = f"failed at {version.failure_stage}: {version.failure_reason}" if version.state == "failed" else f"is {version.state}"
         raise NotPlayable(f"{record.repo_id} cannot be played: its latest revision {why}. Come back when it passes the Hub's checks.")
+    if record.url:
+        return Target(key=key, how="space", url=record.url)
     from openenv.client.providers import ProcessProvider
 
     timeout = settings.play_start_timeout_s
@@ -127,7 +158,7 @@ class PlayManager:
         self.limiter = limiter  # hub_service.limits.RateLimiter: "play" and "model" categories
         self.pool = InstancePool(max_instances=settings.play_max_instances, linger_s=settings.play_instance_linger_s)
         self.sessions: dict[tuple[str, str], PlaySession] = {}
-        self._opening: set[tuple[str, str]] = set()
+        self._opening: dict[tuple[str, str], str] = {}  # sessions being started: key → visitor
         self._reaper: asyncio.Task[None] | None = None
 
     # -- sessions ----------------------------------------------------------------------------
@@ -158,8 +189,9 @@ class PlayManager:
             raise PlayError("a session is already being started in this tab; wait a moment")
         if kind == "play":  # model tries are counted per run, by whoever starts one
             self.check_rate("play", visitor)
+        # Checked and reserved with no await in between, so simultaneous starts all count.
         self._check_caps(visitor)
-        self._opening.add(key)
+        self._opening[key] = visitor
         try:
             with self.factory() as db:
                 target = resolve_target(db, self.settings, owner, name)
@@ -171,12 +203,13 @@ class PlayManager:
                 await self.pool.release(instance)
                 raise
             session = PlaySession(id=uuid.uuid4().hex[:12], tab=tab, kind=kind, visitor=visitor, env_id=f"{owner}/{name}",
-                                  instance=instance, client=client, action_schema=schema, description=description)
+                                  instance=instance, client=client, action_schema=schema, description=description,
+                                  max_reply_mb=self.settings.play_max_reply_mb)
             self.sessions[key] = session
             log.info("play session %s opened on %s (%s)", session.id, target.key, target.how)
             return session
         finally:
-            self._opening.discard(key)
+            self._opening.pop(key, None)
 
     def check_rate(self, category: str, visitor: str) -> None:
         """Count one start (a play session, a model-try run) against the visitor's rate limit.
@@ -191,11 +224,17 @@ class PlayManager:
             what = "play sessions" if category == "play" else "model tries"
             raise PlayLimit(f"you have started too many {what} in a short time; try again in {decision.retry_after_s}s")
 
+    def visitor_cap(self) -> int:
+        """Sessions one visitor may hold: their own cap, and no more than their share of all."""
+        share = max(1, int(self.settings.play_max_sessions * self.settings.play_visitor_share))
+        return min(self.settings.play_max_sessions_per_visitor, share)
+
     def _check_caps(self, visitor: str) -> None:
         if len(self.sessions) + len(self._opening) >= self.settings.play_max_sessions:
             raise PlayLimit(f"all {self.settings.play_max_sessions} play sessions of this Hub are in use; try again in a few minutes")
-        if sum(1 for s in self.sessions.values() if s.visitor == visitor) >= self.settings.play_max_sessions_per_visitor:
-            raise PlayLimit(f"you already have {self.settings.play_max_sessions_per_visitor} play sessions open; "
+        held = sum(1 for s in self.sessions.values() if s.visitor == visitor) + sum(1 for v in self._opening.values() if v == visitor)
+        if held >= self.visitor_cap():
+            raise PlayLimit(f"you already have {self.visitor_cap()} play sessions open or starting; "
                             "close another tab (or wait for it to time out) first")
 
     async def _connect(self, instance: Instance) -> tuple[Any, dict[str, Any]]:
@@ -206,12 +245,19 @@ class PlayManager:
 
         assert instance.url is not None
         timeout = self.settings.step_timeout_s
+        limit_mb = self.settings.play_max_reply_mb
         try:
-            async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
-                reply = await http.get(instance.url.rstrip("/") + "/schema")
-                reply.raise_for_status()
-                schema = reply.json().get("action") or {}
-            client = GenericEnvClient(instance.url, message_timeout_s=timeout, connect_timeout_s=timeout)
+            async with httpx.AsyncClient(timeout=timeout, trust_env=False, follow_redirects=False) as http:
+                async with http.stream("GET", instance.url.rstrip("/") + "/schema") as reply:
+                    reply.raise_for_status()
+                    body = await _read_capped(reply, int(limit_mb * (1 << 20)))
+                if body is None:
+                    raise PlayStartError(f"{instance.target.key} did not accept a session: its /schema reply is larger than "
+                                         f"{limit_mb:g} MB (play_max_reply_mb); its author can slim it down")
+                document = json.loads(body)
+                schema = (document.get("action") if isinstance(document, dict) else None) or {}
+            client = GenericEnvClient(instance.url, message_timeout_s=timeout, connect_timeout_s=timeout,
+                                      max_message_size_mb=limit_mb)
             await client.connect()
         except (OpenEnvError, httpx.HTTPError, ValueError) as exc:
             raise PlayStartError(f"{instance.target.key} did not accept a session: {exc}") from exc

@@ -1,9 +1,19 @@
-"""The bot's comment on a pull request: one markdown document, rewritten as the check progresses."""
+"""The bot's comment on a pull request: one markdown document, rewritten as the check progresses.
+
+Everything a Space controls (validation messages, file names, build and smoke errors) reaches the
+comment only through `_code` (a one-line code span that cannot be closed early) or `_escape`
+(markdown and HTML metacharacters escaped): no links, images, HTML or @mentions of the Space's
+making render, and no address of the Hub's own machine (loopback, private and container addresses)
+is posted, not even the report link when the Hub has no public address.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = ["MARKER", "ReportView", "render"]
 
@@ -48,7 +58,7 @@ class ReportView:
 
 def render(view: ReportView) -> str:
     """The markdown comment for `view`."""
-    short = view.sha[:12]
+    short = re.sub(r"[^0-9a-f]", "", view.sha.lower())[:12]
     head = {
         "queued": f"### ⏳ OpenEnv checks queued for `{short}`",
         "running": f"### ⏳ OpenEnv checks running on `{short}`",
@@ -58,8 +68,11 @@ def render(view: ReportView) -> str:
     }.get(view.state, f"### OpenEnv checks: {view.state} for `{short}`")
     parts = [MARKER, head, ""]
     if view.state == "cancelled":
-        parts.append(f"This pull request is {view.pr_status}; its checks were stopped." if view.pr_status in ("closed", "merged")
-                     else "The checks of this revision were stopped (a newer push replaced it).")
+        parts.append(
+            f"This pull request is {view.pr_status}; its checks were stopped."
+            if view.pr_status in ("closed", "merged")
+            else "The checks of this revision were stopped (a newer push replaced it)."
+        )
         parts.append("")
     parts += _stages(view)
     failures = _failures(view)
@@ -70,9 +83,12 @@ def render(view: ReportView) -> str:
         parts += ["", f"<details><summary>{len(warnings)} warning(s)</summary>", "", *warnings, "", "</details>"]
     if view.state == "passed":
         parts += ["", *_latency(view)]
-    parts += ["", f"[Full report]({view.report_url})" + (f" · [log of the failing stage]({view.log_url})" if view.log_url else "")]
-    parts += ["", f"<sub>Checked by the OpenEnv Hub: validate → build → smoke test of `refs/pr/{view.num}` at `{short}`. "
-                  "This comment is updated on every push.</sub>"]
+    parts += ["", _links(view)]
+    parts += [
+        "",
+        f"<sub>Checked by the OpenEnv Hub: validate → build → smoke test of `refs/pr/{view.num}` at `{short}`. "
+        "This comment is updated on every push.</sub>",
+    ]
     return "\n".join(parts) + "\n"
 
 
@@ -105,40 +121,57 @@ def _checks(view: ReportView, status: str) -> list[dict[str, Any]]:
 def _where(check: dict[str, Any]) -> str:
     if not check.get("file"):
         return ""
-    return f" (`{check['file']}`" + (f" line {check['line']}" if check.get("line") else "") + ")"
+    line = check.get("line")
+    return f" ({_code(check['file'], 200)}" + (f" line {line}" if isinstance(line, int) else "") + ")"
 
 
 def _failures(view: ReportView) -> list[str]:
     lines = []
     for check in _checks(view, "fail")[:20]:
-        lines.append(f"- **`{check.get('id')}`**{_where(check)}: {check.get('message')}")
+        lines.append(f"- **{_code(check.get('id'), 100)}**{_where(check)}: {_code(check.get('message'))}")
         if check.get("remediation"):
-            lines.append(f"  - Fix: {check['remediation']}")
+            lines.append(f"  - Fix: {_escape(check['remediation'])}")
     if view.state == "failed" and view.failure_stage not in (None, "validate"):
-        lines.append(f"- **{view.failure_stage}**: {_one_line(view.failure_reason)}")
+        lines.append(f"- **{_escape(view.failure_stage or '')}**: {_code(view.failure_reason or 'no reason recorded')}")
         lines.append(f"  - Fix: {_STAGE_HELP.get(view.failure_stage or '', _STAGE_HELP['worker'])}")
     elif view.state == "failed" and not lines:
-        lines.append(f"- **{view.failure_stage or 'check'}**: {_one_line(view.failure_reason)}")
+        lines.append(
+            f"- **{_escape(view.failure_stage or 'check')}**: {_code(view.failure_reason or 'no reason recorded')}"
+        )
         lines.append(f"  - Fix: {_STAGE_HELP['validate']}")
     return lines
 
 
 def _warnings(view: ReportView) -> list[str]:
-    return [f"- `{c.get('id')}`{_where(c)}: {c.get('message')}" + (f" — {c['remediation']}" if c.get("remediation") else "")
-            for c in _checks(view, "warn")[:20]]
+    return [
+        f"- {_code(c.get('id'), 100)}{_where(c)}: {_code(c.get('message'))}"
+        + (f" — {_escape(c['remediation'])}" if c.get("remediation") else "")
+        for c in _checks(view, "warn")[:20]
+    ]
 
 
 def _latency(view: ReportView) -> list[str]:
-    rows = [("cold start", "cold_start_s", "s", 2), ("step p50", "step_p50_ms", "ms", 2), ("step p95", "step_p95_ms", "ms", 2)]
+    rows = [
+        ("cold start", "cold_start_s", "s", 2),
+        ("step p50", "step_p50_ms", "ms", 2),
+        ("step p95", "step_p95_ms", "ms", 2),
+    ]
     if not view.main_sha or not any(view.main_figures.get(k) for _, k, _, _ in rows):
         lines = ["**Latency** (main has no measured revision to compare with yet)", "", "| | this PR |", "|---|---|"]
         for label, key, unit, digits in rows:
             lines.append(f"| {label} | {_num(view.figures.get(key), unit, digits)} |")
         return lines
-    lines = [f"**Latency** against `main` at `{view.main_sha[:12]}`", "", "| | this PR | main | change |", "|---|---|---|---|"]
+    lines = [
+        f"**Latency** against `main` at `{view.main_sha[:12]}`",
+        "",
+        "| | this PR | main | change |",
+        "|---|---|---|---|",
+    ]
     for label, key, unit, digits in rows:
         mine, theirs = view.figures.get(key), view.main_figures.get(key)
-        lines.append(f"| {label} | {_num(mine, unit, digits)} | {_num(theirs, unit, digits)} | {_change(mine, theirs)} |")
+        lines.append(
+            f"| {label} | {_num(mine, unit, digits)} | {_num(theirs, unit, digits)} | {_change(mine, theirs)} |"
+        )
     return lines
 
 
@@ -153,6 +186,80 @@ def _change(mine: float | None, theirs: float | None) -> str:
     return f"{pct:+.0f}%"
 
 
-def _one_line(text: str | None) -> str:
-    flat = " ".join((text or "no reason recorded").split())
-    return flat if len(flat) <= 500 else flat[:497] + "..."
+def _links(view: ReportView) -> str:
+    """The links to the report; none when the Hub's own address is all there is to link to."""
+    if _internal_url(view.report_url):
+        return (
+            "<sub>No link to the full report: this Hub has no public address (its operator can set "
+            "`OPENENV_HUB_PUBLIC_URL`).</sub>"
+        )
+    return f"[Full report]({view.report_url})" + (
+        f" · [log of the failing stage]({view.log_url})" if view.log_url else ""
+    )
+
+
+def _internal_url(url: str) -> bool:
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return True
+    return not host or _internal_host(host)
+
+
+def _internal_host(host: str) -> bool:
+    host = host.strip("[]").lower().rstrip(".")
+    if host in ("localhost", "host.docker.internal") or host.endswith((".localhost", ".local", ".internal")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return not address.is_global
+
+
+# URLs and bare host:port pairs naming this machine or its containers (loopback, private, link-local).
+_ADDRESS = re.compile(
+    r"(?i)(?:\b[a-z][a-z0-9+.-]*://)?"
+    r"(?:\[[0-9a-f:.]+\]|localhost\b|host\.docker\.internal\b|\d{1,3}(?:\.\d{1,3}){3}\b)"
+    r"(?::\d{1,5})?(?:/[^\s`'\"<>]*)?"
+)
+
+
+def _redact(text: str) -> str:
+    def swap(match: re.Match[str]) -> str:
+        raw = match.group(0)
+        host = re.sub(r"(?i)^[a-z][a-z0-9+.-]*://", "", raw)
+        host = (
+            host[1 : host.index("]")]
+            if host.startswith("[") and "]" in host
+            else re.split(r"[:/]", host, maxsplit=1)[0]
+        )
+        return "[internal address]" if _internal_host(host) else raw
+
+    return _ADDRESS.sub(swap, text)
+
+
+def _defuse(text: str) -> str:
+    """Break what renders even as plain text: @mentions and bare URLs (a word joiner, invisible)."""
+    return re.sub(r"(?i)(www)\.", "\\1\u2060.", text.replace("@", "@\u2060").replace("://", ":\u2060//"))
+
+
+def _flat(value: object, limit: int) -> str:
+    flat = _redact(" ".join(str(value).split()))
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _code(value: object, limit: int = 500) -> str:
+    """`value` as one inert inline code span: on one line, shortened, internal addresses
+    redacted, backticks replaced (the span cannot be closed from inside), mentions and URLs broken."""
+    flat = _defuse(_flat(value, limit).replace("`", "\u02cb"))
+    return f"`{flat}`" if flat.strip() else "`(empty)`"
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+!|~&])")
+
+
+def _escape(value: object, limit: int = 500) -> str:
+    """`value` as plain text: one line, shortened, internal addresses redacted, every markdown
+    and HTML metacharacter backslash-escaped, mentions and URLs broken."""
+    return _MARKDOWN.sub(r"\\\1", _defuse(_flat(value, limit)))

@@ -10,15 +10,20 @@ __all__ = ["mount_website"]
 def mount_website(app: Any) -> Any:
     """Mount the website on the service `app` (after its API routes, which keep precedence).
 
-    Creates the app's `PlayManager` (`app.state.play`), whose sessions the lifespan closes.
+    Creates the app's `PlayManager` (`app.state.play`), whose sessions the lifespan closes, and
+    guards the website's routes (`WebsiteGuard`: a rate limit per visitor, no uploads).
     """
     import gradio as gr
 
+    from hub_service.limits import RateLimiter
     from hub_service.play.sessions import PlayManager
+    from hub_service.ui.guard import WebsiteGuard
     from hub_service.ui.site import CSS, HEAD, build_site, theme
 
-    play = PlayManager(app.state.settings, app.state.sessionmaker, getattr(app.state, "limiter", None))
+    settings = app.state.settings
+    play = PlayManager(settings, app.state.sessionmaker, getattr(app.state, "limiter", None))
     app.state.play = play
-    blocks = build_site(app.state.settings, app.state.sessionmaker, play)
+    blocks = build_site(settings, app.state.sessionmaker, play)
+    app.add_middleware(WebsiteGuard, limiter=RateLimiter({"web": (settings.rate_web_burst, settings.rate_web_per_minute)}))
     return gr.mount_gradio_app(app, blocks, path="", theme=theme(), css=CSS, head=HEAD, footer_links=[],
                                ssr_mode=False, show_error=True)

@@ -18,9 +18,11 @@ __all__ = ["parse_seed", "play_panel", "visitor_of"]
 
 
 def visitor_of(request: gr.Request | None) -> str:
-    """Who a request comes from, for the per-visitor cap: the client's address."""
+    """Who a request comes from, for the per-visitor caps and rate limits (`visitor_key`)."""
+    from hub_service.ui.guard import visitor_key
+
     client = getattr(request, "client", None)
-    return str(getattr(client, "host", None) or "unknown")
+    return visitor_key(getattr(client, "host", None))
 
 
 def parse_seed(text: str | None) -> int | None:

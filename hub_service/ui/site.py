@@ -152,7 +152,9 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
     from hub_service.ui.try_panel import try_panel
 
     pages = _Pages(settings, factory)
-    with gr.Blocks(title="OpenEnv Hub", analytics_enabled=False) as site:
+    # Gradio caches files it serves or receives; none of them need to outlive an hour (by default).
+    cache = (settings.web_cache_max_age_s, settings.web_cache_max_age_s)
+    with gr.Blocks(title="OpenEnv Hub", analytics_enabled=False, delete_cache=cache) as site:
         current = gr.State(None)
         gr.HTML('<div style="display:flex;gap:12px;align-items:baseline"><h1 style="margin:0"><a href="./" style="text-decoration:none">'
                 'OpenEnv Hub</a></h1><span>Environments for agentic RL that pass their checks: browse them, play them, '
@@ -168,15 +170,14 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
             with gr.Tab("Environment", id="env"):
                 header = gr.HTML(views.message("Choose an environment in the catalog."), elem_id="oe-env-header")
                 with gr.Tabs():
-                    with gr.Tab("Overview"):
-                        with gr.Row():
-                            with gr.Column(scale=3):
-                                readme = gr.HTML(elem_id="oe-readme")
-                            with gr.Column(scale=2):
-                                gr.Markdown("**How to use**")
-                                python = gr.Code(language="python", label="Python", elem_id="oe-usage-python")
-                                shell = gr.Code(language="shell", label="Command line", elem_id="oe-usage-shell")
-                                manifest = gr.Code(language="json", label="Manifest (openenv.yaml)", elem_id="oe-manifest")
+                    with gr.Tab("Overview"), gr.Row():
+                        with gr.Column(scale=3):
+                            readme = gr.HTML(elem_id="oe-readme")
+                        with gr.Column(scale=2):
+                            gr.Markdown("**How to use**")
+                            python = gr.Code(language="python", label="Python", elem_id="oe-usage-python")
+                            shell = gr.Code(language="shell", label="Command line", elem_id="oe-usage-shell")
+                            manifest = gr.Code(language="json", label="Manifest (openenv.yaml)", elem_id="oe-manifest")
                     with gr.Tab("Checks"):
                         figures = gr.HTML(elem_id="oe-figures-box")
                         gr.Markdown("**Validation report**")

@@ -10,38 +10,48 @@ import gradio as gr
 from hub_service.errors import HubError
 from hub_service.play.episodes import run_episodes
 from hub_service.play.errors import PlayError
-from hub_service.play.policies import LLMPolicy, Policy, RandomPolicy
+from hub_service.play.policies import LLMPolicy, Policy, RandomPolicy, check_public_endpoint
 from hub_service.play.sessions import PlayManager, PlaySession
 from hub_service.settings import HubSettings
 from hub_service.ui import views
 from hub_service.ui.play_panel import _env_parts, parse_seed, visitor_of
 
-__all__ = ["choose_endpoint", "try_panel"]
+__all__ = ["choose_endpoint", "trusted_endpoints", "try_panel"]
 
 BASELINE = "Random baseline (schema-valid actions)"
 LLM = "LLM (OpenAI-compatible endpoint)"
 
 
+def trusted_endpoints(settings: HubSettings) -> set[str]:
+    """The base URLs the operator configured (no trailing slash): called without an address check."""
+    listed = [settings.llm_base_url or "", *settings.llm_allowed_endpoints]
+    return {u.strip().rstrip("/") for u in listed if u.strip()}
+
+
 def choose_endpoint(settings: HubSettings, base_url: str, model: str, token: str) -> tuple[str, str, str | None]:
     """The endpoint, model and token to use: the form's, else the service's.
 
-    The service's token goes only to the service's own endpoint: an endpoint typed in the form
-    gets only the token typed with it.
+    The service's token goes only to the service's own endpoint: any other endpoint gets only the
+    token typed with it. An endpoint the operator did not list is allowed only when custom
+    endpoints are on (`check_public_endpoint` then vets its addresses).
 
     Raises:
-        PlayError: no endpoint or model is known, or custom endpoints are turned off.
+        PlayError: no endpoint or model is known, or this endpoint is not allowed.
     """
-    base_url, model, token = (base_url or "").strip(), (model or "").strip(), (token or "").strip()
+    base_url, model, token = (base_url or "").strip().rstrip("/"), (model or "").strip(), (token or "").strip()
     own = (settings.llm_base_url or "").rstrip("/")
-    if base_url and base_url.rstrip("/") != own:
-        if not settings.llm_allow_custom_endpoint:
-            raise PlayError("this Hub only lets models try through its own endpoint; leave the base URL empty")
-        if not base_url.startswith(("http://", "https://")):
-            raise PlayError("the base URL must start with http:// or https:// (e.g. https://router.huggingface.co/v1)")
+    if base_url and base_url != own:
+        if base_url not in trusted_endpoints(settings):
+            if not settings.llm_allow_custom_endpoint:
+                offered = ", ".join(sorted(trusted_endpoints(settings))) or "none"
+                raise PlayError(f"this Hub lets models try only through the endpoints its operator lists ({offered}); "
+                                "leave the base URL empty to use its own")
+            if not base_url.startswith(("http://", "https://")):
+                raise PlayError("the base URL must start with http:// or https:// (e.g. https://router.huggingface.co/v1)")
         chosen_token = token or None
     else:
         if not own:
-            raise PlayError("this Hub has no model endpoint configured: enter a base URL (e.g. http://127.0.0.1:11434/v1 for Ollama)")
+            raise PlayError("this Hub has no model endpoint configured: enter one of the base URLs its operator lists")
         base_url = own
         chosen_token = token or (settings.llm_token.get_secret_value() if settings.llm_token else None)
     model = model or (settings.llm_model or "")
@@ -58,7 +68,7 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
             policy = gr.Radio([BASELINE, LLM], value=BASELINE, label="Policy", elem_id="oe-try-policy")
             with gr.Group(visible=False) as llm_box:
                 base_url = gr.Textbox(label="Base URL", elem_id="oe-try-base-url",
-                                      placeholder=settings.llm_base_url or "https://router.huggingface.co/v1, http://127.0.0.1:8000/v1, ...")
+                                      placeholder=", ".join(sorted(trusted_endpoints(settings))) or "https://router.huggingface.co/v1")
                 model = gr.Textbox(label="Model", value=default_model, elem_id="oe-try-model")
                 token = gr.Textbox(label="Token", type="password", elem_id="oe-try-token",
                                    placeholder="the Hub's own token is used with its own endpoint" if settings.llm_token else "optional")
@@ -85,9 +95,10 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
             n_episodes = max(1, min(int(n), settings.try_max_episodes))
             n_steps = max(1, min(int(steps), settings.try_max_steps))
             yield [views.try_summary(None, f"starting {env_id}..."), ""]
+            endpoint = await _endpoint(settings, kind, url, name, secret)  # refused before any env starts
             play.check_rate("model", visitor_of(request))
             session = await play.open(tab, visitor_of(request), owner, env_name, kind="try")
-            chosen = _policy(settings, session, kind, url, name, secret, seed_value)
+            chosen = _policy(settings, session, endpoint, seed_value)
             async for event in run_episodes(session, chosen, episodes=n_episodes, max_steps=n_steps,
                                             seed=seed_value):
                 if event["type"] == "summary":
@@ -111,10 +122,21 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
               concurrency_limit=None)
 
 
-def _policy(settings: HubSettings, session: PlaySession, kind: str, url: str, name: str, secret: str,
-            seed_value: int | None) -> Policy:
+async def _endpoint(settings: HubSettings, kind: str, url: str, name: str, secret: str) -> tuple[str, str, str | None, bool] | None:
+    """(base URL, model, token, public only) for an LLM run, vetted; None for the baseline."""
     if kind != LLM:
-        return RandomPolicy(session.action_schema, seed=seed_value)
+        return None
     base_url, model, token = choose_endpoint(settings, url, name, secret)
+    public_only = base_url not in trusted_endpoints(settings)
+    if public_only:
+        await check_public_endpoint(base_url)
+    return base_url, model, token, public_only
+
+
+def _policy(settings: HubSettings, session: PlaySession, endpoint: tuple[str, str, str | None, bool] | None,
+            seed_value: int | None) -> Policy:
+    if endpoint is None:
+        return RandomPolicy(session.action_schema, seed=seed_value)
+    base_url, model, token, public_only = endpoint
     return LLMPolicy(base_url=base_url, model=model, token=token, schema=session.action_schema, env_name=session.env_id,
-                     description=session.description, timeout_s=settings.llm_timeout_s)
+                     description=session.description, timeout_s=settings.llm_timeout_s, public_only=public_only)

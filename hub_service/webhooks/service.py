@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,9 @@ def check_secret(settings: HubSettings, given: str | None) -> None:
         Unauthorized: no secret was sent.
     """
     if settings.webhook_secret is None:
-        raise Forbidden("webhooks are not enabled on this service: set OPENENV_HUB_WEBHOOK_SECRET and give the Hub the same secret")
+        raise Forbidden(
+            "webhooks are not enabled on this service: set OPENENV_HUB_WEBHOOK_SECRET and give the Hub the same secret"
+        )
     if not given:
         raise Unauthorized("send the webhook's secret in the X-Webhook-Secret header")
     expected = settings.webhook_secret.get_secret_value().encode("utf-8")
@@ -76,6 +79,22 @@ def _holds_nul(value: object) -> bool:
     return False
 
 
+MAX_DEPTH = 32  # a Hub payload nests 4 levels; far deeper JSON is an attack on the parser
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def _too_deep(body: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether arrays and objects nest deeper than `limit` anywhere in `body` (JSON text), found
+    without parsing it: deep enough JSON exhausts the parser's recursion."""
+    depth = 0
+    for match in _BRACKET.finditer(_STRING.sub(b'""', body)):
+        depth += 1 if match.group() in (b"[", b"{") else -1
+        if depth > limit:
+            return True
+    return False
+
+
 def parse(body: bytes) -> tuple[WebhookPayload, str]:
     """The payload and its idempotency key (sha256 of its canonical JSON). The body's size is
     capped before it gets here (hub_service/limits.py: OPENENV_HUB_MAX_BODY_BYTES).
@@ -83,6 +102,10 @@ def parse(body: bytes) -> tuple[WebhookPayload, str]:
     Raises:
         InvalidPayload: not JSON, or not a Hub webhook payload (the message says what is wrong).
     """
+    if _too_deep(body):
+        raise InvalidPayload(
+            f"the webhook body nests arrays or objects more than {MAX_DEPTH} levels deep; no Hub payload does"
+        )
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
@@ -113,9 +136,16 @@ def receive(factory: sessionmaker[Session], settings: HubSettings, payload: Webh
             if known is not None:
                 return Accepted(known.id, "duplicate", f"delivery {known.id} had this payload ({known.outcome})")
             delivery = WebhookDelivery(
-                key=key, scope=payload.event.scope, action=payload.event.action, repo_type=payload.repo.type,
-                repo=payload.repo.name, head_sha=payload.repo.headSha, webhook_id=payload.webhook.id,
-                discussion_num=payload.discussion.num if payload.discussion else None, outcome="ignored", job_ids=[],
+                key=key,
+                scope=payload.event.scope,
+                action=payload.event.action,
+                repo_type=payload.repo.type,
+                repo=payload.repo.name,
+                head_sha=payload.repo.headSha,
+                webhook_id=payload.webhook.id,
+                discussion_num=payload.discussion.num if payload.discussion else None,
+                outcome="ignored",
+                job_ids=[],
             )
             session.add(delivery)
             session.flush()
@@ -128,7 +158,14 @@ def receive(factory: sessionmaker[Session], settings: HubSettings, payload: Webh
         with factory() as session:
             known_id = session.scalar(select(WebhookDelivery.id).where(WebhookDelivery.key == key))
         return Accepted(known_id, "duplicate", f"delivery {known_id} had this payload")
-    log.info("webhook %s %s %s: %s %s", payload.event.scope, payload.event.action, payload.repo.name, result.status, result.reason or result.jobs)
+    log.info(
+        "webhook %s %s %s: %s %s",
+        payload.event.scope,
+        payload.event.action,
+        payload.repo.name,
+        result.status,
+        result.reason or result.jobs,
+    )
     return result
 
 
@@ -164,12 +201,17 @@ def _pr_jobs(session: Session, settings: HubSettings, repo: str, nums: list[int]
     if not settings.pr_bot:
         return [], "the pull-request bot is off (OPENENV_HUB_PR_BOT)"
     owner, _, name = repo.partition("/")
-    env = session.scalar(select(EnvRecord.id).where(EnvRecord.source == "hf", EnvRecord.owner == owner, EnvRecord.name == name,
-                                                   EnvRecord.gone.is_(False)))
+    env = session.scalar(
+        select(EnvRecord.id).where(
+            EnvRecord.source == "hf", EnvRecord.owner == owner, EnvRecord.name == name, EnvRecord.gone.is_(False)
+        )
+    )
     if env is None:
         return [], f"{repo} is not an indexed Space"
     ids = []
     for num in nums:
-        job, _ = enqueue_task(session, "pr_sync", f"pr:{repo}#{num}", {"repo": repo, "num": num, "cause": cause}, priority=PRIORITY_PR)
+        job, _ = enqueue_task(
+            session, "pr_sync", f"pr:{repo}#{num}", {"repo": repo, "num": num, "cause": cause}, priority=PRIORITY_PR
+        )
         ids.append(job.id)
     return ids, ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlalchemy import select
@@ -17,6 +18,8 @@ from hub_service.pipeline.tasks import TaskContext
 
 __all__ = ["index_repo"]
 
+log = logging.getLogger("hub_service.webhooks")
+
 
 def index_repo(ctx: TaskContext, payload: dict[str, Any]) -> str:
     """Index `payload["repo"]` (and its new name after a move); returns what changed."""
@@ -25,6 +28,10 @@ def index_repo(ctx: TaskContext, payload: dict[str, Any]) -> str:
     repo, cause = str(payload["repo"]), str(payload.get("cause") or "webhook")
     moved_to = payload.get("moved_to")
     if moved_to:
+        refusal = _unconfirmed_move(source, repo, str(moved_to))
+        if refusal is not None:  # a payload is a hint, never the truth: nothing moves on its word
+            log.warning("move of %s to %s refused: %s", repo, moved_to, refusal)
+            return f"{repo}: move to {moved_to} refused: {refusal}"
         with session_scope(ctx.factory) as session:
             _move(session, repo, str(moved_to), cause)
         repo = str(moved_to)
@@ -34,19 +41,48 @@ def index_repo(ctx: TaskContext, payload: dict[str, Any]) -> str:
     return f"{repo}: " + ", ".join(f"{k} {v}" for k, v in report.as_dict().items() if isinstance(v, int) and v)
 
 
+def _unconfirmed_move(source: HfSource, old: str, new: str) -> str | None:
+    """Why the Hub does not confirm that `old` is now `new` (None when it does): the Space must be
+    at the new name, and the old name must have nothing of its own (the Hub may redirect it).
+
+    Raises:
+        SourceError: the Hub did not answer (the job is tried again later).
+    """
+    at_new = source.locate(*new.split("/", 1))
+    if at_new != new:
+        return f"the Hub has no Space {new}"
+    at_old = source.locate(*old.split("/", 1))
+    if at_old is not None and at_old != new:
+        return f"the Hub still has {old}; a moved Space leaves its old name"
+    return None
+
+
 def _move(session: Session, old: str, new: str, cause: str) -> None:
     """Follow a renamed Space: the env keeps its history under the new name (unless the new name
     is already in the catalog, and then the old entry is gone)."""
-    envs = {e.repo_id: e for e in session.scalars(select(EnvRecord).where(
-        EnvRecord.source == "hf", ((EnvRecord.owner == old.split("/")[0]) & (EnvRecord.name == old.split("/")[1]))
-        | ((EnvRecord.owner == new.split("/")[0]) & (EnvRecord.name == new.split("/")[1])),
-    ))}
+    envs = {
+        e.repo_id: e
+        for e in session.scalars(
+            select(EnvRecord).where(
+                EnvRecord.source == "hf",
+                ((EnvRecord.owner == old.split("/")[0]) & (EnvRecord.name == old.split("/")[1]))
+                | ((EnvRecord.owner == new.split("/")[0]) & (EnvRecord.name == new.split("/")[1])),
+            )
+        )
+    }
     env = envs.get(old)
     if env is None or env.gone:
         return
     if new in envs:
         env.gone, env.gone_at = True, utcnow()
-        record(session, env, "moved", f"{old} moved to {new}, which the catalog already has; {old} is gone", cause=cause, moved_to=new)
+        record(
+            session,
+            env,
+            "moved",
+            f"{old} moved to {new}, which the catalog already has; {old} is gone",
+            cause=cause,
+            moved_to=new,
+        )
         return
     env.owner, env.name = new.split("/")
     record(session, env, "moved", f"{old} moved to {new}", cause=cause, moved_from=old, moved_to=new)

@@ -4,13 +4,19 @@ The protocol answers every request frame with exactly one reply frame, in order,
 matched to requests by a FIFO of futures: no lock, no per-request task, and several requests can
 be in flight at once. Built on picows (a Cython WebSocket implementation) because this path runs
 once per step of every rollout.
+
+A reply is capped as a whole (`max_message_bytes`), not only frame by frame: a server that
+fragments a huge reply into many continuation frames is cut off once their sum passes the cap,
+so the client's memory never grows with what a server sends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections import deque
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from picows import WSCloseCode, WSError, WSFrame, WSHandshakeError, WSListener, WSMsgType, WSTransport, ws_connect
@@ -24,6 +30,7 @@ _TEXT = WSMsgType.TEXT
 _BINARY = WSMsgType.BINARY
 _CONTINUATION = WSMsgType.CONTINUATION
 _CLOSE = WSMsgType.CLOSE
+_TOO_BIG = 1009  # WebSocket close code: a message over the receiver's limit
 
 
 def ws_url_for(base_url: str) -> str:
@@ -45,35 +52,53 @@ class _Listener(WSListener):
         super().__init__()
         self.conn = conn
         self.parts: list[bytes] | None = None
+        self.size = 0  # bytes of the fragmented message so far
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+        if self.conn._too_big:
+            return  # frames still buffered after a reply over the cap: the connection is closing
         kind = frame.msg_type
         if kind is _TEXT or kind is _BINARY:
+            if frame.payload_size > self.conn.max_message_bytes:
+                # picows reports an over-size frame and closes, but may hand it over all the same
+                self.parts = None
+                self.conn._too_large(transport)
+                return
             if frame.fin:
                 self.conn._deliver(frame.get_payload_as_bytes())
             else:
-                self.parts = [frame.get_payload_as_bytes()]
+                self.parts, self.size = [frame.get_payload_as_bytes()], frame.payload_size
         elif kind is _CONTINUATION:
             if self.parts is not None:
+                self.size += frame.payload_size
+                if self.size > self.conn.max_message_bytes:
+                    self.parts = None  # dropped before the next frame is read: memory stays at the cap
+                    self.conn._too_large(transport)
+                    return
                 self.parts.append(frame.get_payload_as_bytes())
                 if frame.fin:
                     payload, self.parts = b"".join(self.parts), None
                     self.conn._deliver(payload)
         elif kind is _CLOSE:
-            code = frame.get_close_code()
-            self.conn._close_info = (int(code.value) if hasattr(code, "value") else int(code), frame.get_close_reason())
+            code: Any = frame.get_close_code()
+            self.conn._close_info = (int(getattr(code, "value", code)), frame.get_close_reason())
             transport.send_close(WSCloseCode.OK)
             transport.disconnect()
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
+        sent = transport.close_handshake.sent if transport.close_handshake is not None else None
+        if sent is not None and sent.code == WSCloseCode.MESSAGE_TOO_BIG and not self.conn._too_big:
+            # one frame over the cap: picows refused it and closed the connection
+            self.conn._too_big, self.conn._error = True, self.conn._too_large_error()
         self.conn._on_disconnected()
 
 
 class Connection:
     """A connected WebSocket with request/reply matching. Create with `Connection.open`."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, max_message_bytes: int = 100 << 20) -> None:
         self.url = url
+        self.max_message_bytes = max_message_bytes
         self.transport: WSTransport | None = None
         self.extensions: frozenset[str] = frozenset()
         self.is_ours = False
@@ -81,19 +106,18 @@ class Connection:
         self._early: deque[bytes] = deque()
         self._close_info: tuple[int, str] | None = None
         self._error: EnvDisconnectedError | None = None
+        self._too_big = False
         self._loop = asyncio.get_running_loop()
 
     @classmethod
-    async def open(
-        cls, url: str, *, headers: dict[str, str], timeout_s: float, max_message_bytes: int
-    ) -> Connection:
+    async def open(cls, url: str, *, headers: dict[str, str], timeout_s: float, max_message_bytes: int) -> Connection:
         """Connect and handshake.
 
         Raises:
             EnvConnectionError: refused, unreachable, or the handshake was rejected.
             EnvTimeoutError: no handshake within `timeout_s`.
         """
-        conn = cls(url)
+        conn = cls(url, max_message_bytes)
         ssl_context = ssl.create_default_context() if url.startswith("wss://") else None
         try:
             transport, _ = await asyncio.wait_for(
@@ -110,7 +134,9 @@ class Connection:
                 timeout_s,
             )
         except TimeoutError:
-            raise EnvTimeoutError(f"no WebSocket handshake from {url} within {timeout_s:g}s; is the server up?", url=url) from None
+            raise EnvTimeoutError(
+                f"no WebSocket handshake from {url} within {timeout_s:g}s; is the server up?", url=url
+            ) from None
         except WSHandshakeError as exc:
             status = getattr(getattr(exc, "response", None), "status", None)
             has_token = any(k.lower() == "authorization" for k in headers)
@@ -129,7 +155,9 @@ class Connection:
             # The peer went away mid-handshake (e.g. a server being killed still had its
             # listening socket open for a moment); picows can hand back a dead transport then.
             transport.disconnect(graceful=False)
-            raise EnvConnectionError(f"the connection to {url} was lost during the handshake; is the server running?", url=url)
+            raise EnvConnectionError(
+                f"the connection to {url} was lost during the handshake; is the server running?", url=url
+            )
         conn.transport = transport
         announced = transport.response.headers.get(PROTOCOL_HEADER)
         if announced:
@@ -154,7 +182,7 @@ class Connection:
             return self._early.popleft()
         if self._error is not None:
             raise self._error
-        fut = self._loop.create_future()
+        fut: asyncio.Future[bytes] = self._loop.create_future()
         self._pending.append(fut)
         self.transport.send(_TEXT, frame)  # type: ignore[union-attr]
         if timeout_s is None:
@@ -177,24 +205,47 @@ class Connection:
         else:
             self._early.append(payload)
 
+    def _too_large_error(self) -> EnvDisconnectedError:
+        limit = self.max_message_bytes / (1 << 20)
+        return EnvDisconnectedError(
+            f"a reply from the server was larger than this client's limit of {limit:g} MB (max_message_size_mb), so the "
+            f"connection was closed; raise max_message_size_mb if the environment's replies are really this large [{self.url}]",
+            url=self.url,
+            close_code=_TOO_BIG,
+        )
+
+    def _too_large(self, transport: WSTransport) -> None:
+        """A fragmented reply passed the cap: fail what waits, and close (the rest of the reply is never read)."""
+        self._too_big, self._error = True, self._too_large_error()
+        with contextlib.suppress(OSError, WSError, RuntimeError):  # already closing: the disconnect below still ends it
+            transport.send_close(WSCloseCode.MESSAGE_TOO_BIG, b"reply over the client's max_message_size_mb")
+        transport.disconnect(graceful=False)
+        self._on_disconnected()
+
     def _on_disconnected(self) -> None:
-        if self._close_info is not None:
+        if self._too_big and self._error is not None:
+            error = self._error  # the reason stays: the reply was over the cap
+        elif self._close_info is not None:
             code, reason = self._close_info
             text = f"the server closed the session (code {code}{': ' + reason if reason else ''})"
+            error = EnvDisconnectedError(f"{text} [{self.url}]", url=self.url, close_code=code)
         else:
-            code, text = None, "the connection to the server was lost (server crashed or network failed)"
-        self._error = EnvDisconnectedError(f"{text} [{self.url}]", url=self.url, close_code=code)
+            text = "the connection to the server was lost (server crashed or network failed)"
+            error = EnvDisconnectedError(f"{text} [{self.url}]", url=self.url)
+        self._error = error
         while self._pending:
             fut = self._pending.popleft()
             if not fut.done():
-                fut.set_exception(self._error)
+                fut.set_exception(error)
 
     async def close(self) -> None:
         transport, self.transport = self.transport, None
         if transport is None:
             return
         if self._error is None:
-            self._error = EnvDisconnectedError(f"the client closed this connection [{self.url}]", url=self.url, close_code=1000)
+            self._error = EnvDisconnectedError(
+                f"the client closed this connection [{self.url}]", url=self.url, close_code=1000
+            )
         try:
             transport.send_close(WSCloseCode.OK)
             transport.disconnect()
@@ -206,5 +257,7 @@ class Connection:
 def _expire(fut: asyncio.Future[bytes], url: str, timeout_s: float) -> None:
     if not fut.done():
         fut.set_exception(
-            EnvTimeoutError(f"no reply from {url} within {timeout_s:g}s (message_timeout_s); the session is still open", url=url)
+            EnvTimeoutError(
+                f"no reply from {url} within {timeout_s:g}s (message_timeout_s); the session is still open", url=url
+            )
         )

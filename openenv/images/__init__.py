@@ -18,7 +18,15 @@ from typing import Any
 
 from openenv.dockerfile import base_images, needs_buildkit
 from openenv.images._base import LOCAL_BASE_IMAGE, ensure_base_images
-from openenv.images._builders import BuildSpec, StepFailed, TimedOut, buildkit_build, buildkit_command, classic_build
+from openenv.images._builders import (
+    BuildSpec,
+    Overgrown,
+    StepFailed,
+    TimedOut,
+    buildkit_build,
+    buildkit_command,
+    classic_build,
+)
 from openenv.images._cgroup import build_cgroup
 from openenv.images._engine import (
     LABEL_PREFIX,
@@ -31,8 +39,18 @@ from openenv.images._engine import (
 from openenv.images._errors import BuildResult, ImageBuildError
 from openenv.images._sdk import SDK_DIR, dockerfile_takes_sdk, local_sdk_wheel, source_checkout, stage_context
 
-__all__ = ["LABEL_PREFIX", "LOCAL_BASE_IMAGE", "BuildResult", "ImageBuildError", "base_images", "build_image", "buildkit_command",
-           "engine_epoch", "local_sdk_wheel", "source_checkout"]
+__all__ = [
+    "LABEL_PREFIX",
+    "LOCAL_BASE_IMAGE",
+    "BuildResult",
+    "ImageBuildError",
+    "base_images",
+    "build_image",
+    "buildkit_command",
+    "engine_epoch",
+    "local_sdk_wheel",
+    "source_checkout",
+]
 
 
 def build_image(
@@ -50,6 +68,8 @@ def build_image(
     container_limits: dict[str, Any] | None = None,
     network_mode: str | None = None,
     builder: str = "auto",
+    pids_limit: int | None = None,
+    disk_limit_mb: int | None = None,
 ) -> BuildResult:
     """Build `env_dir`'s Dockerfile into `tag`.
 
@@ -67,9 +87,16 @@ def build_image(
         dockerfile: the Dockerfile's path inside `env_dir` (default "Dockerfile"; upstream's
             layout keeps it at "server/Dockerfile", still with the env folder as context).
         container_limits: limits of the build's RUN steps: `memory` in bytes.
-        network_mode: the network of the build's RUN steps (default: the engine's).
+        network_mode: the network of the build's RUN steps (default: the engine's). BuildKit
+            takes only "default", "none" and "host"; the classic builder also a network's name.
         builder: "auto" (BuildKit when a client for it is installed, else classic), "buildkit"
             or "classic".
+        pids_limit: the most processes the build's RUN steps may run at once (BuildKit only, on
+            the engine's BuildKit cgroup: it bounds all BuildKit builds of the engine together;
+            the classic builder's API takes no such limit).
+        disk_limit_mb: stop the build once the engine's disk has grown by this much since it
+            began (polled twice a second; needs a local engine whose data folder this process
+            can see; concurrent writers on that disk count too).
 
     Raises:
         ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log and
@@ -78,10 +105,14 @@ def build_image(
     env_dir = Path(env_dir).resolve()
     dockerfile_rel = dockerfile or "Dockerfile"
     if not (env_dir / dockerfile_rel).is_file():
-        raise ImageBuildError(f"no {dockerfile_rel} in {env_dir}; add one (see `openenv init`) or pass the env's folder",
-                              reason=ImageBuildError.NO_DOCKERFILE)
+        raise ImageBuildError(
+            f"no {dockerfile_rel} in {env_dir}; add one (see `openenv init`) or pass the env's folder",
+            reason=ImageBuildError.NO_DOCKERFILE,
+        )
     if builder not in ("auto", "buildkit", "classic"):
-        raise ImageBuildError(f"builder must be 'auto', 'buildkit' or 'classic', not {builder!r}", reason=ImageBuildError.SDK)
+        raise ImageBuildError(
+            f"builder must be 'auto', 'buildkit' or 'classic', not {builder!r}", reason=ImageBuildError.SDK
+        )
     if sdk not in ("auto", "local", "published"):
         raise ImageBuildError(f"sdk must be 'auto', 'local' or 'published', not {sdk!r}", reason=ImageBuildError.SDK)
     args = dict(build_args or {})
@@ -92,7 +123,9 @@ def build_image(
     kit = _choose_builder(builder, text, dockerfile_rel)
     ensure_base_images(client, text, args, explicit_base=bool(args.get("BASE_IMAGE")), on_log=on_log)
     context, used_sdk = env_dir, "published"
-    if sdk == "local" or (sdk == "auto" and source_checkout() is not None and dockerfile_takes_sdk(env_dir, dockerfile_rel)):
+    if sdk == "local" or (
+        sdk == "auto" and source_checkout() is not None and dockerfile_takes_sdk(env_dir, dockerfile_rel)
+    ):
         wheel = local_sdk_wheel()
         context = stage_context(env_dir, wheel)
         args.setdefault("OPENENV_SDK", f"/app/env/{SDK_DIR}/{wheel.name}[server]")
@@ -106,12 +139,22 @@ def build_image(
         if on_log is not None:
             on_log(line)
 
+    guard = _disk_guard(client, disk_limit_mb, emit) if disk_limit_mb else None
     try:
-        with build_cgroup(memory if kit else None, emit):
+        with build_cgroup(memory if kit else None, emit, pids=pids_limit if kit else None):
             for attempt in (1, 2):
-                spec = BuildSpec(context, dockerfile_rel, tag, args, {f"{LABEL_PREFIX}.built-by": "openenv",
-                                 f"{LABEL_PREFIX}.env-dir": env_dir.name, **(labels or {})}, start + timeout_s, memory=memory,
-                                 network_mode=network_mode, nocache=attempt > 1)
+                spec = BuildSpec(
+                    context,
+                    dockerfile_rel,
+                    tag,
+                    args,
+                    {f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.env-dir": env_dir.name, **(labels or {})},
+                    start + timeout_s,
+                    memory=memory,
+                    network_mode=network_mode,
+                    nocache=attempt > 1,
+                    guard=guard,
+                )
                 epoch = engine_epoch(client)
                 try:
                     if kit:
@@ -119,25 +162,38 @@ def build_image(
                     else:
                         classic_build(client, spec, emit)
                     break
+                except Overgrown as over:
+                    _remove_quietly(client, tag)
+                    raise ImageBuildError(
+                        f"building {tag} was stopped: {over}", "\n".join(log), reason=ImageBuildError.TOO_BIG
+                    ) from None
                 except TimedOut:
-                    raise ImageBuildError(f"building {tag} took longer than {timeout_s:g}s; the build was stopped", "\n".join(log),
-                                          reason=ImageBuildError.TIMEOUT) from None
+                    raise ImageBuildError(
+                        f"building {tag} took longer than {timeout_s:g}s; the build was stopped",
+                        "\n".join(log),
+                        reason=ImageBuildError.TIMEOUT,
+                    ) from None
                 except StepFailed as failed:
                     joined = "\n".join([*log, failed.message])
-                    trouble = (engine_trouble(client, epoch, joined, lost=failed.unreachable)
-                               or network_trouble(client, text, args, network_mode, joined))
+                    trouble = engine_trouble(client, epoch, joined, lost=failed.unreachable) or network_trouble(
+                        client, text, args, network_mode, joined
+                    )
                     if trouble is not None:
                         raise trouble from None
                     if failed.exit_code is None and attempt == 1:
                         # Not a step of the Dockerfile exiting non-zero: the engine failed it (a layer left broken by an
                         # unclean stop, say). Once more without the cache before the env is blamed.
-                        emit(f"the engine failed the build outside the Dockerfile's commands ({failed.message}); trying once more "
-                             "without the cache")
+                        emit(
+                            f"the engine failed the build outside the Dockerfile's commands ({failed.message}); trying once more "
+                            "without the cache"
+                        )
                         continue
                     message = failed.message
                     if failed.exit_code == 137 and memory:
                         message = f"a RUN step was killed (exit code 137): it used more than the build's memory limit of {memory >> 20} MiB"
-                    raise ImageBuildError(f"building {tag} failed: {message}", "\n".join(log), exit_code=failed.exit_code) from None
+                    raise ImageBuildError(
+                        f"building {tag} failed: {message}", "\n".join(log), exit_code=failed.exit_code
+                    ) from None
                 except ImageBuildError:
                     raise
                 except Exception as exc:  # transport errors and docker.errors.*: the engine's trouble, or the build's
@@ -149,24 +205,73 @@ def build_image(
             image_id = str(client.images.get(tag).id)
         except Exception as exc:
             raise engine_trouble(client, None, "\n".join(log), lost=True) or ImageBuildError(
-                f"building {tag} reported success but the engine has no such image: {exc}", "\n".join(log)) from exc
+                f"building {tag} reported success but the engine has no such image: {exc}", "\n".join(log)
+            ) from exc
     finally:
         if context != env_dir:
             import shutil
 
             shutil.rmtree(context, ignore_errors=True)
-    return BuildResult(tag=tag, image_id=image_id, seconds=time.monotonic() - start, log=log, sdk=used_sdk,
-                       builder="buildkit" if kit else "classic")
+    return BuildResult(
+        tag=tag,
+        image_id=image_id,
+        seconds=time.monotonic() - start,
+        log=log,
+        sdk=used_sdk,
+        builder="buildkit" if kit else "classic",
+    )
+
+
+def _disk_guard(client: Any, cap_mb: int, emit: Callable[[str], None]) -> Callable[[], str | None] | None:
+    """A check that says when the engine's disk grew past `cap_mb` since now; None (with a note
+    in the log) when the engine's data folder is not visible here."""
+    import os
+
+    try:
+        root = str(client.info().get("DockerRootDir") or "")
+        local = os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")
+        start = os.statvfs(root) if root and local else None
+    except OSError:
+        start = None
+    if start is None:
+        emit(
+            "note: the build's disk cap is checked only after the build here (the engine's data folder is not visible)"
+        )
+        return None
+    free0 = start.f_bavail * start.f_frsize
+
+    def check() -> str | None:
+        now = os.statvfs(root)
+        grown = free0 - now.f_bavail * now.f_frsize
+        if grown > cap_mb << 20:
+            return f"it wrote more than the Hub's cap of {cap_mb} MB ({grown >> 20} MB so far); slim the image"
+        return None
+
+    emit(f"the build may write at most {cap_mb} MB")
+    return check
+
+
+def _remove_quietly(client: Any, tag: str) -> None:
+    try:
+        client.images.remove(tag, force=True)
+    except Exception:  # nothing was tagged (the usual case), or the engine is busy: nothing to tidy
+        return
 
 
 def _choose_builder(builder: str, text: str, dockerfile_rel: str) -> tuple[str, ...] | None:
     """The BuildKit command to build with, or None for the classic builder."""
     kit = buildkit_command() if builder != "classic" else None
     if kit is None and builder == "buildkit":
-        raise ImageBuildError("no BuildKit client here: install the buildx plugin (docker-buildx) or a docker CLI that has BuildKit "
-                              "built in (Debian's docker.io 20.10), or set OPENENV_DOCKER_CLI", reason=ImageBuildError.NO_BUILDKIT)
+        raise ImageBuildError(
+            "no BuildKit client here: install the buildx plugin (docker-buildx) or a docker CLI that has BuildKit "
+            "built in (Debian's docker.io 20.10), or set OPENENV_DOCKER_CLI",
+            reason=ImageBuildError.NO_BUILDKIT,
+        )
     if kit is None and needs_buildkit(text):
-        raise ImageBuildError(f"{dockerfile_rel} uses BuildKit syntax (RUN --mount, heredocs, COPY --link, a # syntax= line) and no "
-                              "BuildKit client is installed here: install the buildx plugin (docker-buildx) or Debian's docker.io "
-                              "(its CLI has BuildKit built in), or set OPENENV_DOCKER_CLI", reason=ImageBuildError.NO_BUILDKIT)
+        raise ImageBuildError(
+            f"{dockerfile_rel} uses BuildKit syntax (RUN --mount, heredocs, COPY --link, a # syntax= line) and no "
+            "BuildKit client is installed here: install the buildx plugin (docker-buildx) or Debian's docker.io "
+            "(its CLI has BuildKit built in), or set OPENENV_DOCKER_CLI",
+            reason=ImageBuildError.NO_BUILDKIT,
+        )
     return kit

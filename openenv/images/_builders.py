@@ -16,11 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuildSpec", "StepFailed", "TimedOut", "buildkit_build", "buildkit_command", "classic_build"]
+__all__ = ["BuildSpec", "Overgrown", "StepFailed", "TimedOut", "buildkit_build", "buildkit_command", "classic_build"]
 
 
 class TimedOut(Exception):
     """The build passed its deadline and was stopped."""
+
+
+class Overgrown(Exception):
+    """The build's `guard` said it grew past its cap; it was stopped."""
 
 
 class StepFailed(Exception):
@@ -35,10 +39,26 @@ class StepFailed(Exception):
 class BuildSpec:
     """What one build is: the context, the Dockerfile in it, the tag, arguments, labels and limits."""
 
-    def __init__(self, context: Path, dockerfile: str, tag: str, args: dict[str, str], labels: dict[str, str], deadline: float, *,
-                 memory: int | None = None, network_mode: str | None = None, nocache: bool = False) -> None:
+    def __init__(
+        self,
+        context: Path,
+        dockerfile: str,
+        tag: str,
+        args: dict[str, str],
+        labels: dict[str, str],
+        deadline: float,
+        *,
+        memory: int | None = None,
+        network_mode: str | None = None,
+        nocache: bool = False,
+        guard: Callable[[], str | None] | None = None,
+    ) -> None:
         self.context, self.dockerfile, self.tag, self.args, self.labels = context, dockerfile, tag, args, labels
         self.deadline, self.memory, self.network_mode, self.nocache = deadline, memory, network_mode, nocache
+        self.guard = guard  # polled while the build runs: a reason to stop it, or None
+
+
+_GUARD_EVERY_S = 0.5
 
 
 # -- BuildKit ---------------------------------------------------------------------------------------
@@ -52,13 +72,17 @@ def buildkit_command() -> tuple[str, ...] | None:
     OPENENV_DOCKER_CLI names the CLI to use."""
     chosen = os.environ.get("OPENENV_DOCKER_CLI")
     candidates = [chosen] if chosen else []
-    candidates += [c for c in (shutil.which("docker"), "/usr/bin/docker", "/usr/local/bin/docker") if c and c not in candidates]
+    candidates += [
+        c for c in (shutil.which("docker"), "/usr/bin/docker", "/usr/local/bin/docker") if c and c not in candidates
+    ]
     usable = [c for c in candidates if os.access(c, os.X_OK)]
     for cli in usable:
         if _quiet([cli, "buildx", "version"]):
             return (cli, "buildx", "build", "--load")
     for cli in usable:
-        out = subprocess.run([cli, "version", "--format", "{{.Client.Version}}"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [cli, "version", "--format", "{{.Client.Version}}"], capture_output=True, text=True, timeout=30
+        )
         major = re.match(r"\s*(\d+)\.", out.stdout or "")
         if major and int(major.group(1)) < 23:  # 23 made `docker build` a buildx alias; older CLIs carry BuildKit
             return (cli, "build")
@@ -73,8 +97,11 @@ def _quiet(cmd: list[str]) -> bool:
 
 
 # What the docker CLI prints when it cannot reach the engine (not the build's doing).
-_UNREACHABLE = re.compile(r"cannot connect to the docker daemon|failed to dial grpc|error during connect|dial unix [^:]+: connect:|"
-                          r"rpc error: code = unavailable|connection reset by peer|transport is closing", re.I)
+_UNREACHABLE = re.compile(
+    r"cannot connect to the docker daemon|failed to dial grpc|error during connect|dial unix [^:]+: connect:|"
+    r"rpc error: code = unavailable|connection reset by peer|transport is closing",
+    re.I,
+)
 # "executor failed running [/bin/sh -c ...]: exit code: 3" (BuildKit 0.8, Docker 20.10) or
 # 'process "/bin/sh -c ..." did not complete successfully: exit code: 3' (newer).
 _STEP_EXIT = re.compile(r"(?:executor failed running \[.*?\]|did not complete successfully): exit code: (\d+)", re.S)
@@ -98,8 +125,16 @@ def buildkit_build(command: tuple[str, ...], spec: BuildSpec, emit: Callable[[st
         cmd.append("--no-cache")
     cmd.append(str(spec.context))
     env = {**os.environ, "DOCKER_BUILDKIT": "1", "BUILDKIT_PROGRESS": "plain", "NO_COLOR": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, text=True,
-                            errors="replace", start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     tail: list[str] = []
 
     def pump() -> None:
@@ -113,19 +148,30 @@ def buildkit_build(command: tuple[str, ...], spec: BuildSpec, emit: Callable[[st
 
     reader = threading.Thread(target=pump, name="buildkit-log", daemon=True)
     reader.start()
-    try:
-        proc.wait(timeout=max(0.0, spec.deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        _interrupt(proc)
-        reader.join(10)
-        raise TimedOut() from None
+    while True:
+        left = spec.deadline - time.monotonic()
+        try:
+            proc.wait(timeout=max(0.0, min(left, _GUARD_EVERY_S) if spec.guard else left))
+            break
+        except subprocess.TimeoutExpired:
+            why = spec.guard() if spec.guard else None
+            if why is None and time.monotonic() < spec.deadline:
+                continue
+            _interrupt(proc)
+            reader.join(10)
+            if why is not None:
+                raise Overgrown(why) from None
+            raise TimedOut() from None
     reader.join(10)
     if proc.returncode != 0:
         text = "\n".join(tail)
         found = _STEP_EXIT.findall(text)
         errors = [line for line in tail if re.search(r"\berror\b", line, re.I)]
-        raise StepFailed((errors[-1] if errors else (tail[-1] if tail else f"exit status {proc.returncode}")).strip(),
-                         int(found[-1]) if found else None, unreachable=not found and bool(_UNREACHABLE.search(text)))
+        raise StepFailed(
+            (errors[-1] if errors else (tail[-1] if tail else f"exit status {proc.returncode}")).strip(),
+            int(found[-1]) if found else None,
+            unreachable=not found and bool(_UNREACHABLE.search(text)),
+        )
 
 
 def _interrupt(proc: subprocess.Popen[str]) -> None:
@@ -151,13 +197,50 @@ def classic_build(client: Any, spec: BuildSpec, emit: Callable[[str], None]) -> 
     Raises:
         StepFailed: the engine reported an error.
         TimedOut: the build passed `spec.deadline`; it was stopped.
+        Overgrown: `spec.guard` gave a reason to stop; it was stopped.
     """
     limits = {"memory": spec.memory, "memswap": spec.memory} if spec.memory else None
     chunks = client.api.build(
-        path=str(spec.context), dockerfile=spec.dockerfile, tag=spec.tag, buildargs=spec.args, rm=True, forcerm=True, decode=True,
-        labels=spec.labels, timeout=max(1, int(spec.deadline - time.monotonic())), container_limits=limits,
-        network_mode=spec.network_mode, nocache=spec.nocache,
+        path=str(spec.context),
+        dockerfile=spec.dockerfile,
+        tag=spec.tag,
+        buildargs=spec.args,
+        rm=True,
+        forcerm=True,
+        decode=True,
+        labels=spec.labels,
+        timeout=max(1, int(spec.deadline - time.monotonic())),
+        container_limits=limits,
+        network_mode=spec.network_mode,
+        nocache=spec.nocache,
     )
+    stopped: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:  # a step that prints nothing never returns to the loop below
+        assert spec.guard is not None
+        while not done.wait(_GUARD_EVERY_S):
+            why = spec.guard()
+            if why is not None:
+                stopped.append(why)
+                chunks.close()  # closing the stream makes the engine abandon the build
+                return
+
+    if spec.guard is not None:
+        threading.Thread(target=watch, name="build-guard", daemon=True).start()
+    try:
+        _classic_stream(chunks, spec, emit)
+    except Exception:
+        if stopped:
+            raise Overgrown(stopped[0]) from None
+        raise
+    finally:
+        done.set()
+    if stopped:
+        raise Overgrown(stopped[0])
+
+
+def _classic_stream(chunks: Any, spec: BuildSpec, emit: Callable[[str], None]) -> None:
     for chunk in chunks:
         if "error" in chunk:
             detail = chunk.get("errorDetail") or {}

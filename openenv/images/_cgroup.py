@@ -1,10 +1,11 @@
-"""A memory limit for BuildKit's RUN steps. BuildKit takes no `--memory` (and the engine's
+"""A memory limit (and a process limit) for BuildKit's RUN steps. BuildKit takes no `--memory` (and the engine's
 integrated BuildKit ignores `--cgroup-parent`): it runs every step under one cgroup of the engine,
 `<engine parent>/buildkit` (`/docker/buildkit` with the cgroupfs driver). The limit is set on that
 cgroup, so it caps the RUN steps of all BuildKit builds of this engine together, and it stays set
 after the build (builds that ask for no limit leave it as it is: on a Hub's machine, the Hub's
 limit holds). It needs root and a local engine; elsewhere the build runs without it and its log
-says so."""
+says so. The process limit (`pids.max`) is set on the same cgroup of the pids controller, with the
+same reach."""
 
 from __future__ import annotations
 
@@ -20,8 +21,15 @@ _PARENT = ("docker", "buildkit")  # the engine's default cgroup parent (cgroupfs
 
 
 @contextlib.contextmanager
-def build_cgroup(memory: int | None, emit: Callable[[str], None]) -> Iterator[None]:
-    """Set `memory` (bytes) on the cgroup BuildKit's steps run under, for the build inside."""
+def build_cgroup(memory: int | None, emit: Callable[[str], None], pids: int | None = None) -> Iterator[None]:
+    """Set `memory` (bytes) and `pids` (processes) on the cgroup BuildKit's steps run under, for
+    the build inside."""
+    if pids:
+        where = _limit_pids(pids)
+        if where is None:
+            emit("note: the build's process limit is not enforced here (it needs root and a local engine's cgroups)")
+        else:
+            emit(f"RUN steps are limited to {pids} processes ({where})")
     if memory:
         where = _limit(memory)
         if where is None:
@@ -29,6 +37,30 @@ def build_cgroup(memory: int | None, emit: Callable[[str], None]) -> Iterator[No
         else:
             emit(f"RUN steps are limited to {memory >> 20} MiB of memory ({where})")
     yield
+
+
+def _local_root() -> bool:
+    return os.geteuid() == 0 and os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")
+
+
+def _limit_pids(pids: int) -> str | None:
+    """Write the process limit; returns the cgroup written, or None when that is not possible here."""
+    if not _local_root():
+        return None
+    for root in (_ROOT / "pids", _ROOT):  # cgroup v1's pids hierarchy, else the unified one
+        controllers = root / "cgroup.controllers"
+        if root == _ROOT and not (controllers.is_file() and "pids" in controllers.read_text().split()):
+            continue
+        if root != _ROOT and not (root / "cgroup.procs").is_file():
+            continue
+        try:
+            folder = root.joinpath(*_PARENT)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "pids.max").write_text(str(pids))
+        except OSError:
+            return None
+        return str(folder.relative_to(_ROOT))
+    return None
 
 
 def _limit(memory: int) -> str | None:
@@ -44,7 +76,11 @@ def _limit(memory: int) -> str | None:
             swap = folder / "memory.memsw.limit_in_bytes"
             current = int((folder / "memory.limit_in_bytes").read_text())
             # memory+swap may never be below memory: lowering sets memory first, raising memory+swap first.
-            order = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if memory < current else ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes")
+            order = (
+                ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
+                if memory < current
+                else ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes")
+            )
             for name in order:
                 if name == "memory.memsw.limit_in_bytes" and not swap.exists():
                     continue

@@ -17,12 +17,16 @@ def docker_client() -> Any:
     try:
         import docker
     except ImportError as exc:
-        raise ImageBuildError("building images needs the docker SDK: pip install 'openenv-hub[docker]'", reason=ImageBuildError.SDK) from exc
+        raise ImageBuildError(
+            "building images needs the docker SDK: pip install 'openenv-hub[docker]'", reason=ImageBuildError.SDK
+        ) from exc
     try:
         client = docker.from_env()
         client.ping()
     except Exception as exc:
-        raise ImageBuildError(f"no Docker engine reachable ({exc}); start Docker, or check DOCKER_HOST", reason=ImageBuildError.NO_ENGINE) from exc
+        raise ImageBuildError(
+            f"no Docker engine reachable ({exc}); start Docker, or check DOCKER_HOST", reason=ImageBuildError.NO_ENGINE
+        ) from exc
     return client
 
 
@@ -41,20 +45,33 @@ def engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = Fal
     try:
         client.ping()
     except Exception as exc:
-        return ImageBuildError(f"the Docker engine stopped answering during the build ({exc}); the build will be tried again once it is back",
-                               log, reason=ImageBuildError.ENGINE_LOST)
+        return ImageBuildError(
+            f"the Docker engine stopped answering during the build ({exc}); the build will be tried again once it is back",
+            log,
+            reason=ImageBuildError.ENGINE_LOST,
+        )
     now = engine_epoch(client)
     if epoch is not None and now is not None and now != epoch:
-        return ImageBuildError("the Docker engine restarted during the build; the build will be tried again", log, reason=ImageBuildError.ENGINE_LOST)
+        return ImageBuildError(
+            "the Docker engine restarted during the build; the build will be tried again",
+            log,
+            reason=ImageBuildError.ENGINE_LOST,
+        )
     if lost:
-        return ImageBuildError("the connection to the Docker engine broke during the build; the build will be tried again", log,
-                               reason=ImageBuildError.ENGINE_LOST)
+        return ImageBuildError(
+            "the connection to the Docker engine broke during the build; the build will be tried again",
+            log,
+            reason=ImageBuildError.ENGINE_LOST,
+        )
     return None
 
 
 # What a RUN step prints when it cannot reach the network (pip, apt, curl, npm, git): worth a probe.
-_NETWORK_SIGNS = re.compile(r"temporary failure in name resolution|temporary failure resolving|could not resolve host|name or service not "
-                            r"known|failed to establish a new connection|network is unreachable|getaddrinfo|eai_again|connection timed out", re.I)
+_NETWORK_SIGNS = re.compile(
+    r"temporary failure in name resolution|temporary failure resolving|could not resolve host|name or service not "
+    r"known|failed to establish a new connection|network is unreachable|getaddrinfo|eai_again|connection timed out",
+    re.I,
+)
 # Names any build network that reaches the internet resolves.
 PROBE_HOSTS = ("pypi.org", "deb.debian.org")
 _PROBE = """import socket, sys
@@ -69,27 +86,37 @@ print(" ".join(down))
 """
 
 
-def network_trouble(client: Any, dockerfile_text: str, args: dict[str, str], network_mode: str | None, log: str) -> ImageBuildError | None:
+def network_trouble(
+    client: Any, dockerfile_text: str, args: dict[str, str], network_mode: str | None, log: str
+) -> ImageBuildError | None:
     """When a failed build's log shows network errors, ask a container on the build's network
     (from the build's base image) to resolve well-known names: if the resolver itself cannot be
     reached (EAI_AGAIN), the machine's network is down, not the env broken. An unknown name
     (a typo in the env's index URL) resolves to "no such host" and stays the env's failure."""
-    if not _NETWORK_SIGNS.search(log):
-        return None
+    if network_mode == "none" or not _NETWORK_SIGNS.search(log):
+        return None  # a build kept off the network on purpose: its step failing for want of one is the env's
     images = base_images(dockerfile_text, args)
     if not images:
         return None
     try:
-        out = client.containers.run(images[0][0], ["python3", "-c", _PROBE, *PROBE_HOSTS], network_mode=network_mode or "bridge",
-                                    remove=True, labels={f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.probe": "network"})
+        out = client.containers.run(
+            images[0][0],
+            ["python3", "-c", _PROBE, *PROBE_HOSTS],
+            network_mode=network_mode or "bridge",
+            remove=True,
+            labels={f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.probe": "network"},
+        )
     except Exception:  # no python3 in the base image, say: cannot tell, so the build's verdict stands
         return None
     down = (out.decode() if isinstance(out, bytes) else str(out)).split()
     if not down:
         return None
-    return ImageBuildError(f"the build could not reach the network: containers on the engine's build network cannot resolve "
-                           f"{', '.join(down)} (the DNS resolver does not answer); the build will be tried again", log,
-                           reason=ImageBuildError.NETWORK)
+    return ImageBuildError(
+        f"the build could not reach the network: containers on the engine's build network cannot resolve "
+        f"{', '.join(down)} (the DNS resolver does not answer); the build will be tried again",
+        log,
+        reason=ImageBuildError.NETWORK,
+    )
 
 
 def is_transport_error(exc: BaseException) -> bool:
@@ -100,9 +127,14 @@ def is_transport_error(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError, ConnectionError)):
+        if isinstance(
+            current, (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError, ConnectionError)
+        ):
             return True
-        if type(current).__module__.startswith("urllib3") and type(current).__name__ in ("ProtocolError", "ReadTimeoutError"):
+        if type(current).__module__.startswith("urllib3") and type(current).__name__ in (
+            "ProtocolError",
+            "ReadTimeoutError",
+        ):
             return True
         current = current.__cause__ or current.__context__
     return False

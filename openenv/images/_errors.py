@@ -17,7 +17,8 @@ class ImageBuildError(OpenEnvError):
     engine went away or restarted during the build; `BASE_IMAGE`: a base image is neither in the
     engine nor pullable; `NETWORK`: the build's containers cannot resolve names at all (DNS down);
     `NO_BUILDKIT`: the Dockerfile needs BuildKit and no BuildKit client is installed); or neither
-    (`TIMEOUT`; `SDK`: the local SDK wheel did not build, or an argument is wrong).
+    (`TIMEOUT`; `TOO_BIG`: it wrote more than its disk cap and was stopped; `SDK`: the local SDK
+    wheel did not build, or an argument is wrong).
     """
 
     FAILED = "failed"
@@ -28,6 +29,7 @@ class ImageBuildError(OpenEnvError):
     NETWORK = "network"
     NO_BUILDKIT = "no_buildkit"
     TIMEOUT = "timeout"
+    TOO_BIG = "too_big"
     SDK = "sdk"
     INFRASTRUCTURE = frozenset({NO_ENGINE, ENGINE_LOST, BASE_IMAGE, NETWORK, NO_BUILDKIT})
 

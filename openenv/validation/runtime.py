@@ -26,26 +26,77 @@ from openenv.validation.report import CheckResult, Report, Target
 
 __all__ = ["validate_url", "validate_url_async"]
 
-REACHABLE = define("runtime.reachable", "The server answers HTTP", severity="error", stage="runtime",
-                   remediation="start the server (`openenv serve PATH`) and check the URL and port")
-HEALTH = define("runtime.health", "GET /health reports healthy", severity="error", stage="runtime",
-                remediation="make the env factory work: /health is 503 while the env cannot be built; see the server log")
-METADATA = define("runtime.metadata", "GET /metadata describes the env", severity="warning", stage="runtime",
-                  remediation="serve the app made by openenv.create_app, or return name and description from /metadata")
-SCHEMA = define("runtime.schema", "GET /schema gives action, observation and state schemas", severity="error",
-                stage="runtime", gate=True, remediation="serve the app made by openenv.create_app (it provides /schema)")
-OPENAPI = define("runtime.openapi", "The OpenAPI document has version 1.x", severity="warning", stage="runtime",
-                 remediation="serve the app made by openenv.create_app; clients read /openapi.json's info.version")
-RESET = define("runtime.reset", "A WebSocket session resets", severity="error", stage="runtime",
-               remediation="check reset() of the environment; the message shows the server's error")
-STEP = define("runtime.step", "A step with an action built from the schema returns an observation", severity="error",
-              stage="runtime", remediation="check step(); give the action's fields `examples` so tools can build a valid one")
-STATE = define("runtime.state", "state returns episode_id and step_count", severity="error", stage="runtime",
-               remediation="make the state property return a State (episode_id, step_count)")
-ERRORS = define("runtime.errors", "Bad frames get error replies and the session survives", severity="warning",
-                stage="runtime", remediation="serve the app made by openenv.create_app, which answers bad frames with error codes")
-LATENCY = define("runtime.latency", "Step round trips are fast", severity="warning", stage="runtime",
-                 remediation="make step() cheaper, or move blocking work off the event loop (Environment.EXECUTION)")
+REACHABLE = define(
+    "runtime.reachable",
+    "The server answers HTTP",
+    severity="error",
+    stage="runtime",
+    remediation="start the server (`openenv serve PATH`) and check the URL and port",
+)
+HEALTH = define(
+    "runtime.health",
+    "GET /health reports healthy",
+    severity="error",
+    stage="runtime",
+    remediation="make the env factory work: /health is 503 while the env cannot be built; see the server log",
+)
+METADATA = define(
+    "runtime.metadata",
+    "GET /metadata describes the env",
+    severity="warning",
+    stage="runtime",
+    remediation="serve the app made by openenv.create_app, or return name and description from /metadata",
+)
+SCHEMA = define(
+    "runtime.schema",
+    "GET /schema gives action, observation and state schemas",
+    severity="error",
+    stage="runtime",
+    gate=True,
+    remediation="serve the app made by openenv.create_app (it provides /schema)",
+)
+OPENAPI = define(
+    "runtime.openapi",
+    "The OpenAPI document has version 1.x",
+    severity="warning",
+    stage="runtime",
+    remediation="serve the app made by openenv.create_app; clients read /openapi.json's info.version",
+)
+RESET = define(
+    "runtime.reset",
+    "A WebSocket session resets",
+    severity="error",
+    stage="runtime",
+    remediation="check reset() of the environment; the message shows the server's error",
+)
+STEP = define(
+    "runtime.step",
+    "A step with an action built from the schema returns an observation",
+    severity="error",
+    stage="runtime",
+    remediation="check step(); give the action's fields `examples` so tools can build a valid one",
+)
+STATE = define(
+    "runtime.state",
+    "state returns episode_id and step_count",
+    severity="error",
+    stage="runtime",
+    remediation="make the state property return a State (episode_id, step_count)",
+)
+ERRORS = define(
+    "runtime.errors",
+    "Bad frames get error replies and the session survives",
+    severity="warning",
+    stage="runtime",
+    remediation="serve the app made by openenv.create_app, which answers bad frames with error codes",
+)
+LATENCY = define(
+    "runtime.latency",
+    "Step round trips are fast",
+    severity="warning",
+    stage="runtime",
+    remediation="make step() cheaper, or move blocking work off the event loop (Environment.EXECUTION)",
+)
 
 _IDS = (REACHABLE, HEALTH, METADATA, SCHEMA, OPENAPI, RESET, STEP, STATE, ERRORS, LATENCY)
 
@@ -76,13 +127,43 @@ class _Run:
         return await asyncio.to_thread(_http_get, self.url.rstrip("/") + path, self.headers, self.timeout_s)
 
 
+MAX_REPLY_MB = 16  # an env server's /health, /metadata, /schema or /openapi.json reply, at most
+
+
+class _Oversized:
+    """Stands for a reply that was cut off at MAX_REPLY_MB instead of read whole."""
+
+    def __str__(self) -> str:
+        return f"(a reply over {MAX_REPLY_MB} MB, not read)"
+
+
+def _said(body: Any) -> str:
+    return f" {body}" if isinstance(body, _Oversized) else ""
+
+
 def _http_get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, Any]:
+    """GET `url`: at most MAX_REPLY_MB read, and within `timeout_s` in all (a server that drips
+    bytes is cut off too). The body is parsed JSON, None, or _Oversized."""
     request = urllib.request.Request(url, headers={"Accept": "application/json", **headers})
+    limit, ends = MAX_REPLY_MB << 20, time.monotonic() + timeout_s
+
+    def read(reply: Any) -> bytes | None:
+        body = bytearray()
+        while chunk := reply.read1(1 << 16):
+            body += chunk
+            if len(body) > limit:
+                return None
+            if time.monotonic() > ends:
+                raise TimeoutError(f"GET {url} did not finish within {timeout_s:g}s")
+        return bytes(body)
+
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as reply:
-            status, body = reply.status, reply.read()
+            status, body = reply.status, read(reply)
     except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read()
+        status, body = exc.code, read(exc)
+    if body is None:
+        return status, _Oversized()
     try:
         return status, json.loads(body) if body else None
     except ValueError:
@@ -104,7 +185,11 @@ async def _http_checks(run: _Run) -> bool:
     if status == 200 and isinstance(body, dict) and body.get("status") == "healthy":
         run.record(HEALTH, ok("healthy", **{k: v for k, v in body.items() if k != "status"}), started)
     elif status == 200:
-        run.record(HEALTH, problem(f"/health answered 200 but not {{'status': 'healthy'}}: {str(body)[:200]}", severity="warning"), started)
+        run.record(
+            HEALTH,
+            problem(f"/health answered 200 but not {{'status': 'healthy'}}: {str(body)[:200]}", severity="warning"),
+            started,
+        )
     else:
         run.record(HEALTH, problem(f"/health answered {status}: {str(body)[:300]}"), started)
 
@@ -114,11 +199,15 @@ async def _http_checks(run: _Run) -> bool:
         run.name = str(body["name"])
         run.record(METADATA, ok(f"name {body['name']!r}", protocol=body.get("protocol")), started)
     else:
-        run.record(METADATA, problem(f"/metadata answered {status} without a name"), started)
+        run.record(METADATA, problem(f"/metadata answered {status} without a name{_said(body)}"), started)
 
     started = time.perf_counter()
     status, body = await run.get("/schema")
-    if status == 200 and isinstance(body, dict) and all(isinstance(body.get(k), dict) for k in ("action", "observation")):
+    if (
+        status == 200
+        and isinstance(body, dict)
+        and all(isinstance(body.get(k), dict) for k in ("action", "observation"))
+    ):
         run.schema = body
         missing_state = "" if isinstance(body.get("state"), dict) else " (no state schema)"
         run.record(SCHEMA, ok("action, observation and state schemas" + missing_state), started)
@@ -127,7 +216,9 @@ async def _http_checks(run: _Run) -> bool:
         run.record(SCHEMA, problem(run.unsupported), started)
         return False
     else:
-        run.record(SCHEMA, problem(f"/schema answered {status} without action and observation schemas"), started)
+        run.record(
+            SCHEMA, problem(f"/schema answered {status} without action and observation schemas{_said(body)}"), started
+        )
 
     started = time.perf_counter()
     status, body = await run.get("/openapi.json")
@@ -135,7 +226,11 @@ async def _http_checks(run: _Run) -> bool:
     if isinstance(version, str) and version.startswith("1."):
         run.record(OPENAPI, ok(f"info.version {version}"), started)
     else:
-        run.record(OPENAPI, problem(f"/openapi.json answered {status} with info.version {version!r}, not 1.x"), started)
+        run.record(
+            OPENAPI,
+            problem(f"/openapi.json answered {status} with info.version {version!r}, not 1.x{_said(body)}"),
+            started,
+        )
     return True
 
 
@@ -154,7 +249,9 @@ def _actions(schema: dict[str, Any] | None) -> list[Any]:
 
 
 async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> None:
-    client = GenericEnvClient(run.url, headers=run.headers, connect_timeout_s=run.timeout_s, message_timeout_s=run.timeout_s)
+    client = GenericEnvClient(
+        run.url, headers=run.headers, connect_timeout_s=run.timeout_s, message_timeout_s=run.timeout_s
+    )
     try:
         started = time.perf_counter()
         try:
@@ -188,16 +285,39 @@ async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> N
                 break
             run.action = action
             note = f" (after the env raised on {', '.join(map(repr, raised))})" if raised else ""
-            run.record(STEP, ok("step returned an observation" + note, action=action, reward=result.reward, done=result.done,
-                                raised_on=raised), started)
+            run.record(
+                STEP,
+                ok(
+                    "step returned an observation" + note,
+                    action=action,
+                    reward=result.reward,
+                    done=result.done,
+                    raised_on=raised,
+                ),
+                started,
+            )
             break
         else:
             if raised:
-                run.record(STEP, problem(f"the env raised on every action built from its schema: {last_error}",
-                                         severity="warning", actions=actions), started)
+                run.record(
+                    STEP,
+                    problem(
+                        f"the env raised on every action built from its schema: {last_error}",
+                        severity="warning",
+                        actions=actions,
+                    ),
+                    started,
+                )
             elif actions:
-                run.record(STEP, problem(f"the server rejected every action built from its schema: {last_error}",
-                                         severity="warning", actions=actions), started)
+                run.record(
+                    STEP,
+                    problem(
+                        f"the server rejected every action built from its schema: {last_error}",
+                        severity="warning",
+                        actions=actions,
+                    ),
+                    started,
+                )
 
         started = time.perf_counter()
         try:
@@ -233,7 +353,12 @@ async def _latency(run: _Run, client: GenericEnvClient, steps: int, budget_ms: f
         return
     p50 = statistics.median(samples)
     p95 = sorted(samples)[max(0, int(len(samples) * 0.95) - 1)]
-    details: dict[str, Any] = {"steps": len(samples), "p50_ms": round(p50, 3), "p95_ms": round(p95, 3), "budget_ms": budget_ms}
+    details: dict[str, Any] = {
+        "steps": len(samples),
+        "p50_ms": round(p50, 3),
+        "p95_ms": round(p95, 3),
+        "budget_ms": budget_ms,
+    }
     if p50 <= budget_ms:
         run.record(LATENCY, ok(f"median step {p50:.2f} ms over {len(samples)} steps", **details), started)
     else:
@@ -248,7 +373,9 @@ async def _error_handling(run: _Run) -> None:
         (b'{"type": "step", "data": {"__openenv_validate_unknown_field__": 1}}', "VALIDATION_ERROR"),
     ]
     try:
-        conn = await Connection.open(ws_url_for(run.url), headers=run.headers, timeout_s=run.timeout_s, max_message_bytes=16 << 20)
+        conn = await Connection.open(
+            ws_url_for(run.url), headers=run.headers, timeout_s=run.timeout_s, max_message_bytes=16 << 20
+        )
     except EnvClientError as exc:
         run.record(ERRORS, problem(f"could not open a second session: {exc}"), started)
         return
@@ -256,7 +383,9 @@ async def _error_handling(run: _Run) -> None:
     try:
         for frame, code in probes:
             reply = loads(await conn.call(frame, run.timeout_s))
-            got = reply.get("data", {}).get("code") if isinstance(reply, dict) and reply.get("type") == "error" else None
+            got = (
+                reply.get("data", {}).get("code") if isinstance(reply, dict) and reply.get("type") == "error" else None
+            )
             if got != code:
                 wrong.append(f"{frame[:30]!r} got {got or str(reply)[:60]!r}, expected {code}")
         reply = loads(await conn.call(b'{"type": "state"}', run.timeout_s))
@@ -273,7 +402,9 @@ async def _error_handling(run: _Run) -> None:
     if wrong:
         run.record(ERRORS, problem("; ".join(wrong)), started)
     else:
-        run.record(ERRORS, ok("bad JSON, unknown types and invalid actions get error frames; the session survives"), started)
+        run.record(
+            ERRORS, ok("bad JSON, unknown types and invalid actions get error frames; the session survives"), started
+        )
 
 
 async def validate_url_async(

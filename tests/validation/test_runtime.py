@@ -71,9 +71,18 @@ class PickyAction(Action):
 def test_our_echo_server_passes_every_runtime_check(echo_url: str) -> None:
     report = validate_url(echo_url, latency_steps=10)
     assert report.status == "pass", [(c.id, c.message) for c in report.problems()]
-    assert [c.id for c in report.checks] == ["runtime.reachable", "runtime.health", "runtime.metadata", "runtime.schema",
-                                             "runtime.openapi", "runtime.reset", "runtime.step", "runtime.state",
-                                             "runtime.errors", "runtime.latency"]
+    assert [c.id for c in report.checks] == [
+        "runtime.reachable",
+        "runtime.health",
+        "runtime.metadata",
+        "runtime.schema",
+        "runtime.openapi",
+        "runtime.reset",
+        "runtime.step",
+        "runtime.state",
+        "runtime.errors",
+        "runtime.latency",
+    ]
     step = report.results("runtime.step")[0]
     assert step.details["action"] == {"message": "hello"} and step.details["reward"] == 0.5
     latency = report.results("runtime.latency")[0].details
@@ -113,6 +122,27 @@ def test_a_server_that_is_not_an_openenv_server_is_unsupported() -> None:
     assert "not an OpenEnv server" in (report.unsupported_reason or "")
 
 
+def test_an_oversized_reply_is_cut_off_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A /metadata reply of 3 MB against a 1 MB cap: reported as such, and the other checks go on."""
+    from openenv.validation import runtime
+
+    monkeypatch.setattr(runtime, "MAX_REPLY_MB", 1)
+    app = create_app(PickEnv, PickAction, PickObservation)
+
+    @app.middleware("http")
+    async def huge_metadata(request: Any, call_next: Any) -> Any:
+        if request.url.path == "/metadata":
+            return JSONResponse({"name": "pick", "padding": "x" * (3 << 20)})
+        return await call_next(request)
+
+    with serve_app(app) as url:
+        report = validate_url(url, latency_steps=3)
+    metadata = report.results("runtime.metadata")[0]
+    assert metadata.status != "pass" and "over 1 MB, not read" in metadata.message, metadata
+    assert report.results("runtime.schema")[0].status == "pass"
+    assert report.results("runtime.step")[0].status == "pass"
+
+
 def test_nothing_listening_is_a_failure_with_advice() -> None:
     report = validate_url(f"http://127.0.0.1:{free_port()}", timeout_s=2)
     reach = report.results("runtime.reachable")[0]
@@ -137,20 +167,28 @@ def _fragile_ws_app() -> Starlette:
             kind = msg.get("type")
             if kind in ("reset", "step"):
                 steps += kind == "step"
-                await socket.send_text(json.dumps({"type": "observation", "data": {"observation": {}, "reward": 0.0, "done": False}}))
+                await socket.send_text(
+                    json.dumps({"type": "observation", "data": {"observation": {}, "reward": 0.0, "done": False}})
+                )
             elif kind == "state":
                 await socket.send_text(json.dumps({"type": "state", "data": {"episode_id": "x", "step_count": steps}}))
             else:
                 await socket.send_text(json.dumps({"type": "error", "data": {"code": "UNKNOWN_TYPE", "message": "?"}}))
 
-    schema = {"action": {"type": "object", "properties": {}}, "observation": {"type": "object"}, "state": {"type": "object"}}
-    return Starlette(routes=[
-        Route("/health", lambda r: JSONResponse({"status": "healthy"})),
-        Route("/metadata", lambda r: JSONResponse({"name": "fragile"})),
-        Route("/schema", lambda r: JSONResponse(schema)),
-        Route("/openapi.json", lambda r: JSONResponse({"info": {"version": "0.9"}})),
-        WebSocketRoute("/ws", ws),
-    ])
+    schema = {
+        "action": {"type": "object", "properties": {}},
+        "observation": {"type": "object"},
+        "state": {"type": "object"},
+    }
+    return Starlette(
+        routes=[
+            Route("/health", lambda r: JSONResponse({"status": "healthy"})),
+            Route("/metadata", lambda r: JSONResponse({"name": "fragile"})),
+            Route("/schema", lambda r: JSONResponse(schema)),
+            Route("/openapi.json", lambda r: JSONResponse({"info": {"version": "0.9"}})),
+            WebSocketRoute("/ws", ws),
+        ]
+    )
 
 
 def test_a_server_that_drops_the_session_on_a_bad_frame_fails() -> None:
@@ -164,14 +202,18 @@ def test_a_server_that_drops_the_session_on_a_bad_frame_fails() -> None:
 
 
 async def test_the_async_variant_runs_inside_a_running_loop(echo_url: str) -> None:
-    reports = await asyncio.gather(validate_url_async(echo_url, latency_steps=2), validate_url_async(echo_url, latency_steps=2))
+    reports = await asyncio.gather(
+        validate_url_async(echo_url, latency_steps=2), validate_url_async(echo_url, latency_steps=2)
+    )
     assert [r.status for r in reports] == ["pass", "pass"]
 
 
 @pytest.mark.interop
 @pytest.mark.slow
 def test_an_upstream_openenv_core_server_passes(upstream_python: str) -> None:
-    with serve_process([upstream_python, "-m", "uvicorn", "_upstream_echo:app", "--log-level", "warning"], cwd=ROOT / "benchmarks") as server:
+    with serve_process(
+        [upstream_python, "-m", "uvicorn", "_upstream_echo:app", "--log-level", "warning"], cwd=ROOT / "benchmarks"
+    ) as server:
         report = validate_url(server.url, latency_steps=5)
     assert report.exit_code == 0, [(c.id, c.status, c.message) for c in report.problems()]
     assert report.results("runtime.step")[0].status == "pass"
@@ -185,14 +227,20 @@ def test_an_upstream_env_folder_imports_and_runs_with_its_own_python(upstream_py
     (env / "server").mkdir(parents=True)
     shutil.copy(ROOT / "benchmarks" / "_upstream_echo.py", env / "server" / "app.py")
     (env / "server" / "__init__.py").write_text("")
-    (env / "openenv.yaml").write_text("spec_version: 1\nname: upstream_echo\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\n")
+    (env / "openenv.yaml").write_text(
+        "spec_version: 1\nname: upstream_echo\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\n"
+    )
     (env / "server" / "requirements.txt").write_text("openenv-core==0.3.0\n")
     (env / "README.md").write_text("---\nsdk: docker\napp_port: 8000\ntags: [openenv]\n---\n")
-    (env / "Dockerfile").write_text("FROM python:3.11-slim\nCOPY . /app\nRUN pip install -r /app/server/requirements.txt\nEXPOSE 8000\n")
+    (env / "Dockerfile").write_text(
+        "FROM python:3.11-slim\nCOPY . /app\nRUN pip install -r /app/server/requirements.txt\nEXPOSE 8000\n"
+    )
     here = validate(env, import_app=True)
     assert here.results("app.import")[0].status == "skip"  # our Python has no openenv.core
     there = validate(env, python=upstream_python, run=True, latency_steps=3)
     assert there.results("app.import")[0].status == "pass" and there.results("app.object")[0].status == "pass"
     assert there.results("runtime.starts")[0].status == "pass" and there.results("runtime.step")[0].status == "pass"
     assert there.exit_code == 0, [(c.id, c.status, c.message) for c in there.problems()]
-    subprocess.run([upstream_python, "-c", "import openenv.core"], check=True, cwd=tmp_path)  # it really was upstream's SDK
+    subprocess.run(
+        [upstream_python, "-c", "import openenv.core"], check=True, cwd=tmp_path
+    )  # it really was upstream's SDK

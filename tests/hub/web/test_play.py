@@ -147,7 +147,7 @@ async def test_an_llm_plays_and_unusable_answers_are_shown_and_counted(
         try:
             session = await play.open("tab", "v", "local", "echo_env", kind="try")
             policy = LLMPolicy(base_url=f"{llm}/v1", model="tiny-model", token=TOKEN, schema=session.action_schema,
-                               env_name=session.env_id, description=session.description)
+                               env_name=session.env_id, description=session.description, public_only=False)
             events = [e async for e in run_episodes(session, policy, episodes=1, max_steps=5)]
         finally:
             await play.aclose()
@@ -170,7 +170,7 @@ async def test_a_failing_endpoint_is_an_error_in_the_trajectory(web_settings: Hu
         try:
             session = await play.open("tab", "v", "local", "echo_env", kind="try")
             policy = LLMPolicy(base_url=f"{llm}/v1", model="no-such-model", token="wrong", schema=session.action_schema,
-                               env_name="echo", description="")
+                               env_name="echo", description="", public_only=False)
             events = [e async for e in run_episodes(session, policy, episodes=1, max_steps=5)]
         finally:
             await play.aclose()
@@ -182,17 +182,18 @@ async def test_a_failing_endpoint_is_an_error_in_the_trajectory(web_settings: Hu
 def test_the_services_token_goes_only_to_the_services_endpoint(web_settings: HubSettings) -> None:
     from pydantic import SecretStr
 
-    settings = web_settings.model_copy(update={"llm_base_url": "http://127.0.0.1:9/v1", "llm_model": "m", "llm_token": SecretStr(TOKEN)})
+    settings = web_settings.model_copy(update={"llm_base_url": "http://127.0.0.1:9/v1", "llm_model": "m", "llm_token": SecretStr(TOKEN),
+                                               "llm_allowed_endpoints": ["http://127.0.0.1:7/v1"]})
     assert choose_endpoint(settings, "", "", "") == ("http://127.0.0.1:9/v1", "m", TOKEN)
     assert choose_endpoint(settings, "http://127.0.0.1:9/v1/", "other", "") == ("http://127.0.0.1:9/v1", "other", TOKEN)
     assert choose_endpoint(settings, "http://127.0.0.1:7/v1", "", "") == ("http://127.0.0.1:7/v1", "m", None)
     assert choose_endpoint(settings, "http://127.0.0.1:7/v1", "", "mine")[2] == "mine"
-    with pytest.raises(PlayError, match="only lets models try"):
-        choose_endpoint(settings.model_copy(update={"llm_allow_custom_endpoint": False}), "http://127.0.0.1:7/v1", "", "")
+    with pytest.raises(PlayError, match="only through the endpoints its operator lists"):
+        choose_endpoint(settings, "http://127.0.0.1:8/v1", "", "")
     with pytest.raises(PlayError, match="no model endpoint"):
         choose_endpoint(web_settings, "", "m", "")
     with pytest.raises(PlayError, match="model's name"):
-        choose_endpoint(web_settings, "http://127.0.0.1:7/v1", "", "")
+        choose_endpoint(settings.model_copy(update={"llm_model": None}), "http://127.0.0.1:7/v1", "", "")
 
 
 def test_parse_action_finds_the_json_object() -> None:

@@ -1,0 +1,115 @@
+"""Issue 22 (slice D, item 3): a hostile Dockerfile's RUN steps are confined with the Hub's build
+options (`sandbox.build_options`) through the real BuildKit builder: they reach no service on the
+host's bridge gateway, their processes are bounded, and a build writing past the image cap is
+stopped while it runs."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub_service.pipeline.sandbox import build_options
+from hub_service.settings import HubSettings
+from openenv.images import ImageBuildError, build_image, buildkit_command
+from tests.support.systems import require_system
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+PIDS_MAX = Path("/sys/fs/cgroup/pids/docker/buildkit/pids.max")
+SETTINGS = HubSettings(image_max_mb=200, build_pids=200, build_egress=False)  # an operator who allows no egress
+
+
+@pytest.fixture(scope="module")
+def docker_client() -> Iterator[Any]:
+    if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
+        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`")
+    if buildkit_command() is None:
+        require_system("BuildKit", "no docker CLI with BuildKit (Debian's docker.io 20.10 or the buildx plugin)")
+    import docker
+
+    client = docker.from_env()
+    before = PIDS_MAX.read_text() if PIDS_MAX.is_file() else None
+    yield client
+    if before is not None:
+        PIDS_MAX.write_text(before)  # other builds of this engine get their limit back
+    for image in client.images.list(name=f"openenv-hub-test-confine-{os.getpid()}/*"):
+        client.images.remove(image.id, force=True)
+
+
+def _build(tmp_path: Path, client: Any, name: str, run: str) -> tuple[Any, float]:
+    folder = tmp_path / name
+    folder.mkdir()
+    nonce = uuid.uuid4().hex  # never a cached step: every run of the test runs the hostile step
+    (folder / "Dockerfile").write_text(f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nRUN {run} && : {nonce}\n")
+    start = time.monotonic()
+    try:
+        result: Any = build_image(
+            folder,
+            f"openenv-hub-test-confine-{os.getpid()}/{name}:x",
+            base_image=os.environ["OPENENV_TEST_BASE_IMAGE"],
+            client=client,
+            timeout_s=240,
+            builder="buildkit",
+            sdk="published",
+            **build_options(SETTINGS),
+        )
+    except ImageBuildError as exc:
+        result = exc
+    return result, time.monotonic() - start
+
+
+def test_a_run_step_cannot_reach_a_service_on_the_bridge_gateway(docker_client: Any, tmp_path: Path) -> None:
+    gateway = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"host secrets")
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer((gateway, 0), Handler)  # a host service the engine's bridge can reach
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        run = f"python -c \"import urllib.request; print(urllib.request.urlopen('http://{gateway}:{port}/steal', timeout=5).read())\""
+        result, _ = _build(tmp_path, docker_client, "net", run)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hits == []
+    assert isinstance(result, ImageBuildError) and not result.infrastructure  # the env's step failed, not the machine
+
+
+def test_a_fork_bomb_in_a_run_step_is_bounded(docker_client: Any, tmp_path: Path) -> None:
+    code = (
+        "import os,sys,time\\nn=0\\ntry:\\n while n<1500:\\n  if os.fork()==0:\\n   time.sleep(20);os._exit(0)\\n  n+=1\\n"
+        "except OSError:\\n pass\\nprint(chr(70)+chr(61),n)\\nsys.exit(3 if n>=1500 else 0)"
+    )
+    bomb = f"python -c \"exec('{code}')\""
+    result, _ = _build(tmp_path, docker_client, "bomb", bomb)
+    assert not isinstance(result, ImageBuildError), result.log[-2000:] if isinstance(result, ImageBuildError) else ""
+    forked = [int(m.group(1)) for line in result.log if (m := re.search(r"F= (\d+)$", line))]
+    assert forked and forked[-1] < 200, result.log[-20:]
+    assert any("limited to 200 processes" in line for line in result.log)
+
+
+def test_a_run_step_writing_past_the_cap_is_stopped_while_it_runs(docker_client: Any, tmp_path: Path) -> None:
+    result, took = _build(tmp_path, docker_client, "disk", "head -c 4000M /dev/zero > /big && sleep 120")
+    assert isinstance(result, ImageBuildError) and result.reason == ImageBuildError.TOO_BIG, result
+    assert "cap of 200 MB" in str(result)
+    assert took < 100  # stopped, not left to write 4 GB and sleep
+    assert not docker_client.images.list(name=f"openenv-hub-test-confine-{os.getpid()}/disk")
