@@ -24,19 +24,29 @@ class HubSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="OPENENV_HUB_", extra="ignore")
 
-    data_dir: Path = Field(default=Path.home() / ".cache" / "openenv-hub", description="Where SQLite, fetched files and logs live.")
+    data_dir: Path = Field(
+        default=Path.home() / ".cache" / "openenv-hub", description="Where SQLite, fetched files and logs live."
+    )
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; SQLite under data_dir when unset.")
-    public_url: str = Field(default="http://127.0.0.1:7860", description="How users reach this service (links in reports).")
+    public_url: str = Field(
+        default="http://127.0.0.1:7860", description="How users reach this service (links in reports)."
+    )
 
     # Sources
     hf_enabled: bool = Field(default=False, description="Index Spaces from the Hugging Face Hub.")
-    hf_endpoint: str | None = Field(default=None, description="Hub API base URL (HF_ENDPOINT); huggingface.co when unset.")
+    hf_endpoint: str | None = Field(
+        default=None, description="Hub API base URL (HF_ENDPOINT); huggingface.co when unset."
+    )
     hf_token: SecretStr | None = Field(default=None, description="Token for the Hub API (private Spaces, comments).")
     hf_tag: str = Field(default="openenv", description="Spaces with this tag are indexed.")
-    local_source: str | None = Field(default_factory=_default_local_source, description="A folder of Space-shaped env folders.")
+    local_source: str | None = Field(
+        default_factory=_default_local_source, description="A folder of Space-shaped env folders."
+    )
     local_owner: str = Field(default="local", description="Owner name given to envs of the local source.")
     local_trusted: bool = Field(default=True, description="Local envs may run as processes (not only in containers).")
-    space_image_template: str = Field(default="registry.hf.space/{owner}-{name}:latest", description="Image reference of a Space.")
+    space_image_template: str = Field(
+        default="registry.hf.space/{owner}-{name}:latest", description="Image reference of a Space."
+    )
 
     # Pipeline
     builder: Literal["auto", "docker", "process"] = "auto"
@@ -46,12 +56,26 @@ class HubSettings(BaseSettings):
     smoke_timeout_s: float = 120.0
     smoke_steps: int = Field(default=5, ge=1, le=1000)
     step_timeout_s: float = 10.0
-    smoke_deadline_s: float = Field(default=600.0, gt=0, description=(
-        "Wall-clock limit of the whole smoke stage (start, calls, runtime checks); past it the server is stopped and the revision fails."))
-    stage_deadline_s: float = Field(default=1800.0, gt=0, description=(
-        "Wall-clock limit of each of the fetch, validate and build stages (keep it above build_timeout_s)."))
-    smoke_reply_max_mb: float = Field(default=4.0, gt=0, description="Largest HTTP reply (e.g. /schema) the smoke test reads from an env server.")
-    smoke_message_max_mb: float = Field(default=100.0, gt=0, description="Largest WebSocket reply the smoke test accepts from an env server.")
+    smoke_deadline_s: float = Field(
+        default=600.0,
+        gt=0,
+        description=(
+            "Wall-clock limit of the whole smoke stage (start, calls, runtime checks); past it the server is stopped and the revision fails."
+        ),
+    )
+    stage_deadline_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description=(
+            "Wall-clock limit of each of the fetch, validate and build stages (keep it above build_timeout_s)."
+        ),
+    )
+    smoke_reply_max_mb: float = Field(
+        default=4.0, gt=0, description="Largest HTTP reply (e.g. /schema) the smoke test reads from an env server."
+    )
+    smoke_message_max_mb: float = Field(
+        default=100.0, gt=0, description="Largest WebSocket reply the smoke test accepts from an env server."
+    )
     smoke_memory: str = Field(default="1g", description="Memory limit of a smoke-test container.")
     smoke_cpus: float = Field(default=1.0, gt=0)
     smoke_pids: int = Field(default=256, ge=16)
@@ -59,24 +83,61 @@ class HubSettings(BaseSettings):
     smoke_tmpfs_mb: int = Field(default=256, ge=1)
     smoke_isolated_network: bool = Field(default=True, description="Smoke containers reach nothing but their own port.")
     build_memory: str = Field(default="2g", description="Memory limit of a build's RUN steps.")
-    build_network: str | None = Field(default=None, description=(
-        "Docker network of a build's RUN steps, overriding build_egress (BuildKit takes 'none', 'default' or 'host')."))
-    build_egress: bool = Field(default=True, description=(
-        "Builds' RUN steps may reach the network (registries, PyPI) through the engine's bridge; off: they reach nothing "
-        "(BuildKit cannot keep them off the host's services otherwise)."))
-    build_pids: int = Field(default=1024, ge=64, description="Processes a build's RUN steps may run at once (BuildKit: all builds together).")
+    build_network: str | None = Field(
+        default=None,
+        description=(
+            "Docker network of a build's RUN steps, overriding build_egress (BuildKit takes 'none', 'default' or 'host')."
+        ),
+    )
+    build_egress: bool = Field(
+        default=True,
+        description=(
+            "Builds' RUN steps may reach the network (registries, PyPI) through the engine's bridge; off: they reach nothing "
+            "(BuildKit cannot keep them off the host's services otherwise)."
+        ),
+    )
+    build_block_host: bool = Field(
+        default=True,
+        description=(
+            "With egress, builds' RUN steps still cannot open connections to this host's services (an iptables rule on the "
+            "engine's default bridge; needs root)."
+        ),
+    )
+    build_pids: int = Field(
+        default=1024,
+        ge=64,
+        description="Processes a build's RUN steps may run at once (BuildKit: all builds together).",
+    )
     image_max_mb: int = Field(default=6144, ge=1, description="Images larger than this fail the build.")
-    keep_images_per_env: int = Field(default=2, ge=0, description=(
-        "Images of older passing main revisions kept per env, besides its current revision's and open pull requests' "
-        "(for clients pinned to them); the other images the Hub built are removed after each job of the env."))
+    keep_images_per_env: int = Field(
+        default=2,
+        ge=0,
+        description=(
+            "Images of older passing main revisions kept per env, besides its current revision's and open pull requests' "
+            "(for clients pinned to them); the other images the Hub built are removed after each job of the env."
+        ),
+    )
     fetch_max_mb: int = Field(default=512, ge=1, description="Revisions with more files than this fail the fetch.")
     job_max_attempts: int = Field(default=3, ge=1)
-    infra_retry_s: float = Field(default=15.0, gt=0, description=(
-        "A revision stopped by the infrastructure (no engine, engine restarted, base image or source unreachable) runs again "
-        "after this long, doubling with each retry..."))
-    infra_retry_max_s: float = Field(default=300.0, gt=0, description="...up to this long (sooner when the Docker engine answers again).")
-    infra_probe_s: float = Field(default=5.0, gt=0, description="How often an idle worker checks whether the engine that revisions wait for answers again.")
-    job_stale_after_s: float = Field(default=60.0, gt=0, description="A running job with no heartbeat this long is reclaimed.")
+    infra_retry_s: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "A revision stopped by the infrastructure (no engine, engine restarted, base image or source unreachable) runs again "
+            "after this long, doubling with each retry..."
+        ),
+    )
+    infra_retry_max_s: float = Field(
+        default=300.0, gt=0, description="...up to this long (sooner when the Docker engine answers again)."
+    )
+    infra_probe_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often an idle worker checks whether the engine that revisions wait for answers again.",
+    )
+    job_stale_after_s: float = Field(
+        default=60.0, gt=0, description="A running job with no heartbeat this long is reclaimed."
+    )
     heartbeat_s: float = Field(default=5.0, gt=0)
     embedded_workers: int = Field(default=1, ge=0, description="Workers `openenv hub serve` runs in-process.")
 
@@ -91,39 +152,84 @@ class HubSettings(BaseSettings):
     rate_play_per_minute: float = Field(default=20, gt=0)
     rate_model_burst: int = Field(default=3, ge=1, description="Model-try runs a visitor may start at once...")
     rate_model_per_minute: float = Field(default=6, gt=0)
-    trust_forwarded_for: bool = Field(default=False, description="Take the client address from X-Forwarded-For (behind a proxy).")
-    forwarded_allow_ips: str = Field(default="127.0.0.1", description="Proxies whose X-Forwarded-For is believed, when trusted.")
-    maintainer_token: SecretStr | None = Field(default=None, description="Bearer token for maintainer actions (re-run, yank, deprecate).")
+    trust_forwarded_for: bool = Field(
+        default=False, description="Take the client address from X-Forwarded-For (behind a proxy)."
+    )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1", description="Proxies whose X-Forwarded-For is believed, when trusted."
+    )
+    maintainer_token: SecretStr | None = Field(
+        default=None, description="Bearer token for maintainer actions (re-run, yank, deprecate)."
+    )
 
     # Keeping the index live
-    webhook_secret: SecretStr | None = Field(default=None, description="The Hub webhook's secret (X-Webhook-Secret); webhooks are refused while unset.")
-    pr_bot: bool = Field(default=True, description="Check pull requests on indexed Spaces and comment the verdict (needs hf_token).")
-    health_poll_s: float = Field(default=300.0, ge=0, description="Poll the runtime stage of indexed Spaces this often (0: never).")
+    webhook_secret: SecretStr | None = Field(
+        default=None, description="The Hub webhook's secret (X-Webhook-Secret); webhooks are refused while unset."
+    )
+    pr_bot: bool = Field(
+        default=True, description="Check pull requests on indexed Spaces and comment the verdict (needs hf_token)."
+    )
+    health_poll_s: float = Field(
+        default=300.0, ge=0, description="Poll the runtime stage of indexed Spaces this often (0: never)."
+    )
 
     # Website: play as a human, let a model try (sessions live in this process's memory)
     website: bool = Field(default=True, description="Serve the website at / (the API stays at /api/v1).")
-    play_max_sessions: int = Field(default=16, ge=0, description="Play and model-try sessions at once, all visitors together.")
-    play_max_sessions_per_visitor: int = Field(default=3, ge=1, description="Sessions one visitor (address) may hold at once.")
-    play_max_instances: int = Field(default=4, ge=0, description="Env servers this service may run for visitors at once.")
+    play_max_sessions: int = Field(
+        default=16, ge=0, description="Play and model-try sessions at once, all visitors together."
+    )
+    play_max_sessions_per_visitor: int = Field(
+        default=3, ge=1, description="Sessions one visitor (address) may hold at once."
+    )
+    play_max_instances: int = Field(
+        default=4, ge=0, description="Env servers this service may run for visitors at once."
+    )
     play_idle_timeout_s: float = Field(default=600.0, gt=0, description="A session unused this long is closed.")
-    play_instance_linger_s: float = Field(default=60.0, ge=0, description="A started env with no sessions is stopped after this long.")
+    play_instance_linger_s: float = Field(
+        default=60.0, ge=0, description="A started env with no sessions is stopped after this long."
+    )
     play_start_timeout_s: float = Field(default=120.0, gt=0)
     try_max_episodes: int = Field(default=10, ge=1)
     try_max_steps: int = Field(default=100, ge=1, description="Steps per episode at most when a model plays.")
-    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint offered to visitors (HF Inference Providers, vLLM, TGI, Ollama).")
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible endpoint offered to visitors (HF Inference Providers, vLLM, TGI, Ollama).",
+    )
     llm_model: str | None = None
-    llm_token: SecretStr | None = Field(default=None, description="Sent only to llm_base_url, never to an endpoint typed in the form.")
-    llm_allowed_endpoints: list[str] = Field(default_factory=list, description=(
-        "Further base URLs visitors may pick (a JSON list); like llm_base_url they are trusted and may be private."))
-    llm_allow_custom_endpoint: bool = Field(default=False, description=(
-        "Visitors may type any endpoint; the Hub then calls it only when every address of its host is public."))
+    llm_token: SecretStr | None = Field(
+        default=None, description="Sent only to llm_base_url, never to an endpoint typed in the form."
+    )
+    llm_allowed_endpoints: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Further base URLs visitors may pick (a JSON list); like llm_base_url they are trusted and may be private."
+        ),
+    )
+    llm_allow_custom_endpoint: bool = Field(
+        default=False,
+        description=(
+            "Visitors may type any endpoint; the Hub then calls it only when every address of its host is public."
+        ),
+    )
     llm_timeout_s: float = Field(default=60.0, gt=0)
-    play_max_reply_mb: float = Field(default=4.0, gt=0, description="Largest reply read from an env server in play or a model try.")
-    play_visitor_share: float = Field(default=0.25, gt=0, le=1, description=(
-        "Share of play_max_sessions one visitor may hold (at least one), on top of play_max_sessions_per_visitor."))
-    rate_web_burst: int = Field(default=60, ge=1, description="Website events (clicks, searches) a visitor may send at once...")
+    play_max_reply_mb: float = Field(
+        default=4.0, gt=0, description="Largest reply read from an env server in play or a model try."
+    )
+    play_visitor_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description=(
+            "Share of play_max_sessions one visitor may hold (at least one), on top of play_max_sessions_per_visitor."
+        ),
+    )
+    rate_web_burst: int = Field(
+        default=60, ge=1, description="Website events (clicks, searches) a visitor may send at once..."
+    )
     rate_web_per_minute: float = Field(default=300, gt=0)
-    web_cache_max_age_s: int = Field(default=3600, ge=60, description="Files the website's framework caches are deleted after this long.")
+    web_cache_max_age_s: int = Field(
+        default=3600, ge=60, description="Files the website's framework caches are deleted after this long."
+    )
 
     @field_validator("data_dir")
     @classmethod

@@ -5,7 +5,9 @@ no capabilities, no new privileges, a read-only root with a small tmpfs at /tmp 
 without the read-only root is tried once, for envs that write their own folder), memory / CPU / process / file-size limits, and on a network of their own from which
 nothing can be reached — no NAT to the outside world, no traffic between containers, and no new
 connections to the host — while the Hub still reaches the server through its port published on
-127.0.0.1. Builds get a time limit, a memory limit and an image size cap. Nothing of the service's
+127.0.0.1. Builds get a time limit, memory and process limits, an image size cap enforced while
+they run, and no network unless the operator allows egress; with egress, RUN steps still cannot
+open connections to the host's own services. Nothing of the service's
 own environment (tokens, database URL, secrets) is passed to either.
 
 Every container the Hub starts carries `HUB_LABEL` (which Hub: a digest of its database URL) besides
@@ -31,6 +33,7 @@ __all__ = [
     "SMOKE_ENV",
     "SMOKE_NETWORK",
     "SMOKE_USER",
+    "block_host_from_default_bridge",
     "build_limits",
     "build_options",
     "confined_provider",
@@ -194,6 +197,27 @@ def reap_leftovers(settings: HubSettings) -> int:
     return len(removed)
 
 
+def block_host_from_default_bridge() -> None:
+    """Keep containers on the engine's default bridge (where builds' RUN steps run when they may
+    reach the network) from opening connections to the host's own services; once per process.
+
+    BuildKit in docker 20.10 offers RUN steps only the networks `default`, `none` and `host`, so the
+    rule goes on the default bridge (docker0): the internet stays reachable (it is forwarded, not
+    delivered to the host), replies to connections the host opens stay allowed."""
+    with _lock:
+        if "default-bridge" in _ready:
+            return
+        try:
+            import docker
+
+            options = docker.from_env().networks.get("bridge").attrs.get("Options") or {}
+        except Exception as exc:  # no engine: the build fails on its own, with a clearer message
+            log.warning("cannot look up the engine's default bridge to keep builds off the host: %s", exc)
+            return
+        _block_host_access(options.get("com.docker.network.bridge.name", "docker0"))
+        _ready.add("default-bridge")
+
+
 def build_limits(settings: HubSettings) -> dict[str, Any]:
     """`container_limits` for the build's RUN steps (memory in bytes; the legacy builder's knobs)."""
     memory = _bytes(settings.build_memory)
@@ -204,11 +228,14 @@ def build_options(settings: HubSettings) -> dict[str, Any]:
     """`build_image` keyword arguments that confine a build: memory, processes, disk written while
     it runs (the image cap), and its network: none unless the operator allows egress or names one."""
     network = settings.build_network or (None if settings.build_egress else "none")
+    if network is None and settings.build_block_host:
+        block_host_from_default_bridge()
     return {
         "container_limits": build_limits(settings),
         "network_mode": network,
         "pids_limit": settings.build_pids,
         "disk_limit_mb": settings.image_max_mb,
+        "offline": network == "none" and settings.build_network is None,  # the policy, not an outage
     }
 
 

@@ -70,6 +70,7 @@ def build_image(
     builder: str = "auto",
     pids_limit: int | None = None,
     disk_limit_mb: int | None = None,
+    offline: bool = False,
 ) -> BuildResult:
     """Build `env_dir`'s Dockerfile into `tag`.
 
@@ -97,6 +98,8 @@ def build_image(
         disk_limit_mb: stop the build once the engine's disk has grown by this much since it
             began (polled twice a second; needs a local engine whose data folder this process
             can see; concurrent writers on that disk count too).
+        offline: the build is kept off the network on purpose (`network_mode="none"` as a policy):
+            a step that fails for want of a network is then the env's failure, not an outage.
 
     Raises:
         ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log and
@@ -140,6 +143,7 @@ def build_image(
             on_log(line)
 
     guard = _disk_guard(client, disk_limit_mb, emit) if disk_limit_mb else None
+    began = engine_epoch(client)  # a restart at any point of the build (either attempt) is the engine's doing
     try:
         with build_cgroup(memory if kit else None, emit, pids=pids_limit if kit else None):
             for attempt in (1, 2):
@@ -155,7 +159,7 @@ def build_image(
                     nocache=attempt > 1,
                     guard=guard,
                 )
-                epoch = engine_epoch(client)
+                epoch = began if began is not None else engine_epoch(client)
                 try:
                     if kit:
                         buildkit_build(kit, spec, emit)
@@ -176,7 +180,7 @@ def build_image(
                 except StepFailed as failed:
                     joined = "\n".join([*log, failed.message])
                     trouble = engine_trouble(client, epoch, joined, lost=failed.unreachable) or network_trouble(
-                        client, text, args, network_mode, joined
+                        client, text, args, network_mode, joined, offline=offline
                     )
                     if trouble is not None:
                         raise trouble from None

@@ -24,18 +24,18 @@ _PARENT = ("docker", "buildkit")  # the engine's default cgroup parent (cgroupfs
 def build_cgroup(memory: int | None, emit: Callable[[str], None], pids: int | None = None) -> Iterator[None]:
     """Set `memory` (bytes) and `pids` (processes) on the cgroup BuildKit's steps run under, for
     the build inside."""
-    if pids:
-        where = _limit_pids(pids)
+    limits = (
+        ("process", pids, _limit_pids, f"{pids} processes"),
+        ("memory", memory, _limit, f"{(memory or 0) >> 20} MiB of memory"),
+    )
+    for what, value, apply, amount in limits:
+        if not value:
+            continue
+        where = apply(value)
         if where is None:
-            emit("note: the build's process limit is not enforced here (it needs root and a local engine's cgroups)")
+            emit(f"note: the build's {what} limit is not enforced here (it needs root and a local engine's cgroups)")
         else:
-            emit(f"RUN steps are limited to {pids} processes ({where})")
-    if memory:
-        where = _limit(memory)
-        if where is None:
-            emit("note: the build's memory limit is not enforced here (it needs root and a local engine's cgroups)")
-        else:
-            emit(f"RUN steps are limited to {memory >> 20} MiB of memory ({where})")
+            emit(f"RUN steps are limited to {amount} ({where})")
     yield
 
 

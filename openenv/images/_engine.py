@@ -87,13 +87,19 @@ print(" ".join(down))
 
 
 def network_trouble(
-    client: Any, dockerfile_text: str, args: dict[str, str], network_mode: str | None, log: str
+    client: Any,
+    dockerfile_text: str,
+    args: dict[str, str],
+    network_mode: str | None,
+    log: str,
+    *,
+    offline: bool = False,
 ) -> ImageBuildError | None:
     """When a failed build's log shows network errors, ask a container on the build's network
     (from the build's base image) to resolve well-known names: if the resolver itself cannot be
     reached (EAI_AGAIN), the machine's network is down, not the env broken. An unknown name
     (a typo in the env's index URL) resolves to "no such host" and stays the env's failure."""
-    if network_mode == "none" or not _NETWORK_SIGNS.search(log):
+    if offline or not _NETWORK_SIGNS.search(log):
         return None  # a build kept off the network on purpose: its step failing for want of one is the env's
     images = base_images(dockerfile_text, args)
     if not images:

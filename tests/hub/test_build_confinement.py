@@ -45,7 +45,7 @@ def docker_client() -> Iterator[Any]:
         client.images.remove(image.id, force=True)
 
 
-def _build(tmp_path: Path, client: Any, name: str, run: str) -> tuple[Any, float]:
+def _build(tmp_path: Path, client: Any, name: str, run: str, settings: HubSettings = SETTINGS) -> tuple[Any, float]:
     folder = tmp_path / name
     folder.mkdir()
     nonce = uuid.uuid4().hex  # never a cached step: every run of the test runs the hostile step
@@ -60,14 +60,19 @@ def _build(tmp_path: Path, client: Any, name: str, run: str) -> tuple[Any, float
             timeout_s=240,
             builder="buildkit",
             sdk="published",
-            **build_options(SETTINGS),
+            **build_options(settings),
         )
     except ImageBuildError as exc:
         result = exc
     return result, time.monotonic() - start
 
 
-def test_a_run_step_cannot_reach_a_service_on_the_bridge_gateway(docker_client: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("egress", [False, True], ids=["no-egress", "egress"])
+def test_a_run_step_cannot_reach_a_service_on_the_bridge_gateway(
+    docker_client: Any, tmp_path: Path, egress: bool
+) -> None:
+    """Without egress the step has no network at all; with it (the default) it still cannot open a
+    connection to the host's own services."""
     gateway = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
     hits: list[str] = []
 
@@ -86,7 +91,8 @@ def test_a_run_step_cannot_reach_a_service_on_the_bridge_gateway(docker_client: 
     try:
         port = server.server_address[1]
         run = f"python -c \"import urllib.request; print(urllib.request.urlopen('http://{gateway}:{port}/steal', timeout=5).read())\""
-        result, _ = _build(tmp_path, docker_client, "net", run)
+        settings = SETTINGS.model_copy(update={"build_egress": egress})
+        result, _ = _build(tmp_path, docker_client, "net", run, settings)
     finally:
         server.shutdown()
         server.server_close()

@@ -31,9 +31,15 @@ def _wait(predicate: Any, timeout: float = 15.0) -> bool:
 
 
 def test_a_visitor_finds_reads_plays_and_lets_models_try_echo_env(web_settings: HubSettings, new_page) -> None:
-    app = create_app(web_settings)
     standin = openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=['{"message": "hello"}', "no idea, sorry"])
-    with serve_app(app) as url, serve_app(standin) as llm:
+    with serve_app(standin) as llm:
+        # the stand-in model runs on 127.0.0.1: visitors may use it because the operator lists it
+        app = create_app(web_settings.model_copy(update={"llm_allowed_endpoints": [f"{llm}/v1"]}))
+        _visitor_journey(app, standin, llm, new_page)
+
+
+def _visitor_journey(app, standin, llm: str, new_page) -> None:
+    with serve_app(app) as url:
         # the JSON API and its docs still answer beside the website
         assert httpx.get(f"{url}/api/v1/envs").json()["total"] == 2
         assert httpx.get(f"{url}/docs").status_code == 200 and httpx.get(f"{url}/openapi.json").status_code == 200
@@ -104,10 +110,14 @@ def test_a_visitor_finds_reads_plays_and_lets_models_try_echo_env(web_settings: 
         assert page.evaluate("() => window.__pwned === undefined") and not dialogs, dialogs
         # leaving the page ends the visitor's sessions and stops the env they used
         page.close()
-        assert _wait(lambda: app.state.play.stats() == {"sessions": 0, "visitors": 0, "instances": []}), app.state.play.stats()
+        assert _wait(lambda: app.state.play.stats() == {"sessions": 0, "visitors": 0, "instances": []}), (
+            app.state.play.stats()
+        )
 
 
-def test_two_visitors_play_separately_a_bad_env_id_is_explained_and_history_shown(web_settings: HubSettings, new_page) -> None:
+def test_two_visitors_play_separately_a_bad_env_id_is_explained_and_history_shown(
+    web_settings: HubSettings, new_page
+) -> None:
     app = create_app(web_settings.model_copy(update={"maintainer_token": SecretStr("m41nt")}))
     with serve_app(app) as url:
         first, second = new_page(), new_page()
@@ -134,11 +144,16 @@ def test_two_visitors_play_separately_a_bad_env_id_is_explained_and_history_show
 
         # a maintainer deprecates bad_manifest for echo_env: its page says so and links the successor;
         # its history tab shows the audit trail, newest first
-        deprecated = httpx.post(f"{url}/api/v1/envs/local/bad_manifest/deprecate", headers={"Authorization": "Bearer m41nt"},
-                                json={"actor": "alice", "reason": "superseded by echo", "successor": "local/echo_env"})
+        deprecated = httpx.post(
+            f"{url}/api/v1/envs/local/bad_manifest/deprecate",
+            headers={"Authorization": "Bearer m41nt"},
+            json={"actor": "alice", "reason": "superseded by echo", "successor": "local/echo_env"},
+        )
         assert deprecated.status_code == 200, deprecated.text
         third.goto(url + "/?env=local/bad_manifest")
-        expect(third.locator("#oe-deprecated")).to_contain_text("Deprecated (superseded by echo). Use local/echo_env instead.")
+        expect(third.locator("#oe-deprecated")).to_contain_text(
+            "Deprecated (superseded by echo). Use local/echo_env instead."
+        )
         expect(third.locator("#oe-health")).to_contain_text("not polled yet")  # a local env has no runtime to poll
         third.get_by_role("tab", name="History").click()
         events = third.locator("#oe-events tr")
