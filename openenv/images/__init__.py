@@ -11,6 +11,7 @@ the env's Dockerfile, or the machine (`ImageBuildError.reason`).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -182,6 +183,13 @@ def build_image(
                     trouble = engine_trouble(client, epoch, joined, lost=failed.unreachable) or network_trouble(
                         client, text, args, network_mode, joined, offline=offline
                     )
+                    if trouble is None and failed.exit_code is None and _ENGINE_SIGNS.search(failed.message):
+                        trouble = ImageBuildError(
+                            f"the Docker engine could not start a build step's container ({failed.message[:300]}); "
+                            "the build will be tried again",
+                            joined,
+                            reason=ImageBuildError.ENGINE_LOST,
+                        )
                     if trouble is not None:
                         raise trouble from None
                     if failed.exit_code is None and attempt == 1:
@@ -224,6 +232,11 @@ def build_image(
         sdk=used_sdk,
         builder="buildkit" if kit else "classic",
     )
+
+
+# The engine's own failures to start a step's container (its network set-up hook, say, while it is
+# still starting after a restart): read from the engine's message, never from the step's output.
+_ENGINE_SIGNS = re.compile(r"error running hook|libnetwork|failed to create shim|containerd", re.I)
 
 
 def _disk_guard(client: Any, cap_mb: int, emit: Callable[[str], None]) -> Callable[[], str | None] | None:
