@@ -32,6 +32,7 @@ from openenv.images._cgroup import build_cgroup
 from openenv.images._engine import (
     LABEL_PREFIX,
     docker_client,
+    engine_age_s,
     engine_epoch,
     engine_trouble,
     is_transport_error,
@@ -183,9 +184,11 @@ def build_image(
                     trouble = engine_trouble(client, epoch, joined, lost=failed.unreachable) or network_trouble(
                         client, text, args, network_mode, joined, offline=offline
                     )
-                    if trouble is None and failed.exit_code is None and _ENGINE_SIGNS.search(failed.message):
+                    if trouble is None and _engine_starting(
+                        client, failed.message if failed.exit_code is None else joined
+                    ):
                         trouble = ImageBuildError(
-                            f"the Docker engine could not start a build step's container ({failed.message[:300]}); "
+                            "the Docker engine, which had just started, could not start a build step's container; "
                             "the build will be tried again",
                             joined,
                             reason=ImageBuildError.ENGINE_LOST,
@@ -235,8 +238,18 @@ def build_image(
 
 
 # The engine's own failures to start a step's container (its network set-up hook, say, while it is
-# still starting after a restart): read from the engine's message, never from the step's output.
-_ENGINE_SIGNS = re.compile(r"error running hook|libnetwork|failed to create shim|containerd", re.I)
+# still coming up after a restart). BuildKit reports them as the step failing with exit code 1, so
+# the log is read; a step could print these words itself, so they count only within a short while
+# of the engine's start, which no env controls.
+_ENGINE_SIGNS = re.compile(r"error running hook|libnetwork|failed to create shim", re.I)
+_ENGINE_WARMUP_S = 120.0
+
+
+def _engine_starting(client: Any, text: str) -> bool:
+    if not _ENGINE_SIGNS.search(text):
+        return False
+    age = engine_age_s(client)
+    return age is not None and age < _ENGINE_WARMUP_S
 
 
 def _disk_guard(client: Any, cap_mb: int, emit: Callable[[str], None]) -> Callable[[], str | None] | None:

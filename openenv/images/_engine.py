@@ -39,6 +39,19 @@ def engine_epoch(client: Any) -> str | None:
         return None
 
 
+def engine_age_s(client: Any) -> float | None:
+    """Seconds since the engine last started (from its default bridge's creation), or None."""
+    import datetime as dt
+
+    created = engine_epoch(client)
+    match = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?", created or "")
+    if match is None:
+        return None
+    started = dt.datetime.fromisoformat(match.group(1)).replace(tzinfo=dt.UTC)
+    fraction = float(match.group(2) or 0)
+    return (dt.datetime.now(dt.UTC) - started).total_seconds() - fraction
+
+
 def engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = False) -> ImageBuildError | None:
     """The engine's part in a failed build: gone, restarted since `epoch`, or (`lost`) the
     connection to it broke; None when it answers as before (the build itself failed)."""
