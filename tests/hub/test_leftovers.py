@@ -20,6 +20,7 @@ import pytest
 from hub_service.pipeline.sandbox import HUB_LABEL, hub_instance
 from hub_service.settings import HubSettings
 from tests.support.cli import openenv_command
+from tests.support.procs import running
 from tests.support.servers import ROOT, free_port, wait_http
 from tests.support.systems import require_system
 
@@ -122,14 +123,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return state[state.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
-
-
 def _until(what: str, check: Callable[[], Any], timeout: float, hub: Hub) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -165,7 +158,7 @@ def test_killed_workers_and_a_killed_service_leave_nothing_running(hub: Hub) -> 
     assert workers
     serve.kill()  # the service is killed outright: no handler, no `finally`
     serve.wait(10)
-    _until("the killed service's workers are gone", lambda: not any(_alive(pid) for pid in workers), 5, hub)
+    _until("the killed service's workers are gone", lambda: not any(running(pid) for pid in workers), 5, hub)
     assert second.id in {c.id for c in hub.containers()}  # SIGKILL leaves no chance to tidy up ...
 
     restarted = hub.start()  # ... so the next start removes it
@@ -182,5 +175,5 @@ def test_killed_workers_and_a_killed_service_leave_nothing_running(hub: Hub) -> 
     workers = _children(restarted.pid)
     restarted.send_signal(signal.SIGTERM)  # a normal stop, mid-smoke
     assert restarted.wait(60) is not None
-    assert not any(_alive(pid) for pid in workers)
+    assert not any(running(pid) for pid in workers)
     assert hub.containers() == []

@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.support.procs import running
+
 __all__ = ["restart_dockerd"]
 
 
@@ -16,15 +18,6 @@ def _engine_up() -> bool:
         return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
     except subprocess.TimeoutExpired:
         return False
-
-
-def _alive(pid: int) -> bool:
-    """True while `pid` runs: a zombie (exited, not yet reaped by its parent) counts as gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 _started: list[subprocess.Popen[bytes]] = []  # engines this process started: reaped when they exit
@@ -44,7 +37,7 @@ def restart_dockerd(timeout_s: float = 60.0) -> None:
     while True:
         for proc in _started:
             proc.poll()  # reaps an engine this process started, so that it does not linger as a zombie
-        if not any(_alive(pid) for pid in pids):
+        if not any(running(pid) for pid in pids):
             break
         if time.monotonic() > deadline:
             raise RuntimeError(f"dockerd (pids {pids}) did not stop within {timeout_s:.0f} s")
