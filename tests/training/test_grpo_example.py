@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
+from openenv.client.providers import lifecycle
+from tests.providers.conftest import RUN_LABEL
 from tests.support.servers import ROOT
+
+# The run below takes about 4 minutes on a quiet 2-core machine; the subprocess's own limit
+# (1200 s) is the one that should end it, not the suite's per-test default.
+pytestmark = pytest.mark.timeout(1500)
 
 EXAMPLE = ROOT / "examples" / "grpo_blackjack"
 # A shorter run than the example's default (600 steps), judged the same way on more held-out
@@ -26,7 +32,17 @@ STEPS, BATCH, GROUP, HANDS = 300, 512, 16, 6000
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("grpo_blackjack")
-    proc = subprocess.run(
+    try:
+        proc = _train(out)
+    finally:
+        # A run killed midway cannot stop the blackjack servers it started: remove them.
+        lifecycle.gc(labels=dict([RUN_LABEL]), docker=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out
+
+
+def _train(out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             sys.executable,
             str(EXAMPLE / "train.py"),
@@ -50,8 +66,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=1200,
         cwd=ROOT,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
 
 
 def _evaluation(run: Path) -> dict[str, Any]:
