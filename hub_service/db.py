@@ -50,7 +50,7 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=_NAMING)
-    type_annotation_map = {dict[str, Any]: JSON, list[str]: JSON, dt.datetime: UTCDateTime}
+    type_annotation_map = {dict[str, Any]: JSON, list[str]: JSON, list[float]: JSON, dt.datetime: UTCDateTime}
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

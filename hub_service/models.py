@@ -8,6 +8,7 @@ __all__ = ["import_all"]
 def import_all() -> None:
     import hub_service.audit.models
     import hub_service.catalog.models
+    import hub_service.evals.models
     import hub_service.health.models
     import hub_service.pipeline.models
     import hub_service.prbot.models

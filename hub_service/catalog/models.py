@@ -56,6 +56,10 @@ class EnvRecord(Base):
     # Figures of the latest passing version, kept here so the catalog can sort on them.
     cold_start_s: Mapped[float | None] = mapped_column(Float, default=None)
     step_p50_ms: Mapped[float | None] = mapped_column(Float, default=None)
+    # Trust verdicts of the latest passing version (None: not checked), for the catalog's filters.
+    deterministic: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    reward_checked: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    sessions_held: Mapped[int | None] = mapped_column(Integer, default=None)
     latest_version_id: Mapped[int | None] = mapped_column(Integer, default=None)
     # Runtime health from the scheduler's polls (hub_service/health): running, sleeping, ...
     health: Mapped[str | None] = mapped_column(String(16), default=None)
@@ -102,6 +106,11 @@ class EnvVersion(Base):
     cold_start_s: Mapped[float | None] = mapped_column(Float, default=None)
     step_p50_ms: Mapped[float | None] = mapped_column(Float, default=None)
     step_p95_ms: Mapped[float | None] = mapped_column(Float, default=None)
+    # What the smoke stage measured beyond the figures above (hub_service/pipeline/trust.py):
+    # the capacity card, the determinism check and the reward sanity check, each a JSON object.
+    capacity: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    determinism: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    reward_check: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     failure_stage: Mapped[str | None] = mapped_column(String(16), default=None)
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
     # While state is "waiting": the infrastructure's reason code (no_engine, engine_lost, base_image,

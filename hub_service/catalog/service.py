@@ -254,6 +254,18 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
     env.status = "passing" if version.state == "passed" else "failing"
     env.cold_start_s = version.cold_start_s
     env.step_p50_ms = version.step_p50_ms
+    env.deterministic = _verdict(version.determinism, "deterministic")
+    env.reward_checked = _verdict(version.reward_check, "ok")
+    held = (version.capacity or {}).get("sessions_held")
+    env.sessions_held = held if isinstance(held, int) else None
+
+
+def _verdict(check: dict[str, Any] | None, good: str) -> bool | None:
+    """A trust check's verdict as a filterable flag: True when `good`, None when not checked."""
+    verdict = (check or {}).get("verdict")
+    if verdict in (None, "unchecked"):
+        return None
+    return verdict == good
 
 
 def summary(env: EnvRecord) -> EnvSummary:

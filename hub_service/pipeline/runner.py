@@ -21,12 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
 from hub_service.db import session_scope, utcnow
 from hub_service.errors import SourceError
+from hub_service.evals.models import Eval
+from hub_service.evals.service import record_eval
 from hub_service.indexer.sources import FetchRefused, HfSource, LocalSource, Source
 from hub_service.pipeline import hooks, jobs, stages
 from hub_service.pipeline.images_gc import prune_env_images
@@ -170,6 +173,9 @@ class JobRunner:
                 cold_start_s=smoke.cold_start_s,
                 step_p50_ms=smoke.step_p50_ms,
                 step_p95_ms=smoke.step_p95_ms,
+                capacity=smoke.capacity,
+                determinism=smoke.determinism,
+                reward_check=smoke.reward_check,
                 validation=merged,
                 validation_status=merged.get("status"),
             )
@@ -322,6 +328,10 @@ class JobRunner:
                 return
             version.state, version.finished_at = "passed", utcnow()
             version.waiting_code = version.waiting_reason = version.waiting_since = None
+            baseline = (version.reward_check or {}).get("baseline_returns")
+            if baseline and not session.scalar(select(Eval.id).where(Eval.version_id == version.id, Eval.source == "baseline")):
+                row = record_eval(session, env, version, source="baseline", model="random", returns=baseline)
+                lg(f"random baseline: mean return {row.mean_return:.3f} over {row.episodes} episodes")
             if env.sha == version.sha and version.ref == "main":
                 apply_verdict(env, version)
                 lg(f"{env.repo_id} is passing at {version.sha[:12]}")

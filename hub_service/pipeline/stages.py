@@ -359,6 +359,10 @@ class SmokeOutput:
     rejected: int = 0  # actions the env refused with EXECUTION_ERROR while its session lived on
     first_rejection: str | None = None
     rewards_outside_range: list[float] = field(default_factory=list)  # against openenv.yaml's validation.reward.range
+    # The trust checks (hub_service/pipeline/trust.py); see EnvVersion for their shape.
+    capacity: dict[str, Any] | None = None
+    determinism: dict[str, Any] | None = None
+    reward_check: dict[str, Any] | None = None
 
 
 def smoke(

@@ -1,0 +1,1 @@
+"""Scored runs of an environment (evals) and the leaderboards made of them."""
