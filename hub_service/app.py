@@ -70,6 +70,9 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     from hub_service.catalog.routes import router as catalog_router
 
     app.include_router(catalog_router)
+    from hub_service.evals.routes import router as evals_router  # leaderboards, submitted runs
+
+    app.include_router(evals_router)
     from hub_service.live import routers as live_routers  # webhooks, audit trail, health, maintainer actions
 
     for router in live_routers():

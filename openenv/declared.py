@@ -1,8 +1,9 @@
 """What an environment declares about itself in `openenv.yaml`'s `validation:` block (the block
 upstream OpenEnv 0.10.0's template writes): its reward range, the resources it needs, the network
-it expects. Read leniently: a block is optional, keys this SDK does not model (`capabilities`,
-`types`, `judge`, `task_distribution`, `execution`) are kept as written, and every problem comes
-back as a message rather than an exception, for the validator to report.
+it expects, and whether its outcomes are random by design (`stochastic: true`). Read leniently: a
+block is optional, keys this SDK does not model (`capabilities`, `types`, `judge`,
+`task_distribution`, `execution`) are kept as written, and every problem comes back as a message
+rather than an exception, for the validator to report.
 
 The Hub grants the declared resources up to its own caps, checks the declared reward range against
 the rewards its smoke test sees, and grants a network only as far as its sandbox allows.
@@ -66,6 +67,10 @@ class Declared:
     other: dict[str, Any] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)
     present: bool = False
+    stochastic: bool = False  # outcomes vary by design, even under the same seed: never flagged as nondeterministic
+    # Outcome fields that vary from run to run by design (a wall-clock duration, a timestamp), as
+    # dotted paths such as "observation.duration_s": the determinism check leaves them out.
+    varying_fields: list[str] = field(default_factory=list)
 
     def reward_outside(self, rewards: list[float]) -> list[float]:
         """The rewards (of a run) outside the declared range, when one is declared."""
@@ -88,6 +93,22 @@ def read_declared(manifest_data: dict[str, Any] | None) -> Declared:
         out.problems.append(("validation", "must be a mapping of blocks (reward, resources, capabilities, types, network, ...)"))
         return out
     for key, value in block.items():
+        if key == "stochastic":
+            if isinstance(value, bool):
+                out.stochastic = value
+            else:
+                out.problems.append(("validation.stochastic", "must be true or false"))
+            continue
+        if key == "varying_fields":
+            if isinstance(value, list) and len(value) <= 50 and all(
+                isinstance(v, str) and v.strip().startswith("observation.") and len(v.strip()) > 12 for v in value
+            ):
+                out.varying_fields = [v.strip() for v in value]
+            else:
+                out.problems.append(
+                    ("validation.varying_fields", "must be a list (at most 50) of observation field paths such as observation.duration_s")
+                )
+            continue
         model = _MODELS.get(key)
         if model is None:
             out.other[key] = value

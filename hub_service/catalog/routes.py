@@ -31,12 +31,17 @@ def list_envs(
     tag: Annotated[list[str], Query(description="Only envs with all these tags")] = [],  # noqa: B006 - FastAPI reads it
     status: Annotated[str | None, Query(description="pending | passing | failing")] = None,
     source: Annotated[str | None, Query(description="hf | local")] = None,
-    sort: Annotated[str, Query(description="name, -name, likes, -likes, updated, -updated, cold_start, step_latency")] = "name",
+    sort: Annotated[str, Query(description="name, -name, likes, -likes, updated, -updated, cold_start, step_latency, -sessions")] = "name",
+    deterministic: Annotated[str | None, Query(max_length=10, description="true: only envs whose same-seed runs matched; false: only those checked and not deterministic")] = None,
+    reward_checked: Annotated[str | None, Query(max_length=10, description="true: only envs whose reward check passed; false: only those it flagged")] = None,
+    min_sessions: Annotated[int | None, Query(description="Only envs one server of which held at least this many concurrent sessions")] = None,
     limit: Annotated[int | None, Query(ge=1, le=500)] = None,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
     include_gone: bool = False,
 ) -> Response:
-    query = service.ListQuery(q=q, tags=tag, status=status, source=source, sort=sort, limit=limit or settings.page_size, cursor=cursor, include_gone=include_gone)
+    query = service.ListQuery(q=q, tags=tag, status=status, source=source, sort=sort, limit=limit or settings.page_size, cursor=cursor,
+                              include_gone=include_gone, deterministic=service.parse_flag("deterministic", deterministic),
+                              reward_checked=service.parse_flag("reward_checked", reward_checked), min_sessions=min_sessions)
     query.check(500)
     envs, next_cursor, total = service.list_envs(db, query)
     page = EnvPage(items=[service.summary(e) for e in envs], next_cursor=next_cursor, total=total)
@@ -48,9 +53,13 @@ def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
     env = service.get_env(db, owner, name)
     versions = service.env_versions(db, env)
     latest = service.latest_of(env, versions)
+    current = latest if latest is not None and latest.id == env.latest_version_id else None
     detail = EnvDetail(
         **service.summary(env).model_dump(),
         deprecation_reason=env.deprecation_reason,
+        capacity=current.capacity if current else None,
+        determinism=current.determinism if current else None,
+        reward_check=current.reward_check if current else None,
         readme=latest.readme if latest else None,
         manifest=latest.manifest if latest else None,
         versions=[service.version_summary(v) for v in versions],
@@ -70,6 +79,7 @@ def get_version(request: Request, owner: str, name: str, revision: str, db: DB) 
     base = f"/api/v1/envs/{owner}/{name}/versions/{version.sha}/logs"
     detail = VersionDetail(
         **service.version_summary(version).model_dump(),
+        capacity=version.capacity, determinism=version.determinism, reward_check=version.reward_check,
         builder=version.builder, image_ref=version.image_ref, build_seconds=version.build_seconds,
         validation=version.validation, manifest=version.manifest,
         stages=[StageSummary(stage=s.stage, status=s.status, attempt=s.attempt, seconds=s.seconds, started_at=s.started_at,

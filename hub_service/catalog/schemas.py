@@ -27,6 +27,14 @@ class EnvSummary(BaseModel):
     url: str | None = Field(default=None, description="Where the Space runs, from the Hub's own subdomain")
     cold_start_s: float | None = None
     step_p50_ms: float | None = None
+    badges: list[str] = Field(default=[], description=(
+        "Trust badges of the current passing revision: deterministic (same seed, same trajectory), reward_checked "
+        "(rewards within the declared range, not constant, not won by a random policy), capacity (a capacity card exists)"))
+    deterministic: bool | None = Field(default=None, description=(
+        "true: the same seed gave the same trajectory twice; false: it did not, or the env declares itself stochastic; "
+        "null: not checked"))
+    reward_checked: bool | None = Field(default=None, description="true: the reward sanity check passed; false: it flagged something; null: not checked")
+    sessions_held: int | None = Field(default=None, description="Concurrent sessions one server held in the smoke stage's ramp; null: not measured")
     updated_at: dt.datetime
     gone: bool = False
     health: str | None = Field(default=None, description="running, sleeping, building, error, stopped, unknown (from the health polls)")
@@ -73,7 +81,16 @@ class StageSummary(BaseModel):
     log_url: str
 
 
+_CAPACITY = ("The capacity card (docs/hub-api.md, \"Trust signals\"): cold start, step latency, memory per session, "
+             "sessions one server held and why the ramp stopped; null: not measured")
+_DETERMINISM = "Same seed twice: verdict deterministic | nondeterministic | stochastic | unchecked, and the first difference"
+_REWARD_CHECK = "Reward sanity check: verdict ok | flagged | unchecked, the observed range, and its flags in plain words"
+
+
 class VersionDetail(VersionSummary):
+    capacity: dict[str, Any] | None = Field(default=None, description=_CAPACITY)
+    determinism: dict[str, Any] | None = Field(default=None, description=_DETERMINISM)
+    reward_check: dict[str, Any] | None = Field(default=None, description=_REWARD_CHECK)
     builder: str | None = None
     image_ref: str | None = None
     build_seconds: float | None = None
@@ -84,6 +101,9 @@ class VersionDetail(VersionSummary):
 
 class EnvDetail(EnvSummary):
     deprecation_reason: str | None = None
+    capacity: dict[str, Any] | None = Field(default=None, description="The current revision's capacity card")
+    determinism: dict[str, Any] | None = Field(default=None, description="The current revision's determinism check")
+    reward_check: dict[str, Any] | None = Field(default=None, description="The current revision's reward sanity check")
     readme: str | None = None
     manifest: dict[str, Any] | None = None
     versions: list[VersionSummary] = []
@@ -106,3 +126,5 @@ class ResolveRecord(BaseModel):
     deprecated: bool = False
     successor: str | None = Field(default=None, description="The env to use instead, when deprecated")
     deprecation_reason: str | None = None
+    capacity: dict[str, Any] | None = Field(default=None, description=(
+        "The revision's capacity card, to size a pool: sessions_held is how many concurrent sessions one server held"))

@@ -25,11 +25,13 @@ __all__ = [
     "ListQuery",
     "all_tags",
     "apply_verdict",
+    "badges",
     "env_versions",
     "get_env",
     "get_version",
     "latest_of",
     "list_envs",
+    "parse_flag",
     "resolve",
     "stage_runs",
     "summary",
@@ -48,6 +50,8 @@ SORTS: dict[str, tuple[Any, bool]] = {
     "-updated": (EnvRecord.updated_at, True),
     "cold_start": (func.coalesce(EnvRecord.cold_start_s, _HUGE), False),
     "step_latency": (func.coalesce(EnvRecord.step_p50_ms, _HUGE), False),
+    # most concurrent sessions one server held in the smoke stage's ramp first; unmeasured last
+    "-sessions": (func.coalesce(EnvRecord.sessions_held, -1), True),
 }
 
 
@@ -61,6 +65,10 @@ class ListQuery:
     limit: int = 50
     cursor: str | None = None
     include_gone: bool = False
+    # trust signals (None: either way); min_sessions: sessions held by one server >= this
+    deterministic: bool | None = None
+    reward_checked: bool | None = None
+    min_sessions: int | None = None
 
     def check(self, max_limit: int) -> None:
         if self.sort not in SORTS:
@@ -69,6 +77,24 @@ class ListQuery:
             raise InvalidRequest(f"unknown status {self.status!r}; use one of {', '.join(STATUSES)}")
         if not 1 <= self.limit <= max_limit:
             raise InvalidRequest(f"limit must be between 1 and {max_limit}")
+        if self.min_sessions is not None and not 0 <= self.min_sessions < _MAX_CURSOR_INT:
+            raise InvalidRequest("min_sessions must be a whole number of sessions, 0 or more")
+
+
+def parse_flag(name: str, value: str | None) -> bool | None:
+    """A `true` / `false` query parameter as a bool (None when absent or empty).
+
+    Raises:
+        InvalidRequest: any other value.
+    """
+    if value is None or value == "":
+        return None
+    lowered = value.strip().lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise InvalidRequest(f"{name} must be true or false, not {value[:40]!r}")
 
 
 def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
@@ -85,6 +111,13 @@ def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
         conds.append(EnvRecord.status == query.status)
     if query.source:
         conds.append(EnvRecord.source == query.source)
+    # false means checked and found wanting; envs never checked (NULL) match neither value
+    if query.deterministic is not None:
+        conds.append(EnvRecord.deterministic.is_(query.deterministic))
+    if query.reward_checked is not None:
+        conds.append(EnvRecord.reward_checked.is_(query.reward_checked))
+    if query.min_sessions is not None:
+        conds.append(EnvRecord.sessions_held >= query.min_sessions)
     return conds
 
 
@@ -118,7 +151,7 @@ def _cursor_value(value: Any, sort: str) -> Any:
             return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if kind == "likes":
+    if kind in ("likes", "sessions"):
         return value if isinstance(value, int) and abs(value) < _MAX_CURSOR_INT else None
     return float(value) if math.isfinite(value) else None  # cold_start, step_latency
 
@@ -256,8 +289,10 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
     env.step_p50_ms = version.step_p50_ms
     env.deterministic = _verdict(version.determinism, "deterministic")
     env.reward_checked = _verdict(version.reward_check, "ok")
-    held = (version.capacity or {}).get("sessions_held")
-    env.sessions_held = held if isinstance(held, int) else None
+    card = version.capacity or {}
+    held = card.get("sessions_held")
+    # A server whose sessions leak holds that many only until the leak fills it: no capacity to list.
+    env.sessions_held = held if isinstance(held, int) and not card.get("flags") else None
 
 
 def _verdict(check: dict[str, Any] | None, good: str) -> bool | None:
@@ -266,6 +301,18 @@ def _verdict(check: dict[str, Any] | None, good: str) -> bool | None:
     if verdict in (None, "unchecked"):
         return None
     return verdict == good
+
+
+def badges(env: EnvRecord) -> list[str]:
+    """The trust badges the env's current version earned: deterministic, reward_checked, capacity."""
+    earned = []
+    if env.deterministic:
+        earned.append("deterministic")
+    if env.reward_checked:
+        earned.append("reward_checked")
+    if env.sessions_held is not None:
+        earned.append("capacity")
+    return earned
 
 
 def summary(env: EnvRecord) -> EnvSummary:
@@ -284,6 +331,10 @@ def summary(env: EnvRecord) -> EnvSummary:
         url=env.host,
         cold_start_s=env.cold_start_s,
         step_p50_ms=env.step_p50_ms,
+        badges=badges(env),
+        deterministic=env.deterministic,
+        reward_checked=env.reward_checked,
+        sessions_held=env.sessions_held,
         updated_at=env.updated_at,
         gone=env.gone,
         health=env.health,
@@ -354,4 +405,5 @@ def resolve(session: Session, settings: HubSettings, owner: str, name: str, revi
         deprecated=env.deprecated,
         successor=env.successor,
         deprecation_reason=env.deprecation_reason,
+        capacity=version.capacity,
     )

@@ -575,16 +575,29 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
         finally:
             await client.close()
         runtime_report = await _runtime_checks(url, log, errors)
+        figures = {
+            "cold_start_s": round(cold_start, 3),
+            "step_p50_ms": round(statistics.median(latencies), 3),
+            "step_p95_ms": round(_p95(latencies), 3),
+        }
+        from hub_service.pipeline.trust import TrustContext, run_checks
+
+        trust = await run_checks(
+            TrustContext(settings, url, provider, action_schema, declared, built.image_ref, dict(figures), log)
+        )
         return SmokeOutput(
-            cold_start_s=round(cold_start, 3),
-            step_p50_ms=round(statistics.median(latencies), 3),
-            step_p95_ms=round(_p95(latencies), 3),
+            cold_start_s=figures["cold_start_s"],
+            step_p50_ms=figures["step_p50_ms"],
+            step_p95_ms=figures["step_p95_ms"],
             steps=len(latencies),
             runtime_report=runtime_report,
             errors=errors,
             rejected=len(rejected),
             first_rejection=rejected[0][:500] if rejected else None,
             rewards_outside_range=outside[:20],
+            capacity=trust["capacity"],
+            determinism=trust["determinism"],
+            reward_check=trust["reward_check"],
         )
     except StageFailed:
         raise

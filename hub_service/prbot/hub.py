@@ -99,7 +99,7 @@ class HubPullRequests:
     @staticmethod
     def _call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call the Hub: None for 404, Transient for what may pass (5xx, 429, network), SourceError otherwise."""
-        import httpx
+        import httpx2  # huggingface_hub's own HTTP library (2.x)
         from huggingface_hub.errors import HfHubHTTPError
 
         try:
@@ -111,5 +111,5 @@ class HubPullRequests:
             if status is None or status >= 500 or status == 429:
                 raise Transient(f"{what}: the Hub answered {status}: {exc}") from exc
             raise SourceError(f"{what}: the Hub refused ({status}): {exc}") from exc
-        except (httpx.TransportError, OSError) as exc:
+        except (httpx2.TransportError, OSError) as exc:
             raise Transient(f"{what}: {exc}") from exc

@@ -1,4 +1,4 @@
-"""The website's layout: a catalog tab and an environment tab (overview, checks, play, model try).
+"""The website's layout: a catalog tab and an environment tab (overview, checks, play, model try, leaderboard).
 
 Env pages are addressed as `/?env=owner/name`: catalog cards are plain links, so pages can be
 bookmarked and shared, and the browser's back button works. All queries go through
@@ -19,13 +19,14 @@ from hub_service.errors import HubError
 from hub_service.health.service import env_health
 from hub_service.play.sessions import PlayManager
 from hub_service.settings import HubSettings
-from hub_service.ui import views
+from hub_service.ui import trust_card, views
+from hub_service.ui.leaderboard import LEADERBOARD_CSS, board_panel
 from hub_service.ui.markdown import render_markdown, split_front_matter
 
 __all__ = ["CSS", "HEAD", "build_site", "theme"]
 
 SORTS = [("Name (A→Z)", "name"), ("Name (Z→A)", "-name"), ("Most liked", "-likes"), ("Recently updated", "-updated"),
-         ("Fastest cold start", "cold_start"), ("Fastest step", "step_latency")]
+         ("Fastest cold start", "cold_start"), ("Fastest step", "step_latency"), ("Most sessions per server", "-sessions")]
 STATUSES = [("any status", ""), ("passing", "passing"), ("failing", "failing"), ("pending", "pending"), ("waiting for infrastructure", "waiting")]
 HEAD = '<meta name="description" content="OpenEnv Hub: find RL environments that work, try them, and use them.">'
 CSS = """
@@ -53,7 +54,7 @@ CSS = """
 .oe-err { color: #cf222e; }
 .oe-readme img { max-width: 100%; }
 .oe-readme pre { overflow-x: auto; white-space: pre; }
-"""
+""" + trust_card.CSS + LEADERBOARD_CSS
 
 
 def theme() -> Any:
@@ -75,9 +76,11 @@ class _Pages:
         self.settings = settings
         self.factory = factory
 
-    def search(self, q: str, tags: list[str], status: str, sort: str) -> str:
+    def search(self, q: str, tags: list[str], status: str, sort: str, trust: list[str] | None = None,
+               min_sessions: float | None = None) -> str:
         query = catalog.ListQuery(q=(q or "").strip()[:200] or None, tags=list(tags or []), status=status or None,
-                                  sort=sort or "name", limit=self.settings.page_size)
+                                  sort=sort or "name", limit=self.settings.page_size,
+                                  **trust_card.query_options(trust, min_sessions))
         try:
             query.check(500)
             with self.factory() as db:
@@ -107,7 +110,7 @@ class _Pages:
         front, body = split_front_matter(version.readme if version and version.readme else "")
         subtitle = " · ".join(p for p in (summary.title, summary.description) if p)
         header = (f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
-                  f'{views.badges(env, version)}{views.health_line(health)}{views.deprecation_note(env)}')
+                  f'{views.badges(env, version)}{trust_card.badge_row(summary)}{views.health_line(health)}{views.deprecation_note(env)}')
         history = "".join(
             f"<tr><td><code>{views.escape(v.sha[:12])}</code></td><td>{views.escape(v.ref)}</td>"
             f"<td>{views.escape(v.state)}{' · yanked: ' + views.escape(v.yank_reason or '') if v.yanked else ''}</td>"
@@ -166,6 +169,8 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                     tags = gr.Dropdown(label="Tags", multiselect=True, choices=[], elem_id="oe-tags", scale=2)
                     status = gr.Dropdown(label="Status", choices=STATUSES, value="", elem_id="oe-status", scale=1)
                     sort = gr.Dropdown(label="Sort by", choices=SORTS, value="name", elem_id="oe-sort", scale=1)
+                with gr.Row():
+                    trust, min_sessions = trust_card.filter_controls()
                 results = gr.HTML(elem_id="oe-results")
             with gr.Tab("Environment", id="env"):
                 header = gr.HTML(views.message("Choose an environment in the catalog."), elem_id="oe-env-header")
@@ -174,6 +179,8 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                         with gr.Column(scale=3):
                             readme = gr.HTML(elem_id="oe-readme")
                         with gr.Column(scale=2):
+                            gr.Markdown("**Trust signals** (measured by the smoke test)")
+                            trust_card.trust_panel(site, factory)
                             gr.Markdown("**How to use**")
                             python = gr.Code(language="python", label="Python", elem_id="oe-usage-python")
                             shell = gr.Code(language="shell", label="Command line", elem_id="oe-usage-shell")
@@ -191,7 +198,9 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                     with gr.Tab("Play", id="play"):
                         play_panel(settings, play, current)
                     with gr.Tab("Let a model try", id="try"):
-                        try_panel(settings, play, current)
+                        tried = try_panel(settings, play, current)
+                    with gr.Tab("Leaderboard", id="leaderboard"):
+                        board_panel(site, factory, tried, current)
 
         page_outputs = [current, tabs, header, readme, python, shell, manifest, figures, report, stages, revisions, history]
 
@@ -207,13 +216,13 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
             return [env_id, gr.Tabs(selected="env"), page["header"], page["readme"], page["python"], page["shell"],
                     page["manifest"], page["figures"], page["report"], page["stages"], page["versions"], page["history"]]
 
-        filters = [q, tags, status, sort]
+        filters = [q, tags, status, sort, trust, min_sessions]
         site.load(open_page, inputs=None, outputs=page_outputs)
         site.load(lambda: gr.Dropdown(choices=pages.tags()), outputs=tags)
         site.load(pages.search, inputs=filters, outputs=results)
         q.submit(pages.search, inputs=filters, outputs=results)
         q.change(pages.search, inputs=filters, outputs=results, trigger_mode="always_last", show_progress="hidden")
-        for box in (tags, status, sort):
+        for box in (tags, status, sort, trust, min_sessions):
             box.change(pages.search, inputs=filters, outputs=results)
 
         async def leave(request: gr.Request) -> None:

@@ -14,6 +14,7 @@ from hub_service.play.policies import LLMPolicy, Policy, RandomPolicy, check_pub
 from hub_service.play.sessions import PlayManager, PlaySession
 from hub_service.settings import HubSettings
 from hub_service.ui import views
+from hub_service.ui.leaderboard import store_try
 from hub_service.ui.play_panel import _env_parts, parse_seed, visitor_of
 
 __all__ = ["choose_endpoint", "trusted_endpoints", "try_panel"]
@@ -60,8 +61,8 @@ def choose_endpoint(settings: HubSettings, base_url: str, model: str, token: str
     return base_url, model, chosen_token
 
 
-def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> None:
-    """Lay out the model-try tab inside the current Blocks context."""
+def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> Any:
+    """Lay out the model-try tab inside the current Blocks context; returns the Run event (to chain on)."""
     default_model = settings.llm_model or ""
     with gr.Row():
         with gr.Column(scale=2):
@@ -102,6 +103,8 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
             async for event in run_episodes(session, chosen, episodes=n_episodes, max_steps=n_steps,
                                             seed=seed_value):
                 if event["type"] == "summary":
+                    if endpoint is not None:  # a model's finished try is an eval of it (ui/leaderboard.py)
+                        await store_try(play.factory, session, endpoint[1], endpoint[0], events, event)
                     yield [views.try_summary(event), views.trajectory_view(events)]
                 else:
                     events.append(event)
@@ -118,8 +121,8 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> No
             if session is not None:
                 await play.close(tab, "try")
 
-    run.click(do_run, inputs=[current, policy, base_url, model, token, episodes, max_steps, seed], outputs=[score, trajectory],
-              concurrency_limit=None)
+    return run.click(do_run, inputs=[current, policy, base_url, model, token, episodes, max_steps, seed], outputs=[score, trajectory],
+                     concurrency_limit=None)
 
 
 async def _endpoint(settings: HubSettings, kind: str, url: str, name: str, secret: str) -> tuple[str, str, str | None, bool] | None:

@@ -16,6 +16,8 @@ import urllib.parse
 from html import escape
 from typing import Any
 
+from hub_service.ui.trust_card import badge_row
+
 __all__ = [
     "badges", "catalog_cards", "figures", "history_table", "json_block", "message", "observation_view", "report_view",
     "stages_view", "trajectory_view", "try_summary",
@@ -68,7 +70,7 @@ def catalog_cards(items: list[Any], total: int) -> str:
             f'<a class="oe-card" href="{escape(link)}" data-env="{escape(env.id)}">'
             f'<div class="oe-card-head"><b>{escape(env.id)}</b>{_pill(env.status, env.status)}'
             f'{" <span class=oe-tag>deprecated</span>" if env.deprecated else ""}</div>'
-            f'<div class="oe-card-desc">{desc}</div><div class="oe-tags">{tags}</div>'
+            f'<div class="oe-card-desc">{desc}</div><div class="oe-tags">{tags}</div>{badge_row(env)}'
             f'<div class="oe-card-foot">cold start {_fmt(env.cold_start_s, " s")} · step p50 {_fmt(env.step_p50_ms, " ms")}'
             f' · ♥ {env.likes} · {escape(env.source)}{" · " + escape(env.health) if env.health else ""}'
             f' · updated {escape(_ago(env.updated_at))}</div></a>'

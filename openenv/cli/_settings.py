@@ -6,7 +6,9 @@
 | OPENENV_COLOR=always/never/auto | rich output: forced on, off, or only on a terminal (default auto) |
 | NO_COLOR | any value: plain output (https://no-color.org) |
 | OPENENV_BASE_IMAGE | default `--base-image` of `openenv build` |
-| HF_TOKEN, HF_ENDPOINT | read by huggingface_hub itself for `push` and `fork` |
+| HF_TOKEN, HF_ENDPOINT | read by huggingface_hub itself for `push` and `fork`; `eval` submits with HF_TOKEN |
+| OPENENV_HUB_URL | the OpenEnv Hub service `eval` resolves the env through and submits to |
+| OPENAI_API_KEY | default `--api-key` of `openenv eval` (the model endpoint's key) |
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["CliSettings", "cli_settings"]
+__all__ = ["CliSettings", "cli_settings", "model_api_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,3 +41,8 @@ def cli_settings() -> CliSettings:
 def child_environ(**overrides: str) -> dict[str, str]:
     """This process's environment with `overrides`, for child processes the CLI starts."""
     return {**os.environ, **overrides}
+
+
+def model_api_key() -> str | None:
+    """The model endpoint's key for `openenv eval` when --api-key is not given (OPENAI_API_KEY)."""
+    return os.environ.get("OPENAI_API_KEY", "").strip() or None

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "push": ("openenv.cli.push", "publish an environment as a Hugging Face Docker Space"),
     "fork": ("openenv.cli.fork", "duplicate a Space into your account"),
     "schema": ("openenv.cli.schema", "print the JSON Schema of openenv.yaml or of validate's report"),
+    "eval": ("openenv.cli.eval", "score a chat model on an env, submit it to the Hub"),
     "hub": ("openenv.cli.hub", "run the Environment Hub service: serve, index, worker"),
     "ps": ("openenv.cli.ps", "list env servers that clients started (orphans too)"),
     "gc": ("openenv.cli.gc", "remove env servers left behind by crashed clients"),

@@ -2,7 +2,8 @@
 
     GET {OPENENV_HUB_URL}/api/v1/envs/{owner}/{name}/resolve?revision=REV
     → {"repo_id", "revision": <sha>, "status", "stage", "url": <running Space or null>,
-       "image": <reference or null>, "port": <its server's port in the image>, "source", "local": {...}, "yanked"}
+       "image": <reference or null>, "port": <its server's port in the image>, "source", "local": {...}, "yanked",
+       "capacity": <the revision's capacity card or null>}
 
 A blocking stdlib request (`urllib`), run in a worker thread: the client's base install has no
 HTTP library, and this is one small GET per `from_hub`.
@@ -17,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HubRecord", "HubServiceError", "fetch_record"]
+__all__ = ["HubRecord", "HubServiceError", "fetch_record", "sessions_held"]
 
 
 class HubServiceError(Exception):
@@ -26,7 +27,8 @@ class HubServiceError(Exception):
 
 @dataclass(frozen=True)
 class HubRecord:
-    """A resolve record: where the env runs now (`url`) and how to run it (`image`)."""
+    """A resolve record: where the env runs now (`url`), how to run it (`image`), and the
+    revision's capacity card as the Hub measured it (`capacity`, None when not measured)."""
 
     repo_id: str
     sha: str | None
@@ -36,6 +38,18 @@ class HubRecord:
     status: str | None = None
     port: int = 8000
     raw: dict[str, Any] = field(default_factory=dict)
+    capacity: dict[str, Any] | None = None
+
+    @property
+    def sessions_held(self) -> int | None:
+        """Concurrent sessions one server of this revision held in the Hub's smoke test, if measured."""
+        return sessions_held(self.capacity)
+
+
+def sessions_held(capacity: dict[str, Any] | None) -> int | None:
+    """A capacity card's `sessions_held` when it is a positive whole number, else None."""
+    held = (capacity or {}).get("sessions_held")
+    return held if isinstance(held, int) and not isinstance(held, bool) and held > 0 else None
 
 
 def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str | None, timeout_s: float = 10.0) -> HubRecord:
@@ -67,7 +81,7 @@ def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str
     return HubRecord(repo_id=body["repo_id"], sha=body.get("revision"), url=url if isinstance(url, str) and url else None,
                      image=image if isinstance(image, str) and image else None, stage=body.get("stage"),
                      status=body.get("status"), port=port if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536 else 8000,
-                     raw=body)
+                     raw=body, capacity=body["capacity"] if isinstance(body.get("capacity"), dict) else None)
 
 
 def _detail(raw: bytes) -> str:

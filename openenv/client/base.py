@@ -31,6 +31,7 @@ from openenv.types import StepResult
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from openenv.client._hub_service import HubRecord
     from openenv.client.launch import Launch
     from openenv.client.sync import SyncEnvClient
 
@@ -113,6 +114,8 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         if bearer:
             self._headers.setdefault("Authorization", f"Bearer {bearer}")
         self.provider = provider
+        # Set by `from_hub` when an OpenEnv Hub service answered: its resolve record (`capacity` card included).
+        self.hub_info: HubRecord | None = None
         self._children: list[EnvClient[ActT, ObsT, StateT]] = []
         self._conn: Connection | None = None
         self._obs_model = self._observation_cls

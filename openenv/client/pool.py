@@ -13,12 +13,18 @@ Servers start concurrently (each provider's blocking work runs in its own worker
 the pool is usable when all are healthy; if any fails, the others are stopped and the error is
 raised. `close()` (or leaving `async with`) closes every session and stops every server.
 A server that cannot be reached is taken out of rotation and the session goes to another.
+
+Sized from the OpenEnv Hub's capacity card (the sessions one server held in its smoke test):
+
+    async with EnvPool.from_hub("alice/chess_env", sessions=64, trust_remote_code=True) as pool:
+        ...                                            # ceil(64 / sessions_held) containers
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +33,9 @@ from typing import Any, Generic, TypeVar
 from openenv.client.base import EnvClient
 from openenv.client.generic import GenericEnvClient
 from openenv.client.providers.base import Provider
-from openenv.errors import ConfigurationError, EnvConnectionError, EnvTimeoutError
+from openenv.errors import ConfigurationError, EnvConnectionError, EnvTimeoutError, RemoteCodeError
 
-__all__ = ["EnvPool"]
+__all__ = ["EnvPool", "servers_for"]
 
 C = TypeVar("C", bound=EnvClient[Any, Any, Any])
 
@@ -81,6 +87,7 @@ class EnvPool(Generic[C]):
         self._sessions: dict[int, tuple[C, _Instance]] = {}
         self._changed = asyncio.Condition()
         self._closed = False
+        self.hub_info: Any = None  # the Hub service's resolve record, for a pool made by `from_hub`
 
     # -- ways to build one --------------------------------------------------------------------------
 
@@ -101,6 +108,65 @@ class EnvPool(Generic[C]):
 
         return cls(lambda: ProcessProvider(env_dir, **provider_options), size, client_cls=client_cls,
                    max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+
+    @classmethod
+    def from_hub(cls, repo_id: str, sessions: int | None = None, *, revision: str | None = None, size: int | None = None,
+                 client_cls: type[C] = GenericEnvClient, trust_remote_code: bool | None = None,  # type: ignore[assignment]
+                 max_sessions_per_instance: int | None = None, client_options: dict[str, Any] | None = None,
+                 **provider_options: Any) -> EnvPool[C]:
+        """A pool of containers of the image the OpenEnv Hub service (OPENENV_HUB_URL) lists for
+        `repo_id` (`owner/name[@revision]`), sized for `sessions` concurrent sessions.
+
+        With `sessions`, the pool starts ceil(sessions / sessions_held) servers, `sessions_held`
+        being what one server of that revision held in the Hub's smoke test (its capacity card),
+        and puts at most that many sessions on each (unless `max_sessions_per_instance` says
+        otherwise). `size` sets the number of servers yourself instead. The record the Hub gave,
+        capacity card included, is `pool.hub_info`. Asks the Hub once, now (a short blocking GET);
+        the servers start on `start()` / `async with`.
+
+        Raises:
+            ConfigurationError: no Hub configured, neither `sessions` nor `size`, no image to run,
+                or `sessions` given for an env whose capacity was not measured (pass `size`).
+            ResolutionError: the Hub does not know the env, or cannot be reached.
+            RemoteCodeError: running the env here needs `trust_remote_code=True`
+                (or OPENENV_TRUST_REMOTE_CODE=1).
+        """
+        from openenv.client import _settings
+        from openenv.client._hub_service import HubServiceError, fetch_record
+        from openenv.client.env_id import parse_env_id
+        from openenv.client.providers.docker import DockerProvider
+        from openenv.errors import ResolutionError
+
+        env_id = parse_env_id(repo_id, revision)
+        if sessions is None and size is None:
+            raise ConfigurationError("EnvPool.from_hub needs sessions= (how many at once) or size= (how many servers)")
+        if sessions is not None and sessions < 1:
+            raise ConfigurationError("sessions must be >= 1")
+        hub = _settings.hub_url()
+        if hub is None:
+            raise ConfigurationError("EnvPool.from_hub asks an OpenEnv Hub service: set OPENENV_HUB_URL")
+        if not (_settings.trust_remote_code() if trust_remote_code is None else trust_remote_code):
+            raise RemoteCodeError(f"the pool would run {env_id.repo_id}'s code on this machine; if you trust it, pass "
+                                  "trust_remote_code=True (or set OPENENV_TRUST_REMOTE_CODE=1)")
+        try:
+            record = fetch_record(hub, env_id.repo_id, env_id.revision, token=None)
+        except HubServiceError as exc:
+            raise ResolutionError(str(exc), attempts=[("hub", str(exc))]) from None
+        if record.image is None:
+            raise ConfigurationError(f"{hub} lists no image for {env_id.repo_id}; start a pool of its folder with EnvPool.process")
+        held = record.sessions_held
+        if size is None:
+            if held is None:
+                raise ConfigurationError(f"{hub} has no measured capacity for {env_id.repo_id}@{(record.sha or '?')[:12]}; "
+                                         "pass size= (how many servers) instead")
+            size = servers_for(sessions or 1, record.capacity)
+        if max_sessions_per_instance is None and sessions is not None and held is not None:
+            max_sessions_per_instance = held
+        options = {"port": record.port, **provider_options}
+        pool: EnvPool[C] = cls(lambda: DockerProvider(record.image or "", **options), size, client_cls=client_cls,
+                               max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+        pool.hub_info = record
+        return pool
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -223,3 +289,20 @@ class EnvPool(Generic[C]):
 
     def __repr__(self) -> str:
         return f"<EnvPool {len(self.urls)}/{len(self.providers)} servers, {len(self._sessions)} sessions>"
+
+
+def servers_for(sessions: int, capacity: dict[str, Any] | None) -> int:
+    """How many servers hold `sessions` concurrent sessions, by a Hub capacity card:
+    ceil(sessions / sessions_held).
+
+    Raises:
+        ConfigurationError: `sessions` < 1, or the card has no measured `sessions_held`.
+    """
+    from openenv.client._hub_service import sessions_held
+
+    if sessions < 1:
+        raise ConfigurationError("sessions must be >= 1")
+    held = sessions_held(capacity)
+    if held is None:
+        raise ConfigurationError("the capacity card has no measured sessions_held; choose the number of servers yourself")
+    return math.ceil(sessions / held)

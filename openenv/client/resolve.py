@@ -43,9 +43,10 @@ _REMOTE_STEPS = ("docker", "process")
 
 def from_hub(cls: type[C], repo_id: str, revision: str | None = None, *, trust_remote_code: bool | None = None,
              steps: Sequence[str] | None = None, wake_timeout_s: float | None = None, health_timeout_s: float = 15.0,
-             **options: Any) -> Launch[C]:
+             hub_url: str | None = None, **options: Any) -> Launch[C]:
     """See `EnvClient.from_hub`. Options: client ones (token, message_timeout_s, ...) go to the
-    client; the rest to the local provider (env, startup_timeout_s, ...)."""
+    client; the rest to the local provider (env, startup_timeout_s, ...). `hub_url`: the OpenEnv
+    Hub service to ask first (default: OPENENV_HUB_URL)."""
     env_id = parse_env_id(repo_id, revision)
     chosen = tuple(steps) if steps is not None else STEPS
     unknown = [s for s in chosen if s not in STEPS]
@@ -54,7 +55,7 @@ def from_hub(cls: type[C], repo_id: str, revision: str | None = None, *, trust_r
     trusted = _settings.trust_remote_code() if trust_remote_code is None else trust_remote_code
     client_options, provider_options = split_options(options)
     resolver = Resolver(cls, env_id, steps=chosen, trust_remote_code=trusted, client_options=client_options,
-                        provider_options=provider_options, health_timeout_s=health_timeout_s,
+                        provider_options=provider_options, health_timeout_s=health_timeout_s, hub_url=hub_url,
                         wake_timeout_s=_settings.space_wake_timeout_s() if wake_timeout_s is None else wake_timeout_s)
     return Launch(resolver.run)
 
@@ -64,7 +65,7 @@ class Resolver:
 
     def __init__(self, cls: type[Any], env_id: EnvId, *, steps: Sequence[str], trust_remote_code: bool,
                  client_options: dict[str, Any], provider_options: dict[str, Any], wake_timeout_s: float,
-                 health_timeout_s: float) -> None:
+                 health_timeout_s: float, hub_url: str | None = None) -> None:
         self.cls = cls
         self.env_id = env_id
         self.steps = steps
@@ -73,6 +74,7 @@ class Resolver:
         self.provider_options = provider_options
         self.wake_timeout_s = wake_timeout_s
         self.health_timeout_s = health_timeout_s
+        self.hub_url = hub_url.rstrip("/") if hub_url else None
         self.attempts: list[tuple[str, str]] = []
         self.record: Any = None  # the Hub service's resolve record, when step 1 got one
         self._api: Any = None
@@ -101,6 +103,7 @@ class Resolver:
             if client is not None:
                 log.info("from_hub %s: connected through %s (%s)", self.env_id, step, client.base_url)
                 client.resolution = [*self.attempts, (step, f"connected to {client.base_url}")]
+                client.hub_info = self.record  # the Hub service's record (its capacity card), or None
                 return client
         raise self._failure()
 
@@ -129,7 +132,7 @@ class Resolver:
     # -- step 1: the OpenEnv Hub service ----------------------------------------------------------------
 
     async def _hub(self) -> Any:
-        hub = _settings.hub_url()
+        hub = self.hub_url or _settings.hub_url()
         if hub is None:
             raise _Skip("skipped: no OpenEnv Hub service configured (OPENENV_HUB_URL)")
         try:

@@ -187,12 +187,14 @@ def _journey(name: str, checkout: Path, docs_environ: dict[str, str], tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a fresh venv and the Hub's pipeline: minutes, more on a busy machine
 def test_the_readme_runs_in_a_fresh_checkout(fresh_checkout: Path, docs_environ: dict[str, str], tmp_path: Path) -> None:
     _journey("README.md", fresh_checkout, docs_environ, tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.docker
+@pytest.mark.timeout(900)  # builds, smoke tests and trust checks of its env: minutes, more on a busy machine
 def test_the_tutorial_runs_in_a_fresh_checkout(fresh_checkout: Path, docs_environ: dict[str, str], tmp_path: Path) -> None:
     _docker_or_skip()
     _journey("docs/tutorial.md", fresh_checkout, docs_environ, tmp_path)

@@ -6,6 +6,7 @@ test_prbot_docker.py.)"""
 from __future__ import annotations
 
 import httpx
+import pytest
 from huggingface_hub import CommitOperationAdd
 from sqlalchemy import select
 
@@ -123,3 +124,15 @@ def test_the_bot_finds_its_comment_again_when_the_database_forgot_it(live: Live)
     live.bob.create_commit(REPO, [CommitOperationAdd("NOTES.md", b"two")], commit_message="again", repo_type="space", revision=f"refs/pr/{num}")
     live.work()
     assert len(live.bot_comments(REPO, num)) == 1
+
+
+def test_a_hub_that_cannot_be_reached_is_a_wait_not_a_refusal() -> None:
+    """The bot's Hub calls going nowhere (connection refused) are the network's trouble: retried
+    later (Transient), never reported as the Hub refusing the pull request."""
+    from hub_service.pipeline.stages import Transient
+    from hub_service.prbot.hub import HubPullRequests
+    from tests.support.servers import free_port
+
+    hub = HubPullRequests(f"http://127.0.0.1:{free_port()}", token="hf_test")
+    with pytest.raises(Transient, match="reading alice/bad_env discussion #1"):
+        hub.info(REPO, 1)

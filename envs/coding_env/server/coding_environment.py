@@ -1,7 +1,8 @@
 """The coding environment: each step runs the agent's Python code in the episode's sandbox.
 
 Reward is plain for now: 1.0 when the code exits with 0, -1.0 when it is killed for running past
-the time limit, 0.0 otherwise. (A rubric that grades output against tests would replace
+the time limit, 0.0 otherwise, and 0.0 for code that is empty or only blank (nothing was done, so
+nothing is earned: the Hub's reward check flagged the full score an empty answer used to get). (A rubric that grades output against tests would replace
 `_reward` once the rubrics framework lands.)
 """
 
@@ -60,7 +61,7 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
             truncated=result.truncated,
             duration_s=round(result.duration_s, 4),
             interpreter_restarted=result.restarted,
-            reward=_reward(result),
+            reward=_reward(action.code, result),
         )
 
     @property
@@ -85,7 +86,9 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
             await asyncio.to_thread(sandbox.close)  # deleting a big folder must not stall the loop
 
 
-def _reward(result: CellResult) -> float:
+def _reward(code: str, result: CellResult) -> float:
     if result.timed_out:
         return -1.0
+    if not code.strip():
+        return 0.0
     return 1.0 if result.exit_code == 0 else 0.0

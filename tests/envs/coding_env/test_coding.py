@@ -37,6 +37,9 @@ async def test_output_exit_codes_and_rewards(url: str) -> None:
         assert syntax.observation.exit_code == 1 and "SyntaxError" in syntax.observation.stderr
         child = await run(env, "import subprocess\nprint(subprocess.run(['echo', 'from a child'], capture_output=True, text=True).stdout.strip())\nimport os\nos.system('echo straight to fd 1')")
         assert child.observation.stdout.splitlines() == ["from a child", "straight to fd 1"]
+        for blank in ("", "  \n\t"):  # no code runs cleanly, but earns nothing
+            empty = await run(env, blank)
+            assert empty.observation.exit_code == 0 and empty.reward == 0.0
 
 
 async def test_state_persists_only_when_asked(url: str) -> None:

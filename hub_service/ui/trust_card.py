@@ -1,0 +1,262 @@
+"""The website's trust signals: badges on catalog cards and env pages, the catalog's trust
+filters, and the env page's card (capacity, determinism, reward check).
+
+The cards are JSON the smoke stage wrote (hub_service/pipeline/trust.py); any key may be missing
+or null, so every figure is read defensively and every value escaped.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+import gradio as gr
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.catalog import service as catalog
+from hub_service.errors import HubError
+
+__all__ = ["CSS", "FILTER_CHOICES", "badge_row", "filter_controls", "trust_panel", "trust_view"]
+
+# (label, ListQuery flag) of the catalog's trust checkboxes
+FILTER_CHOICES = [("deterministic", "deterministic"), ("reward checked", "reward_checked")]
+CSS = """
+.oe-trust { max-width: 100%; overflow-wrap: anywhere; }
+.oe-trust h4 { margin: 10px 0 4px; }
+.oe-trust p, .oe-trust li { margin: 3px 0; }
+.oe-trust .oe-kv { width: 100%; table-layout: fixed; }
+.oe-trust .oe-kv th { width: 38%; white-space: normal; }
+.oe-trust .oe-kv td { overflow-wrap: anywhere; }
+.oe-trust code { white-space: pre-wrap; word-break: break-all; }
+.oe-trust-badges { margin: 4px 0; }
+"""
+
+_BADGES = {
+    "deterministic": ("deterministic", "the same seed gave the same trajectory twice"),
+    "reward_checked": (
+        "reward checked",
+        "its rewards stay in the declared range, vary, and a random policy does not win",
+    ),
+}
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _fig(value: Any, unit: str, digits: int = 1) -> str:
+    number = _num(value)
+    if number is None:
+        return "not measured"
+    text = f"{number:.{digits}f}".rstrip("0").rstrip(".") if digits else str(round(number))
+    return f"{text} {unit}".strip()
+
+
+def _sessions(held: int) -> str:
+    return f"holds {held} session{'s' if held != 1 else ''}"
+
+
+def badge_row(summary: Any) -> str:
+    """Trust badges of an `EnvSummary` (catalog cards and the env page's header); empty if none."""
+    pills = []
+    for key in summary.badges or []:
+        if key == "capacity" and isinstance(summary.sessions_held, int):
+            label, title = (
+                _sessions(summary.sessions_held),
+                "concurrent sessions one server held in the smoke test's ramp",
+            )
+        elif key in _BADGES:
+            label, title = _BADGES[key]
+        else:
+            continue
+        pills.append(
+            f'<span class="oe-pill oe-ok oe-trust-badge" data-badge="{escape(key)}" title="{escape(title)}">'
+            f"{escape(label)}</span>"
+        )
+    return f'<div class="oe-trust-badges">{"".join(pills)}</div>' if pills else ""
+
+
+def _unchecked(card: dict[str, Any]) -> str | None:
+    """Why a card is empty ("unchecked" verdict), else None."""
+    if card.get("verdict") == "unchecked":
+        return f"Not checked: {card.get('reason') or 'no reason given'}."
+    return None
+
+
+def _capacity(card: Any) -> str:
+    if not isinstance(card, dict) or not card:
+        return "<p>Not measured yet: the smoke test has not measured this revision.</p>"
+    why = _unchecked(card)
+    if why:
+        return f"<p>{escape(why)}</p>"
+    held = card.get("sessions_held")
+    held_text = (
+        f"{held} concurrent session{'s' if held != 1 else ''} per server" if isinstance(held, int) else "not measured"
+    )
+    stopped = card.get("stopped_because")
+    rows = [
+        ("cold start", _fig(card.get("cold_start_s"), "s", 2)),
+        ("step latency", f"p50 {_fig(card.get('step_p50_ms'), 'ms')} · p95 {_fig(card.get('step_p95_ms'), 'ms')}"),
+        (
+            "memory",
+            f"server {_fig(card.get('server_base_mb'), 'MB')} · per idle session {_fig(card.get('idle_session_mb'), 'MB', 2)}"
+            f" · per active session {_fig(card.get('active_session_mb'), 'MB', 2)}",
+        ),
+        ("sessions held", held_text),
+        ("ramp stopped", str(stopped) if stopped else "not said"),
+        ("image size", _fig(card.get("image_size_mb"), "MB")),
+    ]
+    body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
+    listed = card.get("ramp")
+    ramp = [r for r in listed if isinstance(r, dict)] if isinstance(listed, list) else []
+    steps = ""
+    if ramp:
+        lines = "".join(
+            f"<tr><td>{escape(_fig(r.get('sessions'), '', 0))}</td><td>{escape(_fig(r.get('p99_ms'), 'ms'))}</td>"
+            f"<td>{escape(_fig(r.get('errors'), '', 0))}</td></tr>"
+            for r in ramp[:50]
+        )
+        steps = (
+            f'<details><summary>the ramp, step by step</summary><table class="oe-table"><tr><th>sessions</th>'
+            f"<th>p99 step</th><th>errors</th></tr>{lines}</table></details>"
+        )
+    listed_flags = card.get("flags")
+    flags = [f for f in listed_flags if isinstance(f, str)][:10] if isinstance(listed_flags, list) else []
+    flagged = '<ul class="oe-flags">' + "".join(f"<li>{escape(f)}</li>" for f in flags) + "</ul>" if flags else ""
+    notes = card.get("notes")
+    said = [n for n in notes if isinstance(n, str)][:10] if isinstance(notes, list) else []
+    noted = '<ul class="oe-notes">' + "".join(f"<li>{escape(n)}</li>" for n in said) + "</ul>" if said else ""
+    return f'<table class="oe-kv" id="oe-capacity">{body}</table>{flagged}{noted}{steps}'
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return "“" + (text if len(text) <= limit else text[:limit] + "…") + "”"
+
+
+def _determinism(card: Any) -> str:
+    if not isinstance(card, dict) or not card:
+        return '<p id="oe-determinism">Not checked yet.</p>'
+    verdict = card.get("verdict")
+    steps = card.get("steps_compared", card.get("steps"))
+    over = f" over {steps} step{'s' if steps != 1 else ''}" if isinstance(steps, int) and steps > 0 else ""
+    if verdict == "deterministic":
+        text = f"Deterministic: the same seed gave the same trajectory twice{over}."
+    elif verdict == "stochastic":
+        text = "Declared stochastic: the env says the same seed may give different episodes, so it is not held to one."
+        if card.get("difference_seen") is True:
+            text += " Two runs with the same seed did differ."
+    elif verdict == "nondeterministic":
+        diff = card.get("first_difference")
+        text = f"Not deterministic: the same seed gave two different trajectories{over}."
+        if isinstance(diff, dict):
+            where = f"step {diff.get('step')}" if diff.get("step") is not None else "a step"
+            field = f", in {str(diff.get('field'))[:80]}" if diff.get("field") else ""
+            text += (
+                f" They first differ at {where}{field}: the first run gave {_short(diff.get('first'))}, "
+                f"the second {_short(diff.get('second'))}."
+            )
+        if card.get("rewards_match") is True:
+            text += " Rewards and done flags were the same in both runs."
+    else:
+        text = _unchecked({**card, "verdict": "unchecked"}) or "Not checked."
+    return f'<p id="oe-determinism">{escape(text)}</p>'
+
+
+def _range(low: Any, high: Any) -> str | None:
+    a, b = _num(low), _num(high)
+    return f"{a:g} to {b:g}" if a is not None and b is not None else None
+
+
+def _reward(card: Any) -> str:
+    if not isinstance(card, dict) or not card:
+        return '<div id="oe-reward-check"><p>Not checked yet.</p></div>'
+    verdict = card.get("verdict")
+    observed = _range(card.get("observed_min"), card.get("observed_max"))
+    declared = card.get("declared_range")
+    declared_text = _range(*declared) if isinstance(declared, list) and len(declared) == 2 else None
+    parts = []
+    if verdict == "ok":
+        parts.append(
+            "<p>Rewards look sound: they vary, stay in the declared range, and a random policy does not win.</p>"
+        )
+    elif verdict == "flagged":
+        parts.append("<p>Flagged: the reward check found something a trainer should know.</p>")
+    else:
+        parts.append(f"<p>{escape(_unchecked({**card, 'verdict': 'unchecked'}) or 'Not checked.')}</p>")
+    facts = []
+    if observed:
+        facts.append(f"observed {observed}")
+    if declared_text:
+        facts.append(f"declared {declared_text}")
+    returns = card.get("baseline_returns")
+    baseline = [n for n in (_num(r) for r in returns) if n is not None] if isinstance(returns, list) else []
+    if baseline:
+        facts.append(
+            f"a random policy's mean return {sum(baseline) / len(baseline):g} over {len(baseline)} episode{'s' if len(baseline) != 1 else ''}"
+        )
+    if facts and verdict in ("ok", "flagged"):
+        parts.append(f"<p>{escape('; '.join(facts))}.</p>")
+    flags = [f for f in card.get("flags") or [] if isinstance(f, str)] if isinstance(card.get("flags"), list) else []
+    if flags:
+        parts.append('<ul class="oe-flags">' + "".join(f"<li>{escape(f)}</li>" for f in flags[:20]) + "</ul>")
+    return f'<div id="oe-reward-check">{"".join(parts)}</div>'
+
+
+def trust_view(version: Any | None) -> str:
+    """The env page's trust card for its current version (None: no verdict yet)."""
+    if version is None:
+        return '<div class="oe-trust" id="oe-trust"><p>Not checked yet: the pipeline has not passed a revision of this environment.</p></div>'
+    return (
+        f'<div class="oe-trust" id="oe-trust"><h4>Capacity</h4>{_capacity(version.capacity)}'
+        f"<h4>Determinism</h4>{_determinism(version.determinism)}<h4>Reward check</h4>{_reward(version.reward_check)}</div>"
+    )
+
+
+def _env_id(request: gr.Request | None) -> tuple[str, str] | None:
+    env_id = dict(request.query_params).get("env") if request else None
+    if not env_id or env_id.count("/") != 1:
+        return None
+    owner, name = env_id.split("/")
+    return (owner, name) if owner and name else None
+
+
+def trust_panel(site: gr.Blocks, factory: sessionmaker[Session]) -> gr.HTML:
+    """The env page's trust card, filled when the page loads (`/?env=owner/name`)."""
+    box = gr.HTML(elem_id="oe-trust-box")
+
+    def fill(request: gr.Request) -> Any:
+        parts = _env_id(request)
+        if parts is None:
+            return gr.skip()
+        try:
+            with factory() as db:
+                env = catalog.get_env(db, *parts)
+                version = catalog.get_version(db, env, None) if env.latest_version_id is not None else None
+                return trust_view(version if version is not None and version.id == env.latest_version_id else None)
+        except HubError:
+            return ""  # the page's header says what is wrong with the id
+
+    site.load(fill, outputs=box)
+    return box
+
+
+def filter_controls() -> tuple[gr.CheckboxGroup, gr.Number]:
+    """The catalog's trust filters: checkboxes for the verdicts, and a minimum of sessions per server."""
+    trust = gr.CheckboxGroup(label="Trust", choices=FILTER_CHOICES, value=[], elem_id="oe-trust-filter", scale=2)
+    sessions = gr.Number(
+        label="Holds at least N sessions", value=None, minimum=0, precision=0, elem_id="oe-min-sessions", scale=1
+    )
+    return trust, sessions
+
+
+def query_options(trust: list[str] | None, min_sessions: float | None) -> dict[str, Any]:
+    """`ListQuery` keyword arguments for the catalog's trust filters."""
+    chosen = set(trust or [])
+    sessions = int(min_sessions) if isinstance(min_sessions, (int, float)) and min_sessions > 0 else None
+    return {
+        "deterministic": True if "deterministic" in chosen else None,
+        "reward_checked": True if "reward_checked" in chosen else None,
+        "min_sessions": sessions,
+    }

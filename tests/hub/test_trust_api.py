@@ -1,0 +1,191 @@
+"""Trust signals in the JSON API: badges and verdicts per env, the cards per revision, the
+capacity card in the resolve record, and the catalog's filters on them (with search, sorting
+and cursors), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from hub_service.app import create_app
+from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.service import apply_verdict
+from hub_service.indexer.service import index_source
+from hub_service.settings import HubSettings
+from tests.hub.helpers import ListSource, space
+from tests.support.servers import serve_app
+
+
+def capacity(held: int | None, stopped: str = "p99 step latency passed 500 ms") -> dict[str, Any]:
+    return {
+        "cold_start_s": 0.8,
+        "step_p50_ms": 2.0,
+        "step_p95_ms": 4.5,
+        "image_size_mb": 210.0,
+        "server_base_mb": 48.0,
+        "idle_session_mb": 0.4,
+        "active_session_mb": 1.1,
+        "sessions_held": held,
+        "ramp": [{"sessions": 1, "p99_ms": 3.0, "errors": 0}, {"sessions": 2, "p99_ms": 9.0, "errors": 0}],
+        "stopped_because": stopped,
+    }
+
+
+DETERMINISTIC = {"verdict": "deterministic", "steps_compared": 20, "first_difference": None}
+DIFFERS = {
+    "verdict": "nondeterministic",
+    "steps_compared": 7,
+    "first_difference": {"step": 3, "field": "observation.board", "first": "x..", "second": ".x."},
+}
+STOCHASTIC = {
+    "verdict": "stochastic",
+    "steps_compared": 0,
+    "first_difference": None,
+    "reason": "declared stochastic in openenv.yaml",
+}
+REWARD_OK = {
+    "verdict": "ok",
+    "observed_min": 0.0,
+    "observed_max": 1.0,
+    "declared_range": [0, 1],
+    "constant": False,
+    "probes": [],
+    "flags": [],
+    "baseline_returns": [0.1, 0.0],
+}
+REWARD_FLAGGED = {
+    "verdict": "flagged",
+    "observed_min": 5.0,
+    "observed_max": 5.0,
+    "declared_range": [0, 1],
+    "constant": True,
+    "probes": [],
+    "flags": ["every step gave the same reward (5.0)", "rewards above the declared maximum 1"],
+    "baseline_returns": [5.0],
+}
+
+# name -> (capacity, determinism, reward_check): what the smoke stage found for these envs
+TRUST = {
+    "env_00001": (capacity(8), DETERMINISTIC, REWARD_OK),
+    "env_00002": (capacity(2), DIFFERS, REWARD_FLAGGED),
+    "env_00003": (capacity(16), STOCHASTIC, REWARD_OK),
+    "env_00004": (
+        {"verdict": "unchecked", "reason": "the server did not start twice"},
+        {"verdict": "unchecked", "reason": "x"},
+        None,
+    ),
+    "env_00010": (capacity(32), DETERMINISTIC, REWARD_OK),  # "a chess puzzle"
+    "env_00020": (capacity(4), DETERMINISTIC, {"verdict": "unchecked", "reason": "no declared range"}),  # chess too
+}
+
+
+@pytest.fixture()
+def api(clean_factory, hub_settings: HubSettings) -> Iterator[str]:
+    index_source(clean_factory, ListSource([space(i) for i in range(40)]))
+    with clean_factory.begin() as s:
+        for name, (cap, det, reward) in TRUST.items():
+            env = s.scalar(select(EnvRecord).where(EnvRecord.name == name))
+            version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
+            version.state, version.smoke_status, version.image_ref = "passed", "passed", f"openenv-hub/{name}:abc"
+            version.capacity, version.determinism, version.reward_check = cap, det, reward
+            s.flush()
+            apply_verdict(env, version)  # as the runner does when the run ends
+    with serve_app(create_app(hub_settings, run_migrations=False)) as url:
+        yield url
+
+
+def _names(api: str, **params: Any) -> list[str]:
+    reply = httpx.get(f"{api}/api/v1/envs", params={"limit": 500, **params})
+    assert reply.status_code == 200, reply.text
+    return [i["name"] for i in reply.json()["items"]]
+
+
+def test_summaries_carry_badges_and_verdicts(api: str) -> None:
+    items = {i["name"]: i for i in httpx.get(f"{api}/api/v1/envs", params={"limit": 500}).json()["items"]}
+    assert items["env_00001"]["badges"] == ["deterministic", "reward_checked", "capacity"]
+    assert items["env_00001"]["sessions_held"] == 8 and items["env_00001"]["deterministic"] is True
+    flagged = items["env_00002"]
+    assert (
+        flagged["badges"] == ["capacity"] and flagged["deterministic"] is False and flagged["reward_checked"] is False
+    )
+    stochastic = items["env_00003"]
+    assert stochastic["deterministic"] is False and "deterministic" not in stochastic["badges"]
+    unchecked = items["env_00004"]
+    assert unchecked["badges"] == [] and unchecked["deterministic"] is None and unchecked["sessions_held"] is None
+    assert items["env_00005"]["badges"] == [] and items["env_00005"]["reward_checked"] is None  # never ran
+
+
+def test_filters_narrow_the_list_and_compose_with_search(api: str) -> None:
+    assert _names(api, deterministic="true") == ["env_00001", "env_00010", "env_00020"]
+    assert _names(api, deterministic="false") == ["env_00002", "env_00003"]  # unchecked envs match neither
+    assert _names(api, reward_checked="true") == ["env_00001", "env_00003", "env_00010"]
+    assert _names(api, reward_checked="false") == ["env_00002"]
+    assert _names(api, min_sessions=8) == ["env_00001", "env_00003", "env_00010"]
+    assert _names(api, min_sessions=8, deterministic="true", reward_checked="true") == ["env_00001", "env_00010"]
+    assert _names(api, q="chess", deterministic="true") == ["env_00010", "env_00020"]
+    assert _names(api, q="chess", min_sessions=10) == ["env_00010"]
+    assert httpx.get(f"{api}/api/v1/envs", params={"deterministic": "true"}).json()["total"] == 3
+
+
+def test_sort_by_sessions_held_pages_with_cursors(api: str) -> None:
+    full = httpx.get(f"{api}/api/v1/envs", params={"sort": "-sessions", "limit": 500}).json()["items"]
+    assert [i["name"] for i in full[:5]] == ["env_00010", "env_00003", "env_00001", "env_00020", "env_00002"]
+    assert len(full) == 40 and all(i["sessions_held"] is None for i in full[5:])
+    paged, cursor = [], None
+    while True:
+        page = httpx.get(
+            f"{api}/api/v1/envs", params={"sort": "-sessions", "limit": 3, **({"cursor": cursor} if cursor else {})}
+        ).json()
+        paged += page["items"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert [i["id"] for i in paged] == [i["id"] for i in full]
+    filtered = httpx.get(f"{api}/api/v1/envs", params={"sort": "-sessions", "deterministic": "true", "limit": 2}).json()
+    assert [i["name"] for i in filtered["items"]] == ["env_00010", "env_00001"] and filtered["total"] == 3
+    rest = httpx.get(
+        f"{api}/api/v1/envs",
+        params={"sort": "-sessions", "deterministic": "true", "limit": 2, "cursor": filtered["next_cursor"]},
+    ).json()
+    assert [i["name"] for i in rest["items"]] == ["env_00020"] and rest["next_cursor"] is None
+
+
+def test_bad_filter_values_are_clear_4xx(api: str) -> None:
+    for params, needle in (
+        ({"deterministic": "maybe"}, "deterministic must be true or false"),
+        ({"reward_checked": "yes please"}, "reward_checked must be true or false"),
+        ({"min_sessions": "-1"}, "min_sessions"),
+    ):
+        reply = httpx.get(f"{api}/api/v1/envs", params=params)
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"]["code"] == "invalid_request" and needle in reply.json()["error"]["message"]
+    not_a_number = httpx.get(f"{api}/api/v1/envs", params={"min_sessions": "lots"})
+    assert not_a_number.status_code == 422 and not_a_number.json()["error"]["errors"][0]["loc"][-1] == "min_sessions"
+
+
+def test_env_and_version_detail_carry_the_cards(api: str) -> None:
+    detail = httpx.get(f"{api}/api/v1/envs/user2/env_00002").json()
+    assert detail["badges"] == ["capacity"] and detail["capacity"]["sessions_held"] == 2
+    assert detail["determinism"]["first_difference"]["step"] == 3
+    assert detail["reward_check"]["flags"] == REWARD_FLAGGED["flags"]
+    version = httpx.get(f"{api}/api/v1/envs/user2/env_00002/versions/latest").json()
+    assert (
+        version["capacity"] == capacity(2)
+        and version["determinism"] == DIFFERS
+        and version["reward_check"] == REWARD_FLAGGED
+    )
+    untested = httpx.get(f"{api}/api/v1/envs/user5/env_00005/versions/latest").json()
+    assert untested["capacity"] is None and untested["determinism"] is None and untested["reward_check"] is None
+
+
+def test_resolve_record_carries_the_capacity_card(api: str) -> None:
+    record = httpx.get(f"{api}/api/v1/envs/user3/env_00003/resolve").json()
+    assert record["capacity"]["sessions_held"] == 16
+    assert record["capacity"]["stopped_because"] == "p99 step latency passed 500 ms"
+    pinned = httpx.get(f"{api}/api/v1/envs/user3/env_00003/resolve", params={"revision": f"{3:040x}"}).json()
+    assert pinned["capacity"] == record["capacity"]
+    assert httpx.get(f"{api}/api/v1/envs/user5/env_00005/resolve").json()["capacity"] is None
