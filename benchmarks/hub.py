@@ -6,10 +6,12 @@
   (wall time, HTTP requests the real huggingface_hub client made), then a re-index with no change
   (wall time, pipeline jobs created);
 - search: latency p50/p95 of catalog queries over HTTP on SQLite (text, tags, status, sorts, pages);
-- pipeline: build + smoke of envs/echo_env with Docker, cold (no layer cache) and warm.
+- pipeline: build + smoke of envs/echo_env with Docker, cold (no layer cache) and warm, and what
+  the trust checks (capacity, determinism, reward) add to its smoke test, each on its own.
 
 Targets (issue 5): index 5,000 in <= 10 s with <= ceil(5000 / page) + 5 requests; no-change
-re-index <= 2 s and 0 jobs; search p95 <= 20 ms; smoke test of a built image <= 5 s.
+re-index <= 2 s and 0 jobs; search p95 <= 20 ms; smoke test of a built image <= 5 s. Issue 19:
+each trust check adds <= 10 s to echo_env's smoke test.
 
 The Hub API runs in a uvicorn thread with the env servers' settings (uvloop, `_eventloop.LOOP`);
 the measuring client is blocking (httpx). Results: benchmarks/results/hub.json.
@@ -164,8 +166,41 @@ def bench_pipeline(work: Path) -> dict[str, Any]:
             "cold_start_s": smoke.cold_start_s,
             "step_p50_ms": smoke.step_p50_ms,
         }
+    out["trust"] = bench_trust(settings, built, folder)
     client.images.remove(built.image_ref, force=True)
     return out
+
+
+TRUST_CHECKS = ("determinism", "reward_check", "capacity")
+
+
+def bench_trust(settings: Any, built: Any, folder: Path, rounds: int = 3) -> dict[str, Any]:
+    """What the trust checks add to a smoke test of the built echo_env: smoke tests with the checks
+    off and on, alternating, `rounds` each; every check's own time as the smoke log records it."""
+    from hub_service.pipeline import stages
+
+    off_settings = settings.model_copy(update={f"{c}_check" if c != "reward_check" else c: False for c in TRUST_CHECKS})
+    off: list[float] = []
+    on: list[float] = []
+    checks: dict[str, list[float]] = {c: [] for c in TRUST_CHECKS}
+    for _ in range(rounds):
+        for label, chosen in (("off", off_settings), ("on", settings)):
+            t0 = time.monotonic()
+            smoke = stages.smoke(chosen, built, folder, stages.StageLog())
+            (off if label == "off" else on).append(time.monotonic() - t0)
+            if label == "on":
+                for c in TRUST_CHECKS:
+                    result = getattr(smoke, c)
+                    if result.get("verdict") == "unchecked":
+                        raise BenchmarkError(f"the {c} check did not run on echo_env: {result.get('reason')}")
+                    checks[c].append(result["seconds"])
+    return {
+        "rounds": rounds,
+        "smoke_off_s": round(statistics.median(off), 2),
+        "smoke_on_s": round(statistics.median(on), 2),
+        "checks_s": {c: round(statistics.median(v), 2) for c, v in checks.items()},
+        "target_s": 10.0,
+    }
 
 
 def main() -> None:
@@ -214,6 +249,11 @@ def main() -> None:
             print(
                 f"echo_env {label}: build {p['build_s']} s, smoke {p['smoke_s']} s (cold start {p['cold_start_s']} s, step p50 {p['step_p50_ms']} ms)"
             )
+        t = pipeline["trust"]
+        print(
+            f"trust checks on echo_env's smoke test: {t['smoke_off_s']} s off, {t['smoke_on_s']} s on; each: "
+            + ", ".join(f"{c} {v} s" for c, v in t["checks_s"].items())
+        )
 
 
 if __name__ == "__main__":

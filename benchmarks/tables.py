@@ -242,6 +242,13 @@ def hub(doc: Doc) -> str:
             f"; echo_env builds in {p['cold']['build_s']:g} s cold, {p['warm']['build_s']:g} s warm, and its smoke test "
             f"takes {p['warm']['smoke_s']:g} s."
         )
+        t = p.get("trust")
+        if t:
+            each = ", ".join(f"{c.replace('_', ' ')} {v:g} s" for c, v in t["checks_s"].items())
+            text += (
+                f" The trust checks take its smoke test from {t['smoke_off_s']:g} s to {t['smoke_on_s']:g} s "
+                f"({each}; the target is at most {t['target_s']:g} s each)."
+            )
     return "\n".join([text + " (`benchmarks/hub.py`)", "", _provenance(doc, "SQLite, the local Hub stand-in")])
 
 

@@ -20,8 +20,16 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.errors import Conflict, SourceError, Unauthorized
 from hub_service.evals.models import EVAL_SOURCES, Eval
 
-__all__ = ["Standing", "endpoint_host", "interval", "leaderboard", "passed_version", "record_eval", "record_try",
-           "user_of_token"]
+__all__ = [
+    "Standing",
+    "endpoint_host",
+    "interval",
+    "leaderboard",
+    "passed_version",
+    "record_eval",
+    "record_try",
+    "user_of_token",
+]
 
 # The newest runs a leaderboard is made of (per env): enough for any board, bounded for a busy one.
 MAX_RUNS_READ = 20_000
@@ -34,8 +42,38 @@ _WHO: dict[tuple[str, str], tuple[str, float]] = {}
 _WHO_LOCK = threading.Lock()
 
 # Student's t at 0.975 for 1..30 degrees of freedom; 1.96 beyond.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def interval(returns: Sequence[float]) -> tuple[float, float, float]:
@@ -75,9 +113,18 @@ def record_eval(
         raise ValueError(f"source must be one of {EVAL_SOURCES}, not {source!r}")
     mean, low, high = interval(returns)
     row = Eval(
-        env_id=env.id, version_id=version.id, sha=version.sha, source=source, model=model[:256],
-        endpoint_host=endpoint_host(endpoint), submitted_by=submitted_by, episodes=len(returns),
-        mean_return=mean, ci_low=low, ci_high=high, returns=[float(r) for r in returns],
+        env_id=env.id,
+        version_id=version.id,
+        sha=version.sha,
+        source=source,
+        model=model[:256],
+        endpoint_host=endpoint_host(endpoint),
+        submitted_by=submitted_by,
+        episodes=len(returns),
+        mean_return=mean,
+        ci_low=low,
+        ci_high=high,
+        returns=[float(r) for r in returns],
     )
     session.add(row)
     session.flush()
@@ -108,7 +155,9 @@ class Standing:
     date: dt.datetime  # of its newest run
 
 
-def leaderboard(session: Session, env: EnvRecord, *, sha: str | None = None, limit: int = 50) -> tuple[list[Standing], int]:
+def leaderboard(
+    session: Session, env: EnvRecord, *, sha: str | None = None, limit: int = 50
+) -> tuple[list[Standing], int]:
     """The env's standings, best mean return first (then more episodes, then newer), and how many
     there are. At most `limit` are returned, plus the random baseline of the env's current revision
     (else the newest one) when it would have been cut off: a board always shows what a random policy scores."""
@@ -129,9 +178,23 @@ def leaderboard(session: Session, env: EnvRecord, *, sha: str | None = None, lim
     for (revision, source, model, host, who), runs in groups.items():
         returns = [float(r) for row, _ in runs for r in row.returns]
         mean, low, high = interval(returns)
-        standings.append(Standing(rank=0, model=model, source=source, endpoint_host=host, submitted_by=who, revision=revision,
-                                  yanked=runs[0][1], episodes=len(returns), runs=len(runs), mean_return=mean, ci_low=low,
-                                  ci_high=high, date=max(row.created_at for row, _ in runs)))
+        standings.append(
+            Standing(
+                rank=0,
+                model=model,
+                source=source,
+                endpoint_host=host,
+                submitted_by=who,
+                revision=revision,
+                yanked=runs[0][1],
+                episodes=len(returns),
+                runs=len(runs),
+                mean_return=mean,
+                ci_low=low,
+                ci_high=high,
+                date=max(row.created_at for row, _ in runs),
+            )
+        )
     standings.sort(key=lambda s: (-s.mean_return, -s.episodes, -s.date.timestamp()))
     for rank, standing in enumerate(standings, 1):
         standing.rank = rank
@@ -159,9 +222,11 @@ def passed_version(session: Session, env: EnvRecord, revision: str) -> EnvVersio
 
     version = get_version(session, env, revision)
     if version.state != "passed":
-        raise Conflict(f"{env.repo_id}@{version.sha[:12]} is {version.state}, not passed: evals are taken only for revisions "
-                       "that passed the Hub's checks; evaluate a passing revision (leave --revision out for the current one)",
-                       state=version.state)
+        raise Conflict(
+            f"{env.repo_id}@{version.sha[:12]} is {version.state}, not passed: evals are taken only for revisions "
+            "that passed the Hub's checks; evaluate a passing revision (leave --revision out for the current one)",
+            state=version.state,
+        )
     return version
 
 
@@ -175,10 +240,14 @@ def user_of_token(hf_endpoint: str | None, authorization: str | None) -> str:
     scheme, _, token = (authorization or "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
-        raise Unauthorized("submitting an eval needs your Hugging Face token: send `Authorization: Bearer hf_...` "
-                           "(`openenv eval` sends --token or HF_TOKEN)")
+        raise Unauthorized(
+            "submitting an eval needs your Hugging Face token: send `Authorization: Bearer hf_...` "
+            "(`openenv eval` sends --token or HF_TOKEN)"
+        )
     if len(token) > 512 or not token.isascii() or not token.isprintable() or " " in token:
-        raise Unauthorized("this is not a Hugging Face token (one word of printable ASCII): send `Authorization: Bearer hf_...`")
+        raise Unauthorized(
+            "this is not a Hugging Face token (one word of printable ASCII): send `Authorization: Bearer hf_...`"
+        )
     import httpx2  # huggingface_hub's own HTTP library (2.x)
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
@@ -194,12 +263,18 @@ def user_of_token(hf_endpoint: str | None, authorization: str | None) -> str:
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else None
         if status in (401, 403):
-            raise Unauthorized(f"the Hugging Face Hub ({where}) does not accept this token; create a token at "
-                               f"{where}/settings/tokens and send it as `Authorization: Bearer hf_...`") from None
-        raise SourceError(f"asking the Hugging Face Hub ({where}) whose token this is failed ({status}); try again later") from None
+            raise Unauthorized(
+                f"the Hugging Face Hub ({where}) does not accept this token; create a token at "
+                f"{where}/settings/tokens and send it as `Authorization: Bearer hf_...`"
+            ) from None
+        raise SourceError(
+            f"asking the Hugging Face Hub ({where}) whose token this is failed ({status}); try again later"
+        ) from None
     except (httpx2.TransportError, OSError) as exc:
-        raise SourceError(f"the Hugging Face Hub ({where}) could not be asked whose token this is ({type(exc).__name__}); "
-                          "try again later") from None
+        raise SourceError(
+            f"the Hugging Face Hub ({where}) could not be asked whose token this is ({type(exc).__name__}); "
+            "try again later"
+        ) from None
     name = who.get("name") if isinstance(who, dict) else None
     if not isinstance(name, str) or not name:
         raise SourceError(f"the Hugging Face Hub ({where}) answered whoami without a user name")
@@ -210,12 +285,16 @@ def user_of_token(hf_endpoint: str | None, authorization: str | None) -> str:
     return name
 
 
-def record_try(session: Session, env_id: str, sha: str, *, model: str, base_url: str, returns: Sequence[float]) -> Eval | None:
+def record_try(
+    session: Session, env_id: str, sha: str, *, model: str, base_url: str, returns: Sequence[float]
+) -> Eval | None:
     """Store a website "let a model try" run of `env_id`@`sha` (the caller commits); None when the
     env or its revision is no longer in the catalog."""
     owner, _, name = env_id.partition("/")
     env = session.scalar(select(EnvRecord).where(EnvRecord.owner == owner, EnvRecord.name == name))
-    version = session.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.sha == sha)) if env else None
+    version = (
+        session.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.sha == sha)) if env else None
+    )
     if env is None or version is None:
         return None
     return record_eval(session, env, version, source="website", model=model, returns=returns, endpoint=base_url)

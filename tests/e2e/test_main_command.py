@@ -116,7 +116,7 @@ def engine_answers() -> None:
         require_system("Docker", "no Docker engine answers; `bash scripts/test` starts one")
 
 
-def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(tmp_path: Path, engine_answers: None) -> None:
+def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(tmp_path: Path, engine_answers: None, new_page: Any) -> None:
     wanted = bundled_envs()
     registry = _registry_reachable()
     hub = Hub(tmp_path, OPENENV_HUB_DATA_DIR=str(tmp_path / "hub"))
@@ -136,6 +136,24 @@ def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(tmp_path: Pa
             assert items[name]["cold_start_s"] > 0 and items[name]["step_p50_ms"] > 0
             resolved = httpx.get(f"{hub.url}/api/v1/envs/local/{name}/resolve").json()
             assert resolved["image"].startswith("openenv-hub/local-") and resolved["status"] == "passing"
+            # Trust signals, measured in the env's smoke container: every bundled env earns all three badges,
+            # its capacity card travels with the resolve record, and its leaderboard has the random baseline.
+            assert set(items[name]["badges"]) == {"deterministic", "reward_checked", "capacity"}, (name, hub.latest(name))
+            assert resolved["capacity"]["sessions_held"] >= 1 and resolved["capacity"]["image_size_mb"] > 0
+            board = httpx.get(f"{hub.url}/api/v1/envs/local/{name}/leaderboard").json()
+            assert [e["model"] for e in board["entries"] if e["source"] == "baseline"] == ["random"], board
+        # A visitor sees them: badges on the catalog's cards, the trust card on an env's page, desktop and phone.
+        for width in (1280, 390):
+            page = new_page()
+            page.set_viewport_size({"width": width, "height": 900})
+            page.goto(hub.url + "/")
+            expect(page.locator("a.oe-card")).to_have_count(len(wanted))
+            expect(page.locator("a.oe-card [data-badge='deterministic']")).to_have_count(len(wanted))
+            page.locator("a.oe-card[data-env='local/chess_env']").click()
+            expect(page.locator("#oe-env-title")).to_have_text("local/chess_env")
+            expect(page.locator("#oe-capacity")).to_contain_text("sessions held")
+            expect(page.locator("#oe-determinism")).to_contain_text("Deterministic: the same seed")
+            expect(page.locator("#oe-reward-check")).to_contain_text("Rewards look sound")
     finally:
         hub.stop()
 
