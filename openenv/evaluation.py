@@ -45,6 +45,7 @@ __all__ = [
     "evaluate",
     "fetch_action_schema",
     "mean_interval",
+    "observation_text",
     "parse_action",
     "revision_state",
     "submit_eval",
@@ -246,7 +247,7 @@ class ChatPolicy:
         Raises:
             ModelEndpointError: the endpoint cannot be reached or refuses the request.
         """
-        prompt = f"Step {step}. Observation: {_observation_text(observation)}\nYour action (JSON only):"
+        prompt = f"Step {step}. Observation: {observation_text(observation)}\nYour action (JSON only):"
         messages = [
             {"role": "system", "content": self.system},
             *self.turns[-2 * _HISTORY_TURNS :],
@@ -311,7 +312,9 @@ def _content(reply: dict[str, Any]) -> str:
     return ""
 
 
-def _observation_text(observation: Any) -> str:
+def observation_text(observation: Any) -> str:
+    """The observation as compact JSON for a model's prompt: no images (base64 screens), within a size bound."""
+
     def lean(value: Any) -> Any:
         if isinstance(value, str) and len(value) > 512 and re.fullmatch(r"[A-Za-z0-9+/=\s]+", value[:1024]):
             return "<image omitted>"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import math
-import statistics
 import threading
 import time
 from collections.abc import Sequence
@@ -19,6 +17,7 @@ from sqlalchemy.orm import Session
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.errors import Conflict, SourceError, Unauthorized
 from hub_service.evals.models import EVAL_SOURCES, Eval
+from openenv.evaluation import mean_interval
 
 __all__ = [
     "Standing",
@@ -41,51 +40,8 @@ _WHO_MAX = 4096
 _WHO: dict[tuple[str, str], tuple[str, float]] = {}
 _WHO_LOCK = threading.Lock()
 
-# Student's t at 0.975 for 1..30 degrees of freedom; 1.96 beyond.
-_T975 = (
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
-)
-
-
-def interval(returns: Sequence[float]) -> tuple[float, float, float]:
-    """The mean of `returns` and its 95% interval (Student's t; a single episode's interval is the point)."""
-    if not returns:
-        raise ValueError("an eval needs at least one episode's return")
-    mean = statistics.fmean(returns)
-    if len(returns) < 2:
-        return mean, mean, mean
-    df = len(returns) - 1
-    half = (_T975[df - 1] if df <= len(_T975) else 1.96) * statistics.stdev(returns) / math.sqrt(len(returns))
-    return mean, mean - half, mean + half
+# The mean and 95% interval of returns, as `openenv eval` computes them before it submits.
+interval = mean_interval
 
 
 def endpoint_host(base_url: str | None) -> str | None:

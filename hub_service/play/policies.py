@@ -11,7 +11,6 @@ import asyncio
 import ipaddress
 import json
 import random
-import re
 import socket
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -22,12 +21,12 @@ import httpx2
 
 from hub_service.play.errors import PlayError
 from hub_service.schema_refs import deref
+from openenv.evaluation import observation_text, parse_action
 
 __all__ = ["Decision", "EndpointRefused", "LLMPolicy", "Policy", "RandomPolicy", "check_public_endpoint", "parse_action",
            "random_action"]
 
 _WORDS = ("hello", "world", "apple", "crane", "north", "seven", "green", "river", "stone", "light", "print(1)", "ok")
-_MAX_OBS_CHARS = 6000
 _HISTORY_TURNS = 4
 
 
@@ -147,7 +146,7 @@ class LLMPolicy:
     async def act(self, observation: dict[str, Any], step: int) -> Decision:
         from openai import OpenAIError
 
-        prompt = f"Step {step}. Observation: {_observation_text(observation)}\nYour action (JSON only):"
+        prompt = f"Step {step}. Observation: {observation_text(observation)}\nYour action (JSON only):"
         messages = [{"role": "system", "content": self.system}, *self.turns[-2 * _HISTORY_TURNS:], {"role": "user", "content": prompt}]
         try:
             reply = await self.client.chat.completions.create(model=self.model, messages=messages, temperature=self.temperature)  # type: ignore[arg-type]
@@ -285,46 +284,8 @@ class _PublicOnlyTransport(httpx2.AsyncHTTPTransport):
         self._pool = httpcore2.AsyncConnectionPool(ssl_context=httpx2.create_ssl_context(), network_backend=_PublicOnlyBackend())
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
-
-
-def parse_action(text: str) -> dict[str, Any]:
-    """The first JSON object in a model's answer (code fences and surrounding prose allowed).
-
-    Raises:
-        ValueError: there is no JSON object in the answer; the message says what was wrong.
-    """
-    if not text or not text.strip():
-        raise ValueError("the model answered nothing")
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    decoder = json.JSONDecoder()
-    for chunk in candidates:
-        for match in re.finditer(r"\{", chunk):
-            try:
-                value, _ = decoder.raw_decode(chunk, match.start())
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-    raise ValueError(f"no JSON object found in the answer: {text.strip()[:120]!r}")
-
-
 def _lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     props = {k: v for k, v in (schema.get("properties") or {}).items() if k != "metadata"}
     return {**{k: v for k, v in schema.items() if k not in ("properties", "title")}, "properties": props}
 
 
-def _observation_text(observation: dict[str, Any]) -> str:
-    """The observation as compact JSON, without images (base64 screens) and within a size bound."""
-
-    def lean(value: Any) -> Any:
-        if isinstance(value, str) and len(value) > 512 and re.fullmatch(r"[A-Za-z0-9+/=\s]+", value[:1024]):
-            return "<image omitted>"
-        if isinstance(value, dict):
-            return {k: lean(v) for k, v in value.items() if k != "metadata" or v}
-        if isinstance(value, list):
-            return [lean(v) for v in value[:256]]
-        return value
-
-    text = json.dumps(lean(observation), separators=(",", ":"), default=str)
-    return text if len(text) <= _MAX_OBS_CHARS else text[:_MAX_OBS_CHARS] + "…"
