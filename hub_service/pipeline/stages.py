@@ -507,6 +507,7 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
         for note in grant(settings, declared)[1]:
             log(note)
     provider, url, start = await _start(settings, built, folder, log, abort)
+    log_shown = False
     errors: list[str] = []
     rewards: list[float] = []
     try:
@@ -582,6 +583,10 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
         }
         from hub_service.pipeline.trust import TrustContext, run_checks
 
+        # The server's log as the smoke test left it, before the trust checks' hundreds of sessions
+        # would push its start-up and the smoke run's lines out of the tail the stage log keeps.
+        await _show_server_log(provider, log)
+        log_shown = True
         trust = await run_checks(
             TrustContext(settings, url, provider, action_schema, declared, built.image_ref, dict(figures), log)
         )
@@ -604,13 +609,19 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
     except Exception as exc:
         raise StageFailed(f"smoke test error: {type(exc).__name__}: {exc}") from exc
     finally:
-        try:
-            server_log = await asyncio.to_thread(provider.logs)
-        except Exception as exc:  # nothing started, or already gone: say so in the log
-            server_log = f"(no server log: {exc})"
-        for line in (server_log or "").splitlines()[-200:]:
-            log(f"server| {line}")
+        if not log_shown:
+            await _show_server_log(provider, log)
         await provider.astop()
+
+
+async def _show_server_log(provider: Any, log: StageLog) -> None:
+    """The last 200 lines of the server's log, into the stage log."""
+    try:
+        server_log = await asyncio.to_thread(provider.logs)
+    except Exception as exc:  # nothing started, or already gone: say so in the log
+        server_log = f"(no server log: {exc})"
+    for line in (server_log or "").splitlines()[-200:]:
+        log(f"server| {line}")
 
 
 async def _runtime_checks(url: str, log: StageLog, errors: list[str]) -> dict[str, Any] | None:

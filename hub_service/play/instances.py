@@ -53,6 +53,7 @@ class InstancePool:
         self.max_instances = max_instances
         self.linger_s = linger_s
         self.instances: dict[str, Instance] = {}
+        self._stopping: set[asyncio.Task[None]] = set()  # stops under way: a cancelled caller does not end them
 
     async def acquire(self, target: Target) -> Instance:
         """The running instance for `target` with one more user, started when needed.
@@ -118,14 +119,22 @@ class InstancePool:
                 await inst.ready
         if inst.provider is not None:
             log.info("stopping %s (no visitor plays it)", inst.target.key)
+            # A task of its own: the reaper being cancelled at shutdown must not leave the server half-stopped.
+            stop = asyncio.get_running_loop().create_task(inst.provider.astop())
+            self._stopping.add(stop)
+            stop.add_done_callback(self._stopping.discard)
             try:
-                await inst.provider.astop()
+                await asyncio.shield(stop)
+            except asyncio.CancelledError:
+                raise
             except Exception:  # stopping must go on for the others; the provider's own gc backs it up
                 log.exception("stopping %s failed", inst.target.key)
 
     async def aclose(self) -> None:
         for inst in list(self.instances.values()):
             await self._stop(inst)
+        if self._stopping:  # stops a cancelled reaper began: they finish before shutdown does
+            await asyncio.gather(*self._stopping, return_exceptions=True)
 
     def running(self) -> list[dict[str, Any]]:
         return [{"env": i.target.key, "how": i.target.how, "users": i.users, "started_here": i.started_here}

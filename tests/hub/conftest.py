@@ -122,4 +122,7 @@ def hub_settings(db_url: str, tmp_path: Path) -> HubSettings:
     return HubSettings(
         data_dir=tmp_path / "hubdata", database_url=db_url, local_source=str(tmp_path / "envs"),
         base_image=os.environ.get("OPENENV_TEST_BASE_IMAGE"), job_stale_after_s=2, heartbeat_s=0.5,
+        # The trust checks (a few seconds per smoke test, hundreds of sessions) are the subject of
+        # tests/hub/test_trust.py, which turns them on (TRUST_ON); the other pipeline tests go without.
+        determinism_check=False, reward_check=False, capacity_check=False,
     )

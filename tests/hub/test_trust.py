@@ -26,6 +26,8 @@ from tests.support.servers import ROOT
 
 pytestmark = [pytest.mark.slow]
 
+TRUST_ON = {"determinism_check": True, "reward_check": True, "capacity_check": True}  # off in hub_settings
+
 
 def _records(factory) -> dict[str, EnvRecord]:
     with factory() as s:
@@ -33,7 +35,7 @@ def _records(factory) -> dict[str, EnvRecord]:
 
 
 def test_each_flaw_is_flagged_and_echo_passes_every_check(clean_factory, hub_settings: HubSettings) -> None:
-    settings = hub_settings.model_copy(update={"builder": "process"})
+    settings = hub_settings.model_copy(update={**TRUST_ON, "builder": "process"})
     names = ("echo_env", "ignores_seed", "empty_answer_max", "leaks_sessions", "coin_flip")
     index_source(clean_factory, LocalSource(make_envs(Path(settings.local_source), *names), trusted=True))
     assert Worker(settings, clean_factory).run_until_idle() == ["passed"] * len(names)  # no check fails a smoke test
@@ -90,7 +92,7 @@ def test_each_flaw_is_flagged_and_echo_passes_every_check(clean_factory, hub_set
 def test_a_check_that_cannot_finish_is_unchecked_and_the_smoke_test_still_passes(
     clean_factory, hub_settings: HubSettings
 ) -> None:
-    settings = hub_settings.model_copy(update={"builder": "process", "trust_check_timeout_s": 0.001})
+    settings = hub_settings.model_copy(update={**TRUST_ON, "builder": "process", "trust_check_timeout_s": 0.001})
     index_source(clean_factory, LocalSource(make_envs(Path(settings.local_source), "echo_env"), trusted=True))
     assert Worker(settings, clean_factory).run_until_idle() == ["passed"]
     echo = verdicts(clean_factory)["echo_env"]
@@ -104,7 +106,7 @@ def test_a_check_that_cannot_finish_is_unchecked_and_the_smoke_test_still_passes
 
 def test_docker_builds_get_the_image_size_and_container_memory(clean_factory, hub_settings: HubSettings) -> None:
     _needs_docker()
-    settings = hub_settings.model_copy(update={"builder": "docker"})
+    settings = hub_settings.model_copy(update={**TRUST_ON, "builder": "docker"})
     index_source(clean_factory, LocalSource(make_envs(Path(settings.local_source), "echo_env", "leaks_sessions")))
     assert Worker(settings, clean_factory).run_until_idle() == ["passed", "passed"]
     v = verdicts(clean_factory)
