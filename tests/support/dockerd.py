@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,7 +33,8 @@ def restart_dockerd(timeout_s: float = 60.0) -> None:
     pid_file = Path(os.environ.get("OPENENV_DOCKER_STATE") or Path(os.environ.get("TMPDIR", "/tmp")) / "openenv-docker") / "dockerd.pid"
     pids = [int(p) for p in subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()]
     for pid in pids:
-        os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it exited between pgrep and now: gone is what we want
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while True:
         for proc in _started:
