@@ -248,7 +248,13 @@ _ENGINE_WARMUP_S = 120.0
 def _engine_starting(client: Any, text: str) -> bool:
     if not _ENGINE_SIGNS.search(text):
         return False
-    age = engine_age_s(client)
+    import time
+
+    # Right after a restart the engine may not list its default bridge yet (no age to read): ask again
+    # for a few seconds rather than take an engine still coming up for one that is not.
+    deadline = time.monotonic() + 10.0
+    while (age := engine_age_s(client)) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
     return age is not None and age < _ENGINE_WARMUP_S
 
 
