@@ -86,7 +86,8 @@ def setup(tmp_path: Path, echo_url: str) -> Iterator[Setup]:
             yield Setup(hub, f"{llm}/v1", hf.token, app, standin)
 
 
-def _eval(run_cli: Run, setup: Setup, *more: str, env: dict[str, str] | None = None):
+def _eval(run_cli: Run, setup: Setup, *more: str, env: dict[str, str] | None = None, episodes: int = 2,
+          max_steps: int = 3, token: bool = True):
     args = [
         "eval",
         "local/echo_env",
@@ -97,14 +98,14 @@ def _eval(run_cli: Run, setup: Setup, *more: str, env: dict[str, str] | None = N
         "--api-key",
         KEY,
         "--episodes",
-        "2",
+        str(episodes),
         "--max-steps",
-        "3",
+        str(max_steps),
         "--hub",
         setup.hub,
         *more,
     ]
-    return run_cli(*args, env={"HF_TOKEN": setup.token, **(env or {})})
+    return run_cli(*args, env={**({"HF_TOKEN": setup.token} if token else {}), **(env or {})})
 
 
 def test_eval_plays_prints_the_score_and_the_leaderboard_then_holds_it(run_cli: Run, setup: Setup) -> None:
@@ -166,23 +167,6 @@ def test_each_failure_says_what_to_do_and_submits_nothing(run_cli: Run, setup: S
     assert setup.stored() == 1  # only the baseline
 
     # --no-submit needs no token and stores nothing
-    local = run_cli(
-        "eval",
-        "local/echo_env",
-        "--model",
-        "tiny-model",
-        "--base-url",
-        setup.llm,
-        "--api-key",
-        KEY,
-        "--episodes",
-        "1",
-        "--max-steps",
-        "1",
-        "--hub",
-        setup.hub,
-        "--no-submit",
-        "--json",
-    )
+    local = _eval(run_cli, setup, "--no-submit", "--json", episodes=1, max_steps=1, token=False)
     assert local.returncode == 0, local.stderr
     assert json.loads(local.stdout)["submitted"] is None and setup.stored() == 1
