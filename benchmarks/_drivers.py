@@ -78,24 +78,8 @@ async def run_ours(url: str, sessions: int, seconds: float, samples: list[int]) 
 
 
 async def run_upstream(url: str, sessions: int, seconds: float, samples: list[int]) -> int:
-    from openenv.core.client_types import StepResult
-    from openenv.core.env_client import EnvClient
-
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-    from _upstream_echo import EchoAction, EchoObservation
-
-    class EchoClient(EnvClient):
-        def _step_payload(self, action):
-            return action.model_dump()
-
-        def _parse_result(self, payload):
-            obs = EchoObservation(
-                **payload["observation"], reward=payload.get("reward"), done=payload.get("done", False)
-            )
-            return StepResult(observation=obs, reward=payload.get("reward"), done=payload.get("done", False))
-
-        def _parse_state(self, payload):
-            return payload
+    from _upstream_echo import EchoAction, EchoClient
 
     async def one() -> int:
         env = EchoClient(url)

@@ -141,6 +141,18 @@ def interleaved_runs(
     return runs
 
 
+def upstream_stack(upstream_python: str, module: str) -> dict[str, Any]:
+    """Upstream's contestant: its own venv's uvicorn serving `benchmarks/<module>.py`'s `app`."""
+    server = [upstream_python, "-m", "uvicorn", f"{module}:app", "--loop", _eventloop.LOOP, "--log-level", "warning"]
+    return {"server": server, "cwd": HERE, "client": (upstream_python, "upstream"), "env": UPSTREAM_ENV}
+
+
+def ours_stack(env_name: str, client: str = "ours") -> dict[str, Any]:
+    """Our contestant: `python -m openenv.server` serving the bundled env `envs/<env_name>`."""
+    server = [sys.executable, "-m", "openenv.server", "server.app:app", "--log-level", "warning"]
+    return {"server": server, "cwd": ROOT / "envs" / env_name, "client": (sys.executable, client), "env": {}}
+
+
 def describe_stacks(stacks: dict[str, dict[str, Any]], upstream_python: str) -> dict[str, dict[str, str]]:
     """What each contestant ran, for the results file: its venv, server command line and client."""
     return {

@@ -6,6 +6,8 @@ Run only with the upstream virtual environment's Python (upstream's package is a
 
 import uuid
 
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
 from openenv.core.env_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
@@ -42,3 +44,18 @@ class EchoEnvironment(Environment):
 
 
 app = create_app(EchoEnvironment, EchoAction, EchoObservation, max_concurrent_envs=256)
+
+
+class EchoClient(EnvClient):
+    """Upstream's client for this env, written as an upstream user writes one (the drivers use it)."""
+
+    def _step_payload(self, action):
+        return action.model_dump()
+
+    def _parse_result(self, payload):
+        done = payload.get("done", False)
+        obs = EchoObservation(**payload["observation"], reward=payload.get("reward"), done=done)
+        return StepResult(observation=obs, reward=payload.get("reward"), done=done)
+
+    def _parse_state(self, payload):
+        return payload

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any
 
 import _eventloop
@@ -36,8 +35,10 @@ from _harness import (
     entry,
     interleaved_runs,
     json_line,
+    ours_stack,
     require_upstream,
     run_checked,
+    upstream_stack,
 )
 
 NAME = "rollouts"
@@ -59,35 +60,10 @@ def drive(python: str, kind: str, url: str, sessions: int, seconds: float) -> di
 
 
 def stacks(upstream_python: str) -> dict[str, dict[str, Any]]:
-    ours_server = [sys.executable, "-m", "openenv.server", "server.app:app", "--log-level", "warning"]
     return {
-        "engine": {
-            "server": ours_server,
-            "cwd": ROOT / "envs" / "blackjack_env",
-            "client": (sys.executable, "engine"),
-            "env": {},
-        },
-        "ours": {
-            "server": ours_server,
-            "cwd": ROOT / "envs" / "blackjack_env",
-            "client": (sys.executable, "ours"),
-            "env": {},
-        },
-        "upstream": {
-            "server": [
-                upstream_python,
-                "-m",
-                "uvicorn",
-                "_upstream_blackjack:app",
-                "--loop",
-                _eventloop.LOOP,
-                "--log-level",
-                "warning",
-            ],
-            "cwd": HERE,
-            "client": (upstream_python, "upstream"),
-            "env": UPSTREAM_ENV,
-        },
+        "engine": ours_stack("blackjack_env", client="engine"),
+        "ours": ours_stack("blackjack_env"),
+        "upstream": upstream_stack(upstream_python, "_upstream_blackjack"),
     }
 
 

@@ -40,9 +40,11 @@ from _harness import (
     entry,
     interleaved_runs,
     json_line,
+    ours_stack,
     require_upstream,
     run_checked,
     serve,
+    upstream_stack,
 )
 
 NAME = "step_throughput"
@@ -86,27 +88,8 @@ def stacks(upstream_python: str) -> dict[str, dict[str, Any]]:
             "client": (ours, "picows"),
             "env": {},
         },
-        "upstream": {
-            "server": [
-                upstream_python,
-                "-m",
-                "uvicorn",
-                "_upstream_echo:app",
-                "--loop",
-                _eventloop.LOOP,
-                "--log-level",
-                "warning",
-            ],
-            "cwd": HERE,
-            "client": (upstream_python, "upstream"),
-            "env": UPSTREAM_ENV,
-        },
-        "ours": {
-            "server": [ours, "-m", "openenv.server", "server.app:app", "--log-level", "warning"],
-            "cwd": ROOT / "envs" / "echo_env",
-            "client": (ours, "ours"),
-            "env": {},
-        },
+        "upstream": upstream_stack(upstream_python, "_upstream_echo"),
+        "ours": ours_stack("echo_env"),
     }
 
 

@@ -283,6 +283,50 @@ def live(doc: Doc) -> str:
     )
 
 
+def _failure(why: str) -> str:
+    """A driver's failure reason, short: "connect: ...timed out..." → "connects timed out"."""
+    stage, _, text = why.partition(": ")
+    if stage in ("connect", "episode") and ("timed out" in text or "within" in text):
+        return f"{stage}s timed out"
+    return why
+
+
+def sessions_scale(doc: Doc) -> str:
+    r, s = doc["results"], doc["machine"]["settings"]
+    upstream = doc["machine"]["packages"]["upstream"]["openenv-core"]
+    label = {"upstream": f"upstream openenv-core {upstream}", "ours": "**ours**"}
+
+    def ms(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1f} ms" if value < 10 else _duration(value)
+
+    rows = []
+    for n in map(str, s["sizes"]):
+        for name in ("upstream", "ours"):
+            run = r["runs"][name][n]
+            steps = _n(run["steps_per_s"])
+            if name == "ours":
+                ratio = r["ours_vs_upstream_steps_per_s"][n]
+                steps = f"**{steps}**" + (f" ({ratio:.1f}{X})" if ratio else "")
+            failed = "; ".join(f"{count:,} {_failure(why)}" for why, count in run["failures"].items())
+            success = f"{run['success_rate']:.1%}".replace(".0%", "%") + (f" ({failed})" if failed else "")
+            rows.append(
+                f"| {_n(int(n))} | {label[name]} | {success} | {ms(run['connect_p50_ms'])} / "
+                f"{_duration(run['connect_all_s'] * 1000)} | {steps} | {ms(run['p50_ms'])} / {ms(run['p99_ms'])} | "
+                f"{run['server_peak_rss_mb']:,.0f} MiB |"
+            )
+    return _table(
+        f"Sessions per server: N sessions on one echo server, all connecting at once, then each a reset and "
+        f"{s['steps']} steps, all at once; client and server in separate processes (`benchmarks/sessions_scale.py`):",
+        ["sessions", "stack", "succeeded", "connect p50 / all in", "steps/s", "step p50 / p99", "server peak RSS"],
+        rows,
+        _provenance(
+            doc,
+            f"{_rounds(s)} up to 1,024 sessions, one run above; a run is cut off after {s['cap']:g} s, "
+            f"its unfinished sessions failed; load average {doc['machine']['load_avg_1m']['start']:.1f} at the start",
+        ),
+    )
+
+
 RENDERERS: dict[str, Callable[[Doc], str]] = {
     "step_throughput": step_throughput,
     "rollouts": rollouts,
@@ -292,6 +336,7 @@ RENDERERS: dict[str, Callable[[Doc], str]] = {
     "hub": hub,
     "hub_load": hub_load,
     "live": live,
+    "sessions_scale": sessions_scale,
 }
 
 

@@ -22,6 +22,9 @@ Rewards: set `self.rubric` (an `openenv.rubrics.Rubric`, one object per instance
 `step` with `return self.apply_rubric(action, observation)`; call `self.reset_rubric()` in
 `reset`. The observation then carries the reward and `metadata["reward_components"]`.
 
+Pictures: `render` returns a frame of the current state (a board, the cards, a screen); the
+server serves it on request and the `/web` page shows it above one button per legal action.
+
 Tasks: an environment with a natural set of tasks (word lists, problems, levels) overrides
 `list_splits` and `list_tasks` (and, when it can do better than a list, `num_tasks`, `get_task`,
 `get_task_range`), and takes `split` and `index` in `reset` to play one. The server serves them
@@ -91,6 +94,17 @@ class Environment(Generic[ActT, ObsT, StateT]):
 
     def close(self) -> None:
         """Release what the instance holds (processes, files, sockets). Called once per session."""
+
+    def render(self) -> Any:
+        """A picture of the current state for people watching or playing (optional).
+
+        Return an `openenv.render.Frame`, a str (ANSI or plain text), a ``(media_type, data)``
+        pair (PNG, JPEG, SVG or an HTML fragment), a numpy image array, or None (the default:
+        no picture). Served on request as the "render" protocol extension; pages show it only
+        after `openenv.render.sanitize_frame`, so SVG/HTML may not rely on script or remote files.
+        (Upstream 0.10.0's `render_web` is a different hook: HTML from an observation dict.)
+        """
+        return None
 
     async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
         """Async twin of `reset`; override it instead of `reset` in an asyncio environment."""

@@ -35,7 +35,8 @@ PROTOCOL_VERSION = 1
 # ("1; ext=a,b"); upstream clients ignore unknown headers, ours read it for free at connect.
 PROTOCOL_HEADER = "x-openenv-protocol"
 # Extensions this implementation supports (advertised in /metadata and the header above).
-EXTENSIONS: tuple[str, ...] = ("step-timeout",)
+# "render": {"type": "render"} on /ws (and POST /render) answers with the env's picture.
+EXTENSIONS: tuple[str, ...] = ("step-timeout", "render")
 
 
 class MsgType(str, enum.Enum):
@@ -46,6 +47,7 @@ class MsgType(str, enum.Enum):
     STATE = "state"
     CLOSE = "close"
     MCP = "mcp"
+    RENDER = "render"
     OBSERVATION = "observation"
     ERROR = "error"
 

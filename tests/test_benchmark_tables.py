@@ -20,7 +20,7 @@ BENCH = ROOT / "benchmarks"
 RESULTS = sorted((BENCH / "results").glob("*.json"))
 PAGES = [ROOT / "README.md", ROOT / "docs" / "providers.md"]
 # Benchmarks with upstream openenv-core among their contestants.
-UPSTREAM_CONTESTANTS = {"step_throughput", "rollouts", "cli_latency", "cold_start"}
+UPSTREAM_CONTESTANTS = {"step_throughput", "rollouts", "cli_latency", "cold_start", "sessions_scale"}
 
 
 def _tables(*args: str | Path) -> subprocess.CompletedProcess[str]:

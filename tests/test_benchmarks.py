@@ -81,6 +81,25 @@ def test_rollouts_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_sessions_scale_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
+    doc = _run(
+        "sessions_scale", "--sizes 24 --steps 3 --rounds 1 --cap 60", upstream=upstream_python, tmp_path=tmp_path
+    )
+    report = doc["results"]
+    for stack in ("upstream", "ours"):
+        for n in (24,):
+            run = report["runs"][stack][str(n)]
+            assert run["success_rate"] == 1.0 and run["failures"] == {}, run
+            assert run["succeeded"] == run["connected"] == n and run["steps"] == 3 * n
+            assert run["steps_per_s"] > 0 and run["connect_p99_ms"] >= run["connect_p50_ms"] > 0
+            assert run["server_peak_rss_mb"] > 10 and run["server_cpu_s"] > 0
+        assert doc["machine"]["event_loops"][stack] == {"client": "uvloop", "server": "uvloop"}
+    assert set(report["ours_vs_upstream_steps_per_s"]) == {"24"}
+    assert report["open_files_limit"] >= 1024
+    assert doc["machine"]["packages"]["upstream"]["openenv-core"] == "0.3.0"
+
+
+@pytest.mark.slow
 def test_cli_latency_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
     doc = _run("cli_latency", "--rounds 1", tmp_path=tmp_path)
     medians = doc["results"]["median_ms"]

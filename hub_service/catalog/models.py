@@ -47,6 +47,8 @@ class EnvRecord(Base):
     location: Mapped[str | None] = mapped_column(Text, default=None)  # local folder for the local source
     status: Mapped[str] = mapped_column(String(16), default="pending")
     search_text: Mapped[str] = mapped_column(Text, default="")
+    # The current revision's openenv.yaml description and "#tag " tokens: text search matches these too.
+    manifest_text: Mapped[str] = mapped_column(Text, default="", server_default="")
     last_modified: Mapped[dt.datetime | None] = mapped_column(default=None)
     indexed_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -31,6 +31,7 @@ __all__ = [
     "get_version",
     "latest_of",
     "list_envs",
+    "manifest_search_text",
     "parse_flag",
     "resolve",
     "stage_runs",
@@ -103,10 +104,12 @@ def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
         conds.append(EnvRecord.gone.is_(False))
     if query.q:
         for word in query.q.lower().split()[:8]:
-            conds.append(EnvRecord.search_text.like(f"%{_like_escape(word)}%", escape="\\"))
+            pattern = f"%{_like_escape(word)}%"
+            conds.append(or_(EnvRecord.search_text.like(pattern, escape="\\"), EnvRecord.manifest_text.like(pattern, escape="\\")))
     for tag in query.tags:
-        # tags are also in search_text as "#tag " tokens, which works on every backend
-        conds.append(EnvRecord.search_text.like(f"%#{_like_escape(tag.lower())} %", escape="\\"))
+        # tags are also in search_text (and manifest_text) as "#tag " tokens, which works on every backend
+        pattern = f"%#{_like_escape(tag.lower())} %"
+        conds.append(or_(EnvRecord.search_text.like(pattern, escape="\\"), EnvRecord.manifest_text.like(pattern, escape="\\")))
     if query.status:
         conds.append(EnvRecord.status == query.status)
     if query.source:
@@ -285,6 +288,8 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
         return
     env.latest_version_id = version.id
     env.status = "passing" if version.state == "passed" else "failing"
+    if isinstance(version.manifest, dict):
+        env.manifest_text = manifest_search_text(version.manifest)
     env.cold_start_s = version.cold_start_s
     env.step_p50_ms = version.step_p50_ms
     env.deterministic = _verdict(version.determinism, "deterministic")
@@ -293,6 +298,17 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
     held = card.get("sessions_held")
     # A server whose sessions leak holds that many only until the leak fills it: no capacity to list.
     env.sessions_held = held if isinstance(held, int) and not card.get("flags") else None
+
+
+def manifest_search_text(manifest: Any) -> str:
+    """What text search matches in an openenv.yaml: its description, and its tags as `#tag ` tokens."""
+    if not isinstance(manifest, dict):
+        return ""
+    description = manifest.get("description")
+    tags = manifest.get("tags")
+    words = description.lower()[:4000] if isinstance(description, str) else ""
+    tokens = "".join(f"#{t.lower()[:64]} " for t in (tags if isinstance(tags, list) else [])[:64] if isinstance(t, str) and t.strip())
+    return f"{words} {tokens}" if words or tokens else ""
 
 
 def _verdict(check: dict[str, Any] | None, good: str) -> bool | None:

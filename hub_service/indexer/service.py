@@ -271,4 +271,7 @@ def _refresh(env: EnvRecord, item: SourceEnv) -> bool:
     if env.search_text != text:
         env.search_text = text
         changed = True
+    if item.manifest_text is not None and env.manifest_text != item.manifest_text:
+        env.manifest_text = item.manifest_text  # else the pipeline sets it from the manifest it validated
+        changed = True
     return changed

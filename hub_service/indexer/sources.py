@@ -51,6 +51,7 @@ class SourceEnv:
     description: str | None = None
     last_modified: dt.datetime | None = None
     location: str | None = None  # a local folder (local source)
+    manifest_text: str | None = None  # openenv.yaml's words for text search, when the source can read it cheaply
 
     @property
     def repo_id(self) -> str:
@@ -118,6 +119,19 @@ def _read_card(readme: Path) -> str:
         os.close(fd)
 
 
+def _manifest_text(path: Path) -> str:
+    """openenv.yaml's description and tags, as text search matches them ("" when unreadable)."""
+    import yaml
+
+    from hub_service.catalog.service import manifest_search_text
+    from openenv._yaml import load_limited
+
+    try:
+        return manifest_search_text(load_limited(_read_card(path)))
+    except (yaml.YAMLError, ValueError):
+        return ""
+
+
 def _front_matter(readme: Path) -> dict[str, Any]:
     text = _read_card(readme)
     if not text.startswith("---"):
@@ -180,6 +194,7 @@ class LocalSource:
                 stage="LOCAL",
                 last_modified=dt.datetime.fromtimestamp(mtime, dt.UTC),
                 location=str(folder),
+                manifest_text=_manifest_text(folder / "openenv.yaml"),
             )
 
     def fetch(self, owner: str, name: str, sha: str, dest: Path) -> Path:

@@ -4,7 +4,9 @@ Events (plain dicts, in order): `{"type": "episode", "episode", "observation"}` 
 `{"type": "step", "episode", "step", "prompt", "raw", "action", "observation", "reward", "done",
 "error"}` per turn (an unparsable answer or a refused action has `error` set and no env step);
 `{"type": "episode_end", "episode", "return", "steps", "invalid", "reason"}`; and last
-`{"type": "summary", "episodes", "returns", "score", "invalid", "steps"}` (score: mean return).
+`{"type": "summary", "episodes", "returns", "score", "invalid", "steps", "stopped"}` (score: mean
+return; `stopped`: None, or why the try ended at once: the model cannot be asked at all).
+With `render`, episode and step events carry `frame`: the env's picture after it (or None).
 """
 
 from __future__ import annotations
@@ -20,16 +22,29 @@ __all__ = ["run_episodes"]
 GIVE_UP_AFTER = 3  # consecutive unusable answers end the episode
 
 
+async def _frame(session: PlaySession) -> Any:
+    from openenv.errors import EnvServerError
+
+    try:
+        return await session.render()
+    except EnvServerError:  # the env could not draw: the trajectory goes on without its picture
+        return None
+
+
 async def run_episodes(session: PlaySession, policy: Policy, *, episodes: int, max_steps: int,
-                       seed: int | None = None) -> AsyncIterator[dict[str, Any]]:
+                       seed: int | None = None, render: bool = False) -> AsyncIterator[dict[str, Any]]:
     """Play `episodes` episodes of at most `max_steps` turns each; yields the events above."""
     from openenv.errors import EnvDisconnectedError, EnvServerError, InvalidActionError
 
     returns: list[float] = []
     invalid_total = steps_total = 0
+    stopped: str | None = None
     for episode in range(1, episodes + 1):
         result = await session.reset(seed=None if seed is None else seed + episode - 1)
-        yield {"type": "episode", "episode": episode, "observation": result["observation"]}
+        start: dict[str, Any] = {"type": "episode", "episode": episode, "observation": result["observation"]}
+        if render:
+            start["frame"] = await _frame(session)
+        yield start
         observation, total, invalid, streak, reason, turn = result["observation"], 0.0, 0, 0, "max steps reached", 0
         done = bool(result["done"])
         while not done and turn < max_steps:
@@ -55,7 +70,15 @@ async def run_episodes(session: PlaySession, policy: Policy, *, episodes: int, m
                     observation, done = out["observation"], bool(out["done"])
                     total += float(out["reward"] or 0.0)
                     event.update(observation=observation, reward=out["reward"], done=done)
+                    if render:
+                        event["frame"] = await _frame(session)
             steps_total += 1
+            if decision.fatal:
+                stopped = decision.error
+                invalid += 1
+                yield event
+                reason = "the model could not be asked"
+                break
             if event["error"]:
                 invalid += 1
                 streak += 1
@@ -71,8 +94,10 @@ async def run_episodes(session: PlaySession, policy: Policy, *, episodes: int, m
         returns.append(total)
         invalid_total += invalid
         yield {"type": "episode_end", "episode": episode, "return": total, "steps": turn, "invalid": invalid, "reason": reason}
+        if stopped:
+            break
     yield {"type": "summary", "episodes": len(returns), "returns": returns, "score": sum(returns) / len(returns) if returns else 0.0,
-           "invalid": invalid_total, "steps": steps_total}
+           "invalid": invalid_total, "steps": steps_total, "stopped": stopped}
 
 
 def _first_line(exc: BaseException) -> str:

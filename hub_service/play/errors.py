@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from hub_service.errors import HubError
 
-__all__ = ["NotPlayable", "PlayError", "PlayLimit", "PlayStartError"]
+__all__ = ["NotPlayable", "PlayError", "PlayLimit", "PlayStartError", "describe_env_failure", "scrub_addresses"]
 
 
 class PlayError(HubError):
@@ -29,3 +31,49 @@ class PlayStartError(PlayError):
     """The env's server did not start or could not be reached."""
 
     status, code = 502, "play_start_failed"
+
+
+# " [http://127.0.0.1:32795]" after a client error, and any other address of a machine the Hub runs
+_URL_SUFFIX = re.compile(r"\s*\[(?:https?|wss?)://[^\]\s]*\]")
+_INTERNAL_URL = re.compile(r"(?:https?|wss?)://(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])(?::\d+)?[^\s\]\)\"']*")
+
+
+def scrub_addresses(text: str) -> str:
+    """`text` without the addresses of servers the Hub runs (a visitor has no use for them)."""
+    return _INTERNAL_URL.sub("the env's server", _URL_SUFFIX.sub("", text)).strip()
+
+
+def describe_env_failure(exc: BaseException) -> str:
+    """One line for a visitor: the env's own words when the env refused or failed, else what went
+    wrong between the Hub and the env's server (not the env's fault); never an internal address."""
+    from openenv.errors import (
+        CapacityReachedError,
+        EnvConnectionError,
+        EnvDisconnectedError,
+        EnvFactoryError,
+        EnvServerError,
+        EnvTimeoutError,
+        InvalidActionError,
+    )
+
+    if isinstance(exc, InvalidActionError):
+        details = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'action'}: {e.get('msg', '')}"
+                            for e in exc.errors[:5] if isinstance(e, dict))
+        return scrub_addresses(f"the env refused this action: {details or exc.data.get('message') or exc}")
+    if isinstance(exc, CapacityReachedError):
+        return "the env's server has no room for another session now; try again in a few minutes"
+    if isinstance(exc, EnvFactoryError):
+        return scrub_addresses(f"the env could not start a session: {exc.data.get('message') or exc}; press Reset to try again")
+    if isinstance(exc, EnvServerError):
+        words = str(exc.data.get("message") or "").strip() or str(exc)
+        return scrub_addresses(f"the env says: {words}")
+    if isinstance(exc, EnvTimeoutError):
+        return "the env did not answer in time; try again, or press Reset for a new session"
+    if isinstance(exc, EnvDisconnectedError):
+        text = scrub_addresses(str(exc))
+        if "play_max_reply_mb" in text:  # the Hub's own limit, named by PlaySession
+            return text
+        return "the connection to the env's server ended; press Reset to start a new session"
+    if isinstance(exc, EnvConnectionError):
+        return "the Hub cannot reach the env's server right now (not the env's fault); press Reset to try again"
+    return scrub_addresses(str(exc)) or type(exc).__name__

@@ -36,6 +36,7 @@ class Decision:
     prompt: str | None = None
     raw: str | None = None
     error: str | None = None
+    fatal: bool = False  # the model cannot be asked at all (unreachable, token refused, no such model): stop the try
 
 
 class Policy(Protocol):
@@ -125,6 +126,7 @@ class LLMPolicy:
 
         self.name = f"LLM {model}"
         self.model = model
+        self.base_url = base_url
         self.schema = schema
         self.temperature = temperature
         # No redirects (a public endpoint must not bounce the Hub to an internal one), no proxies
@@ -151,6 +153,9 @@ class LLMPolicy:
         try:
             reply = await self.client.chat.completions.create(model=self.model, messages=messages, temperature=self.temperature)  # type: ignore[arg-type]
         except OpenAIError as exc:
+            fatal = _fatal_reason(exc, self.base_url, self.model)
+            if fatal is not None:
+                return Decision(action=None, prompt=prompt, error=fatal, fatal=True)
             return Decision(action=None, prompt=prompt, error=f"the model endpoint failed: {_openai_error(exc)}")
         raw = (reply.choices[0].message.content or "") if reply.choices else ""
         self.turns += [{"role": "user", "content": prompt}, {"role": "assistant", "content": raw}]
@@ -169,6 +174,34 @@ class LLMPolicy:
 
 _STATUS_REASONS = {401: "the token was refused", 403: "access was refused", 404: "no such model or path at this endpoint",
                    408: "it timed out", 413: "the request was too large for it", 429: "it is rate limiting; try again later"}
+
+
+def _fatal_reason(exc: Exception, base_url: str, model: str) -> str | None:
+    """One line when no later turn can do better (the endpoint is unreachable, refuses the token, or
+    has no such model), else None (a timeout, a rate limit, a server error may pass)."""
+    from openai import APIConnectionError, APIStatusError, APITimeoutError
+
+    if isinstance(exc, APITimeoutError):
+        return None
+    if isinstance(exc, APIConnectionError):
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, EndpointRefused):
+                return f"cannot reach the model endpoint at {base_url}: {cause}"
+            if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
+                return f"cannot reach the model endpoint at {base_url}: connection refused"
+            cause = cause.__cause__ or cause.__context__
+        return f"cannot reach the model endpoint at {base_url}: no connection (check the base URL)"
+    if isinstance(exc, APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error") if isinstance(body.get("error"), dict) else body
+        code = str(error.get("code") or "") if isinstance(error, dict) else ""
+        if exc.status_code in (401, 403):
+            return f"the model endpoint at {base_url} refused the token (HTTP {exc.status_code}); check the token"
+        if exc.status_code == 404 or code == "model_not_found":
+            return (f"the model endpoint at {base_url} has no model {model!r} (HTTP {exc.status_code}); "
+                    "check the model's name and the base URL")
+    return None
 
 
 def _openai_error(exc: Exception) -> str:

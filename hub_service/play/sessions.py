@@ -54,12 +54,12 @@ class PlaySession:
     def touch(self) -> None:
         self.last_active = time.monotonic()
 
-    async def reset(self, seed: int | None = None) -> dict[str, Any]:
-        """Start an episode; returns {"observation", "reward", "done"}."""
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start an episode (`options`: the env's own reset arguments); returns {"observation", "reward", "done"}."""
         async with self.lock:
             self.touch()
             with self._naming_the_cap():
-                result = await self.client.reset(**({"seed": seed} if seed is not None else {}))
+                result = await self.client.reset(**(options or {}), **({"seed": seed} if seed is not None else {}))
             self.history, self.episode_return = [], 0.0
             self.last = _payload(result)
             return self.last
@@ -79,6 +79,22 @@ class PlaySession:
             self.episode_return += float(result.reward or 0.0)
             self.history.append({"action": action, "reward": result.reward, "done": result.done})
             return self.last
+
+    @property
+    def done(self) -> bool:
+        """Whether the current episode is over (stepping again needs a reset first)."""
+        return bool(self.last and self.last.get("done"))
+
+    async def render(self) -> Any:
+        """A picture of the env now (`openenv.render.Frame`, unsanitized), or None when it draws none.
+
+        Raises:
+            openenv.errors.OpenEnvError: the env's render failed, or the session is gone.
+        """
+        async with self.lock:
+            self.touch()
+            with self._naming_the_cap():
+                return await self.client.render()
 
     async def state(self) -> dict[str, Any]:
         async with self.lock:

@@ -1,4 +1,5 @@
-"""The "Play" tab: a private session for this browser tab, an action form, reset/step, history."""
+"""The "Play" tab: a private session for this browser tab; the env's picture, one button per legal
+action (keys for directions) or a form for free-form actions; reset/step, history."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from typing import Any
 import gradio as gr
 
 from hub_service.errors import HubError
-from hub_service.play.errors import PlayError
-from hub_service.play.sessions import PlayManager
+from hub_service.play.errors import PlayError, PlayStartError, describe_env_failure, scrub_addresses
+from hub_service.play.sessions import PlayManager, PlaySession
 from hub_service.settings import HubSettings
 from hub_service.ui import views
 from hub_service.ui.forms import FieldSpec, FormError, collect, field_specs
 
-__all__ = ["parse_seed", "play_panel", "visitor_of"]
+__all__ = ["parse_options", "parse_seed", "play_panel", "visitor_of"]
 
 
 def visitor_of(request: gr.Request | None) -> str:
@@ -65,86 +66,208 @@ def _component(spec: FieldSpec) -> Any:
     return gr.Code(value=spec.initial(), language="json", label=f"{label} (JSON)", elem_id=elem_id)
 
 
+def parse_options(text: str | None) -> dict[str, Any] | None:
+    """Episode options typed in a form: empty, or a JSON object of the env's own reset arguments.
+
+    Raises:
+        PlayError: it is not a JSON object.
+    """
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or any(k in ("seed", "episode_id") for k in value):
+        raise PlayError('the episode options must be a JSON object of the env\'s reset arguments, e.g. {"max_plies": 20} '
+                        "(the seed has a box of its own)")
+    return value
+
+
+def _key_class(key: str) -> str:
+    return "oe-key-" + ("Space" if key == " " else key)
+
+
+_KEY_NAMES = {"ArrowUp": "↑", "ArrowDown": "↓", "ArrowLeft": "←", "ArrowRight": "→", " ": "space"}
+
+
+def _board(session: PlaySession, old: Any = None) -> dict[str, Any]:
+    """What the controls are drawn from: one choice per legal action (None: free-form), done, and a
+    serial that changes with the choices (a click on a button of an older board is ignored)."""
+    from openenv.render import action_choices
+
+    choices = action_choices(session.action_schema, session.last)
+    listed = [{"label": c.label, "action": c.action, "key": c.key} for c in choices] if choices is not None else None
+    old = old if isinstance(old, dict) else {}
+    if session.done and listed == [] and old.get("choices"):
+        listed = old["choices"]  # nothing is legal once it is over: the last buttons stay, turned off
+    serial = int(old.get("serial", 0)) + 1
+    return {"choices": listed, "done": session.done, "serial": serial}
+
+
+def choices_html(board: dict[str, Any] | None) -> str:
+    """One button per legal action (off once the episode is over), and the keys that press them.
+
+    The buttons are plain HTML: a click sets `#oe-play-pick` to "serial:index" and presses the
+    hidden `#oe-play-go` (see HEAD in site.py), so one server handler serves every board."""
+    if not board or not board.get("choices"):
+        return ""
+    done = bool(board.get("done"))
+    buttons = []
+    for i, choice in enumerate(board["choices"]):
+        key = choice.get("key")
+        cls = "oe-act" + (f" {_key_class(key)}" if key else "")
+        hint = f' title="key: {views.escape(_KEY_NAMES.get(key, key))}"' if key else ""
+        buttons.append(f'<button type="button" class="{views.escape(cls)}" data-choice="{board["serial"]}:{i}"{hint}'
+                       f'{" disabled" if done else ""}>{views.escape(choice["label"])}</button>')
+    keys = [f"{_KEY_NAMES.get(c['key'], c['key'])} {c['label']}" for c in board["choices"] if c.get("key")]
+    line = f'<div class="oe-keys" id="oe-play-keys">Keys: {views.escape(" · ".join(keys))}</div>' if keys else ""
+    return f'<div class="oe-choices" id="oe-play-choices">{"".join(buttons)}</div>{line}'
+
+
+def _form_of(session: PlaySession, board: dict[str, Any]) -> dict[str, Any] | None:
+    """What the action form is drawn from (None: no form, the action space is finite)."""
+    if board["choices"] is not None:
+        return None
+    return {"schema": session.action_schema, "done": board["done"]}
+
+
+async def _picture(session: PlaySession) -> str:
+    """The env's picture now, sanitized ("" when it draws none)."""
+    from openenv.errors import EnvServerError
+
+    try:
+        frame = await session.render()
+    except EnvServerError as exc:  # the env failed to draw: the rest of the page still works
+        return views.message(f"the env could not draw its picture: {describe_env_failure(exc)}")
+    return views.frame_view(frame, alt=f"{session.env_id} now")
+
+
+async def _shown(session: PlaySession, old_board: Any = None, old_form: Any = None) -> list[Any]:
+    """The outputs (see `play_panel`) after a reset or a step."""
+    board = _board(session, old_board)
+    form = _form_of(session, board)
+    steps, ret = len(session.history), session.episode_return
+    # The form is drawn again only when it changes (a reset, the episode's end): what was typed stays.
+    return [board, gr.skip() if form == old_form else form, "", views.play_figures(session.last, steps, ret),
+            await _picture(session), choices_html(board), views.observation_view(session.last, steps, ret, figures=False),
+            views.history_table(session.history)]
+
+
+def _unchanged(error: str) -> list[Any]:
+    return [gr.skip(), gr.skip(), views.message(error, "error"), *([gr.skip()] * 5)]
+
+
 def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> None:
     """Lay out the Play tab inside the current Blocks context."""
-    from openenv.errors import OpenEnvError
+    from openenv.errors import EnvServerError, OpenEnvError
 
-    schema_state = gr.State(None)
+    board_state = gr.State(None)
+    form_state = gr.State(None)
     gr.Markdown("A session of your own on this environment: nobody else sees or changes it. It ends when you close "
                 "the tab or leave it unused for a while.")
+    with gr.Row(equal_height=False):
+        seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-play-seed", scale=1, min_width=110)
+        options = gr.Textbox(label="Episode options (JSON)", placeholder='the env\'s reset arguments, e.g. {"max_plies": 20}',
+                             elem_id="oe-play-options", scale=2, min_width=180)
+        reset = gr.Button("Reset: new episode", variant="primary", elem_id="oe-play-reset", scale=1, min_width=140)
+    error = gr.HTML(elem_id="oe-play-error")
     with gr.Row():
-        with gr.Column(scale=2):
-            with gr.Row():
-                seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-play-seed", scale=1)
-                reset = gr.Button("Reset: new episode", variant="primary", elem_id="oe-play-reset", scale=1)
-            error = gr.HTML(elem_id="oe-play-error")
+        with gr.Column(scale=3, min_width=300):
+            status = gr.HTML(elem_id="oe-play-status")
+            picture = gr.HTML(elem_id="oe-play-frame")
+            choices = gr.HTML(elem_id="oe-play-buttons")
+            pick = gr.Textbox(visible="hidden", elem_id="oe-play-pick", label="choice")
+            go = gr.Button("Play the choice", visible="hidden", elem_id="oe-play-go")
             form_slot = gr.Column()
-            end = gr.Button("End my session", size="sm", elem_id="oe-play-end")
-        with gr.Column(scale=3):
+        with gr.Column(scale=2, min_width=300):
             observation = gr.HTML(views.observation_view(None), elem_id="oe-play-observation")
             gr.Markdown("**Actions this episode**")
             history = gr.HTML(views.history_table([]), elem_id="oe-play-history")
+            end = gr.Button("End my session", size="sm", elem_id="oe-play-end")
+    shown = [board_state, form_state, error, status, picture, choices, observation, history]
 
-    async def do_reset(env_id: str | None, seed_text: str, request: gr.Request) -> list[Any]:
+    async def do_reset(env_id: str | None, seed_text: str, options_text: str, old_form: Any, request: gr.Request) -> list[Any]:
+        tab = request.session_hash or "anonymous"
         try:
             owner, name = _env_parts(env_id)
             seed_value = parse_seed(seed_text)
-            session = await play.open(request.session_hash or "anonymous", visitor_of(request), owner, name, kind="play")
-            payload = await session.reset(seed=seed_value)
-        except HubError as exc:
-            return [gr.skip(), views.message(exc.message, "error"), gr.skip(), gr.skip()]
+            extra = parse_options(options_text)
+            session = await play.open(tab, visitor_of(request), owner, name, kind="play")
+            await session.reset(seed=seed_value, options=extra)
+        except HubError as exc:  # the env's server did not start, say: said without its address
+            return _unchanged(scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message)
+        except EnvServerError as exc:  # the env refused the reset (its options, say): its session goes on
+            return _unchanged(describe_env_failure(exc))
         except OpenEnvError as exc:
-            await play.close(request.session_hash or "anonymous", "play")
-            return [None, views.message(f"the env failed: {exc}; press Reset to start a new session", "error"), gr.skip(), gr.skip()]
-        return [session.action_schema, "", views.observation_view(payload, 0, 0.0), views.history_table([])]
+            await play.close(tab, "play")
+            return [None, None, views.message(describe_env_failure(exc), "error"), "", "", "", gr.skip(), gr.skip()]
+        return await _shown(session, None, old_form)
 
-    reset.click(do_reset, inputs=[current, seed], outputs=[schema_state, error, observation, history])
+    reset.click(do_reset, inputs=[current, seed, options, form_state], outputs=shown)
 
     async def do_end(request: gr.Request) -> list[Any]:
         closed = await play.close(request.session_hash or "anonymous", "play")
         note = "Your session has ended." if closed else "You have no session open."
-        return [None, views.message(note), views.observation_view(None), views.history_table([])]
+        return [None, None, views.message(note), "", "", "", views.observation_view(None), views.history_table([])]
 
-    end.click(do_end, inputs=None, outputs=[schema_state, error, observation, history])
+    end.click(do_end, inputs=None, outputs=shown)
+
+    async def step_with(action: dict[str, Any], old_board: Any, old_form: Any, request: gr.Request) -> list[Any]:
+        session = play.get(request.session_hash or "anonymous", "play")
+        if session is None:
+            return _unchanged("Your session has ended (closed or unused too long): press Reset for a new one.")
+        if session.done:
+            return _unchanged("episode over — reset to play again")
+        try:
+            await session.step(action)
+        except OpenEnvError as exc:  # refused or failed in the env, or the connection: said plainly
+            return _unchanged(describe_env_failure(exc))
+        return await _shown(session, old_board, old_form)
+
+    async def do_choice(picked: str, old_board: Any, old_form: Any, request: gr.Request) -> list[Any]:
+        serial, _, index = (picked or "").partition(":")
+        if not isinstance(old_board, dict) or not old_board.get("choices") or serial != str(old_board.get("serial")):
+            return [gr.skip()] * len(shown)  # a button of a board already replaced: nothing to do
+        try:
+            action = old_board["choices"][int(index)]["action"]
+        except (ValueError, IndexError):
+            return [gr.skip()] * len(shown)
+        return await step_with(action, old_board, old_form, request)
+
+    go.click(do_choice, inputs=[pick, board_state, form_state], outputs=shown, trigger_mode="once")
 
     with form_slot:
-        @gr.render(inputs=[schema_state])
-        def action_form(schema: dict[str, Any] | None) -> None:
-            if not schema:
-                gr.Markdown("Press **Reset** to start your session; the action form appears here.", elem_id="oe-play-hint")
-                return
-            specs = field_specs(schema)
-            simple = all(s.kind != "json" for s in specs)
-            inputs = [_component(s) for s in specs]
-            as_json = gr.Checkbox(label="Edit the action as JSON", value=not simple, elem_id="oe-play-json-mode")
-            example = collect(specs, [s.initial() for s in specs]) if specs else {}
-            json_box = gr.Code(value=json.dumps(example, indent=2), language="json", label="Action (JSON)",
-                               visible=not simple, elem_id="oe-play-json")
-            as_json.change(lambda on: gr.Code(visible=on), inputs=as_json, outputs=json_box, show_progress="hidden")
-            step = gr.Button("Step", variant="primary", elem_id="oe-play-step")
+        @gr.render(inputs=[form_state])
+        def action_form(form: dict[str, Any] | None) -> None:
+            if form:
+                _action_form(form["schema"], bool(form["done"]), board_state, form_state, step_with, shown)
 
-            async def do_step(data: dict[Any, Any], request: gr.Request) -> list[Any]:
-                from openenv.errors import InvalidActionError
 
-                tab = request.session_hash or "anonymous"
-                session = play.get(tab, "play")
-                if session is None:
-                    return [views.message("Your session has ended (closed or unused too long): press Reset for a new one.", "error"),
-                            gr.skip(), gr.skip()]
-                try:
-                    if data[as_json]:
-                        action = json.loads(data[json_box] or "{}")
-                        if not isinstance(action, dict):
-                            raise FormError("the action must be a JSON object")
-                    else:
-                        action = collect(specs, [data[c] for c in inputs])
-                    payload = await session.step(action)
-                except (FormError, ValueError) as exc:
-                    return [views.message(str(exc), "error"), gr.skip(), gr.skip()]
-                except InvalidActionError as exc:
-                    return [views.message(f"the env refused this action: {exc}", "error"), gr.skip(), gr.skip()]
-                except OpenEnvError as exc:
-                    return [views.message(f"the env failed: {exc}", "error"), gr.skip(), gr.skip()]
-                return ["", views.observation_view(payload, len(session.history), session.episode_return), views.history_table(session.history)]
+def _action_form(schema: dict[str, Any], done: bool, board_state: gr.State, form_state: gr.State, step_with: Any,
+                 shown: list[Any]) -> None:
+    """The form for a free-form action (one input per field, or JSON)."""
+    specs = field_specs(schema)
+    simple = all(s.kind != "json" for s in specs)
+    inputs = [_component(s) for s in specs]
+    as_json = gr.Checkbox(label="Edit the action as JSON", value=not simple, elem_id="oe-play-json-mode")
+    example = collect(specs, [s.initial() for s in specs]) if specs else {}
+    json_box = gr.Code(value=json.dumps(example, indent=2), language="json", label="Action (JSON)",
+                       visible=not simple, elem_id="oe-play-json")
+    as_json.change(lambda on: gr.Code(visible=on), inputs=as_json, outputs=json_box, show_progress="hidden")
+    step = gr.Button("Step", variant="primary", elem_id="oe-play-step", interactive=not done)
 
-            step.click(do_step, inputs={current, as_json, json_box, *inputs}, outputs=[error, observation, history])
+    async def do_step(data: dict[Any, Any], request: gr.Request) -> list[Any]:
+        try:
+            if data[as_json]:
+                action = json.loads(data[json_box] or "{}")
+                if not isinstance(action, dict):
+                    raise FormError("the action must be a JSON object")
+            else:
+                action = collect(specs, [data[c] for c in inputs])
+        except (FormError, ValueError) as exc:
+            return _unchanged(str(exc))
+        return await step_with(action, data[board_state], data[form_state], request)
+
+    step.click(do_step, inputs={board_state, form_state, as_json, json_box, *inputs}, outputs=shown)

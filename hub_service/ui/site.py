@@ -22,13 +22,42 @@ from hub_service.settings import HubSettings
 from hub_service.ui import trust_card, views
 from hub_service.ui.leaderboard import LEADERBOARD_CSS, board_panel
 from hub_service.ui.markdown import render_markdown, split_front_matter
+from openenv.render import ANSI_CSS
 
 __all__ = ["CSS", "HEAD", "build_site", "theme"]
 
 SORTS = [("Name (A→Z)", "name"), ("Name (Z→A)", "-name"), ("Most liked", "-likes"), ("Recently updated", "-updated"),
          ("Fastest cold start", "cold_start"), ("Fastest step", "step_latency"), ("Most sessions per server", "-sessions")]
 STATUSES = [("any status", ""), ("passing", "passing"), ("failing", "failing"), ("pending", "pending"), ("waiting for infrastructure", "waiting")]
-HEAD = '<meta name="description" content="OpenEnv Hub: find RL environments that work, try them, and use them.">'
+HEAD = '<meta name="description" content="OpenEnv Hub: find RL environments that work, try them, and use them.">' + """
+<script>
+// Play: an action button (plain HTML, see ui/play_panel.py) puts "serial:index" in the hidden
+// #oe-play-pick box and presses the hidden #oe-play-go button; a key presses the visible action
+// button marked for it (class oe-key-<key>).
+(() => {
+  const choose = (button) => {
+    const box = document.querySelector("#oe-play-pick textarea, #oe-play-pick input");
+    const go = document.querySelector("#oe-play-go");
+    if (!box || !go || button.disabled) return;
+    box.value = button.dataset.choice;
+    box.dispatchEvent(new Event("input", { bubbles: true }));
+    setTimeout(() => go.click(), 0);
+  };
+  document.addEventListener("click", (event) => {
+    const button = event.target instanceof Element && event.target.closest("#oe-play-choices button[data-choice]");
+    if (button) choose(button);
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
+    if (event.target instanceof Element && event.target.closest("input, textarea, select, [contenteditable]")) return;
+    const key = event.key === " " ? "Space" : event.key;
+    if (!/^[A-Za-z0-9]+$/.test(key)) return;
+    const button = Array.from(document.querySelectorAll("#oe-play-choices button.oe-key-" + key))
+      .find((b) => b.offsetParent !== null && !b.disabled);
+    if (button) { event.preventDefault(); choose(button); }
+  });
+})();
+</script>"""
 CSS = """
 .oe-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px; }
 .oe-card { display: block; border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 12px; text-decoration: none !important; color: inherit !important; background: var(--background-fill-primary); }
@@ -48,13 +77,31 @@ CSS = """
 .oe-kv th { white-space: nowrap; background: var(--background-fill-secondary); }
 .oe-grid td { font-family: var(--font-mono); text-align: center; padding: 1px 5px; }
 .oe-frame { image-rendering: pixelated; width: 320px; max-width: 100%; }
+.oe-picture { margin: 4px 0 8px; max-width: 100%; overflow-x: auto; }
+.oe-picture img.oe-frame { width: min(420px, 100%); height: auto; }
+.oe-picture img.oe-frame[src^="data:image/svg"] { image-rendering: auto; }
+.oe-picture pre.oe-frame, .oe-picture div.oe-frame { width: auto; font-size: .9em; }
+.oe-choices { display: flex; flex-wrap: wrap; gap: 6px; margin: 6px 0; }
+button.oe-act { min-width: 48px; padding: 6px 12px; border-radius: 6px; border: 1px solid var(--border-color-primary);
+  background: var(--button-secondary-background-fill); color: var(--button-secondary-text-color); cursor: pointer; font: inherit; }
+button.oe-act:hover:not(:disabled) { border-color: var(--color-accent); }
+button.oe-act:disabled { opacity: .45; cursor: not-allowed; }
+.oe-keys { font-size: .85em; color: var(--body-text-color-subdued); }
+.oe-over { background: #fff8c5; color: #9a6700; font-weight: 600; }
+.oe-obs, #oe-play-observation, #oe-play-status, #oe-play-error, #oe-try-trajectory { max-width: 100%; overflow-wrap: anywhere; }
+.oe-obs pre, .oe-kv pre, #oe-trajectory pre { white-space: pre-wrap; overflow-wrap: anywhere; word-break: break-word; }
+.oe-obs .oe-kv, #oe-trajectory .oe-kv { table-layout: fixed; width: 100%; }
+.oe-obs .oe-kv th { width: 9em; white-space: normal; overflow-wrap: anywhere; }
+.oe-obs .oe-kv td, #oe-trajectory .oe-kv td { overflow-wrap: anywhere; word-break: break-word; }
+.oe-obs .oe-grid { max-width: 100%; display: block; overflow-x: auto; }
+.oe-figs { flex-wrap: wrap; }
 .oe-figs { display: flex; gap: 18px; margin: 4px 0 8px; }
 .oe-log pre, .oe-json, .oe-step pre { max-height: 420px; overflow: auto; white-space: pre-wrap; word-break: break-word; font-size: .82em; }
 .oe-step { border-left: 3px solid #1a7f37; padding-left: 8px; margin: 6px 0; } .oe-step-bad { border-left-color: #cf222e; }
 .oe-err { color: #cf222e; }
 .oe-readme img { max-width: 100%; }
 .oe-readme pre { overflow-x: auto; white-space: pre; }
-""" + trust_card.CSS + LEADERBOARD_CSS
+""" + trust_card.CSS + LEADERBOARD_CSS + "\n" + ANSI_CSS
 
 
 def theme() -> Any:
@@ -162,7 +209,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
         gr.HTML('<div style="display:flex;gap:12px;align-items:baseline"><h1 style="margin:0"><a href="./" style="text-decoration:none">'
                 'OpenEnv Hub</a></h1><span>Environments for agentic RL that pass their checks: browse them, play them, '
                 'let a model try. JSON API at <a href="api/v1/envs">/api/v1</a>, reference at <a href="docs">/docs</a>.</span></div>')
-        with gr.Tabs(selected="catalog") as tabs:
+        with gr.Tabs(selected="catalog", overflow_behavior="wrap") as tabs:
             with gr.Tab("Catalog", id="catalog"):
                 with gr.Row():
                     q = gr.Textbox(label="Search", placeholder="words in the name, description or tags", elem_id="oe-search", scale=3)
@@ -174,7 +221,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                 results = gr.HTML(elem_id="oe-results")
             with gr.Tab("Environment", id="env"):
                 header = gr.HTML(views.message("Choose an environment in the catalog."), elem_id="oe-env-header")
-                with gr.Tabs():
+                with gr.Tabs(overflow_behavior="wrap", elem_id="oe-env-tabs"):
                     with gr.Tab("Overview"), gr.Row():
                         with gr.Column(scale=3):
                             readme = gr.HTML(elem_id="oe-readme")

@@ -9,7 +9,7 @@ import gradio as gr
 
 from hub_service.errors import HubError
 from hub_service.play.episodes import run_episodes
-from hub_service.play.errors import PlayError
+from hub_service.play.errors import PlayError, PlayStartError, describe_env_failure, scrub_addresses
 from hub_service.play.policies import LLMPolicy, Policy, RandomPolicy, check_public_endpoint
 from hub_service.play.sessions import PlayManager, PlaySession
 from hub_service.settings import HubSettings
@@ -101,28 +101,43 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
             session = await play.open(tab, visitor_of(request), owner, env_name, kind="try")
             chosen = _policy(settings, session, endpoint, seed_value)
             async for event in run_episodes(session, chosen, episodes=n_episodes, max_steps=n_steps,
-                                            seed=seed_value):
+                                            seed=seed_value, render=True):
                 if event["type"] == "summary":
-                    if endpoint is not None:  # a model's finished try is an eval of it (ui/leaderboard.py)
+                    if endpoint is not None and not event["stopped"]:  # a model's finished try is an eval of it (ui/leaderboard.py)
                         await store_try(play.factory, session, endpoint[1], endpoint[0], events, event)
                     yield [views.try_summary(event), views.trajectory_view(events)]
                 else:
+                    _keep_recent_frames(events, event)
                     events.append(event)
                     yield [views.try_summary(None, f"{chosen.name} is playing: episode {event['episode']}..."), views.trajectory_view(events)]
         except HubError as exc:
-            yield [views.message(exc.message, "error"), views.trajectory_view(events)]
+            text = scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message  # no env server's address
+            yield [views.message(text, "error"), views.trajectory_view(events)]
         except Exception as exc:  # the env or endpoint failed mid-run: say so, keep what was played
             from openenv.errors import OpenEnvError
 
             if not isinstance(exc, OpenEnvError):
                 raise
-            yield [views.message(f"the run stopped: {exc}", "error"), views.trajectory_view(events)]
+            yield [views.message(f"the run stopped: {describe_env_failure(exc)}", "error"), views.trajectory_view(events)]
         finally:
             if session is not None:
                 await play.close(tab, "try")
 
     return run.click(do_run, inputs=[current, policy, base_url, model, token, episodes, max_steps, seed], outputs=[score, trajectory],
                      concurrency_limit=None)
+
+
+FRAMES_SHOWN = 12  # pictures kept in a trajectory: the latest steps' (each can weigh as much as a screen)
+
+
+def _keep_recent_frames(events: list[dict[str, Any]], event: dict[str, Any]) -> None:
+    """Turn the new event's frame into safe HTML once; drop the pictures of older steps."""
+    frame = event.pop("frame", None)
+    if frame is not None:
+        event["frame_html"] = views.frame_view(frame, alt=f"the env after step {event.get('step', 0)}")
+    with_frames = [e for e in events if e.get("frame_html")]
+    for old in with_frames[: max(0, len(with_frames) - FRAMES_SHOWN + 1)]:
+        old.pop("frame_html", None)
 
 
 async def _endpoint(settings: HubSettings, kind: str, url: str, name: str, secret: str) -> tuple[str, str, str | None, bool] | None:

@@ -19,7 +19,7 @@ from typing import Any
 from hub_service.ui.trust_card import badge_row
 
 __all__ = [
-    "badges", "catalog_cards", "figures", "history_table", "json_block", "message", "observation_view", "report_view",
+    "badges", "catalog_cards", "figures", "frame_view", "history_table", "json_block", "message", "observation_view", "play_figures", "report_view",
     "stages_view", "trajectory_view", "try_summary",
 ]
 
@@ -243,15 +243,36 @@ def _value(value: Any, depth: int = 0) -> str:
     return escape(str(value))
 
 
-def observation_view(payload: dict[str, Any] | None, steps: int = 0, episode_return: float = 0.0) -> str:
+def play_figures(payload: dict[str, Any] | None, steps: int = 0, episode_return: float = 0.0) -> str:
+    """Reward, done, steps and return of the episode so far; "episode over" once it is done."""
+    if not payload:
+        return ""
+    head = (f'<div class="oe-figs"><span>reward <b id="oe-reward">{_scalar(payload.get("reward"))}</b></span>'
+            f'<span>done <b id="oe-done">{_scalar(bool(payload.get("done")))}</b></span>'
+            f'<span>steps <b id="oe-steps">{steps}</b></span><span>return <b id="oe-return">{_scalar(episode_return)}</b></span></div>')
+    if payload.get("done"):
+        head += '<div class="oe-msg oe-over" id="oe-play-over">episode over — reset to play again</div>'
+    return head
+
+
+def observation_view(payload: dict[str, Any] | None, steps: int = 0, episode_return: float = 0.0, figures: bool = True) -> str:
     """An observation with reward and done: text as text, grids and records as tables, images as images."""
     if not payload:
         return message("Press Reset to start an episode.")
     obs = payload.get("observation") or {}
-    head = (f'<div class="oe-figs"><span>reward <b id="oe-reward">{_scalar(payload.get("reward"))}</b></span>'
-            f'<span>done <b id="oe-done">{_scalar(bool(payload.get("done")))}</b></span>'
-            f'<span>steps <b id="oe-steps">{steps}</b></span><span>return <b>{_scalar(episode_return)}</b></span></div>')
-    return head + _value(obs)
+    return (play_figures(payload, steps, episode_return) if figures else "") + f'<div class="oe-obs">{_value(obs)}</div>'
+
+
+def frame_view(frame: Any, alt: str = "the environment now") -> str:
+    """A frame the env drew (`openenv.render.Frame`), sanitized, or a note saying why it is not shown."""
+    from openenv.render import frame_html
+
+    if frame is None:
+        return ""
+    try:
+        return f'<div class="oe-picture">{frame_html(frame, alt=alt)}</div>'
+    except ValueError as exc:
+        return message(f"the env's picture cannot be shown: {exc}")
 
 
 def history_table(history: list[dict[str, Any]]) -> str:
@@ -278,7 +299,7 @@ def trajectory_view(events: list[dict[str, Any]], limit: int = 200) -> str:
     last_steps = {id(e) for e in [e for e in shown if e["type"] == "step"][-3:]}
     for e in shown:
         if e["type"] == "episode":
-            parts.append(f'<h4 class="oe-ep">Episode {e["episode"]}</h4>')
+            parts.append(f'<h4 class="oe-ep">Episode {e["episode"]}</h4>{e.get("frame_html") or ""}')
         elif e["type"] == "episode_end":
             parts.append(f'<div class="oe-msg oe-info">episode {e["episode"]}: return {_scalar(e["return"])} in {e["steps"]} steps, '
                          f'{e["invalid"]} unusable, {escape(e["reason"])}</div>')
@@ -293,6 +314,8 @@ def trajectory_view(events: list[dict[str, Any]], limit: int = 200) -> str:
             rows.append(f"<tr><th>action</th><td><code>{action}</code></td></tr>")
             if e["error"]:
                 rows.append(f'<tr><th>error</th><td class="oe-err">{escape(e["error"])}</td></tr>')
+            if e.get("frame_html"):
+                rows.append(f"<tr><th>picture</th><td>{e['frame_html']}</td></tr>")
             if e["observation"] is not None:
                 rows.append(f"<tr><th>observation</th><td>{_value(e['observation'], 1)}</td></tr>")
                 rows.append(f"<tr><th>reward</th><td>{_scalar(e['reward'])}{' · done' if e['done'] else ''}</td></tr>")
@@ -307,6 +330,8 @@ def trajectory_view(events: list[dict[str, Any]], limit: int = 200) -> str:
 def try_summary(summary: dict[str, Any] | None, running: str = "") -> str:
     if summary is None:
         return message(running or "Choose a policy and press Run.")
+    if summary.get("stopped"):  # the model could not be asked at all: no score to speak of
+        return f'<div class="oe-msg oe-error" id="oe-try-stopped">{escape(summary["stopped"])}</div>'
     returns = ", ".join(_scalar(r) for r in summary["returns"])
     return (f'<div class="oe-score" id="oe-score">score <b>{_scalar(summary["score"])}</b> (mean return over '
             f'{summary["episodes"]} episode{"s" if summary["episodes"] != 1 else ""}: {returns}) · '

@@ -8,6 +8,13 @@ once per step of every rollout.
 A reply is capped as a whole (`max_message_bytes`), not only frame by frame: a server that
 fragments a huge reply into many continuation frames is cut off once their sum passes the cap,
 so the client's memory never grows with what a server sends.
+
+Connects to one server from one event loop go through a gate: at most `CONNECTS_IN_FLIGHT`
+handshakes at a time, the rest wait their turn. Thousands of sessions opened at once would
+otherwise overflow the server's accept queue, and each dropped SYN costs a 1, 3, 7 s retransmit,
+so most handshakes ran past their timeout though the server was merely busy. `connect_timeout_s`
+bounds each handshake; a connect waiting its turn fails only once no handshake to that server has
+succeeded for that long (a dead server does not keep the queue waiting forever).
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import weakref
 from collections import deque
+from time import monotonic
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -24,13 +33,77 @@ from picows import WSCloseCode, WSError, WSFrame, WSHandshakeError, WSListener, 
 from openenv.errors import ConfigurationError, EnvConnectionError, EnvDisconnectedError, EnvTimeoutError
 from openenv.protocol import PROTOCOL_HEADER
 
-__all__ = ["Connection", "ws_url_for"]
+__all__ = ["CONNECTS_IN_FLIGHT", "Connection", "ws_url_for"]
 
 _TEXT = WSMsgType.TEXT
 _BINARY = WSMsgType.BINARY
 _CONTINUATION = WSMsgType.CONTINUATION
 _CLOSE = WSMsgType.CLOSE
 _TOO_BIG = 1009  # WebSocket close code: a message over the receiver's limit
+CONNECTS_IN_FLIGHT = 256  # handshakes one event loop runs at once to one server; more connects queue
+
+
+class _Gate:
+    """The connects of one event loop to one server (host:port): `CONNECTS_IN_FLIGHT` at a time, first come first served."""
+
+    __slots__ = ("free", "progress", "queue")
+
+    def __init__(self) -> None:
+        self.free = CONNECTS_IN_FLIGHT
+        self.queue: deque[asyncio.Future[None]] = deque()
+        self.progress = monotonic()  # when a handshake last succeeded (or the gate was made)
+
+    async def enter(self, url: str, timeout_s: float) -> None:
+        """Take a slot; waits while the others progress.
+
+        Raises:
+            EnvTimeoutError: no handshake to this server succeeded for `timeout_s` while this one waited.
+        """
+        if self.free > 0 and not self.queue:
+            self.free -= 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.queue.append(turn)
+        try:
+            while not turn.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(turn), timeout_s)
+                except TimeoutError:
+                    if not turn.done() and monotonic() - self.progress >= timeout_s:
+                        raise EnvTimeoutError(
+                            f"no WebSocket handshake from {url} within {timeout_s:g}s: this connect waited its turn behind "
+                            f"{CONNECTS_IN_FLIGHT} others and none of them got through; is the server up?",
+                            url=url,
+                        ) from None
+        except BaseException:
+            if turn.done() and not turn.cancelled():
+                self.leave(False)  # the slot came as we gave up: hand it on
+            else:
+                turn.cancel()
+            raise
+
+    def leave(self, succeeded: bool) -> None:
+        """Give the slot back (to the next in line); `succeeded`: the handshake got through."""
+        if succeeded:
+            self.progress = monotonic()
+        while self.queue:
+            turn = self.queue.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.free += 1
+
+
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Gate]] = weakref.WeakKeyDictionary()
+
+
+def _gate(url: str) -> _Gate:
+    per_loop = _gates.setdefault(asyncio.get_running_loop(), {})
+    host = urlsplit(url).netloc
+    gate = per_loop.get(host)
+    if gate is None:
+        gate = per_loop[host] = _Gate()
+    return gate
 
 
 def ws_url_for(base_url: str) -> str:
@@ -119,6 +192,9 @@ class Connection:
         """
         conn = cls(url, max_message_bytes)
         ssl_context = ssl.create_default_context() if url.startswith("wss://") else None
+        gate = _gate(url)
+        await gate.enter(url, timeout_s)
+        succeeded = False
         try:
             transport, _ = await asyncio.wait_for(
                 ws_connect(
@@ -150,6 +226,10 @@ class Connection:
             raise EnvConnectionError(f"WebSocket handshake with {url} failed ({exc}); {hint}", url=url) from None
         except (OSError, WSError) as exc:
             raise EnvConnectionError(f"cannot connect to {url}: {exc}; is the server running?", url=url) from None
+        else:
+            succeeded = True
+        finally:
+            gate.leave(succeeded)
         gone = transport.is_disconnected or conn._error is not None
         if transport.response is None or (gone and not conn._early):
             # The peer went away mid-handshake (e.g. a server being killed still had its

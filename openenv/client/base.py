@@ -26,6 +26,7 @@ from openenv.client._tools import TOOL_OBSERVATIONS, ToolsMixin
 from openenv.client._transport import Connection, ws_url_for
 from openenv.errors import ConfigurationError, EnvClientError, ProtocolError, server_error_from_frame
 from openenv.protocol import dumps, loads
+from openenv.render import Frame
 from openenv.types import StepResult
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ StateT = TypeVar("StateT")
 
 _RESET_FRAME = b'{"type":"reset","data":{}}'
 _STATE_FRAME = b'{"type":"state"}'
+_RENDER_FRAME = b'{"type":"render"}'
 _CLOSE_FRAME = b'{"type":"close"}'
 _STEP_PREFIX = b'{"type":"step","data":'
 _GRACE_S = 5.0  # beyond a step's own timeout_s, how long the client waits for the server's verdict
@@ -213,6 +215,28 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         """The environment's current state (episode id, step count, env-specific fields)."""
         conn = await self._live(reconnect=False)
         return self._parse_state(self._reply(await conn.call(_STATE_FRAME, self.message_timeout_s), "state"))
+
+    async def render(self) -> Frame | None:
+        """A picture of the environment now (`openenv.render.Frame`), or None when the server
+        does not announce the "render" extension (upstream servers) or the env draws nothing.
+
+        The frame is as the env wrote it: show it through `openenv.render.frame_html`.
+
+        Raises:
+            EnvExecutionError: the env's `render()` raised; the session stays usable.
+            ProtocolError: the server sent something that is not a frame.
+        """
+        conn = await self._live(reconnect=False)
+        if "render" not in conn.extensions:
+            return None
+        raw = await conn.call(_RENDER_FRAME, self.message_timeout_s)
+        if raw.startswith(b'{"type":"render","data":null}'):
+            return None
+        data = self._reply(raw, "render")
+        try:
+            return Frame.from_wire(data)
+        except ValueError as exc:
+            raise ProtocolError(f"the server's render frame is not valid: {exc} [{self.base_url}]", code="UNEXPECTED_FRAME", url=self.base_url) from None
 
     async def new_session(self) -> EnvClient[ActT, ObsT, StateT]:
         """Another session on the same server: its own WebSocket and environment instance, a

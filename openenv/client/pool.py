@@ -110,6 +110,21 @@ class EnvPool(Generic[C]):
                    max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
 
     @classmethod
+    def ray(cls, env_dir: str | Path | None = None, size: int = 1, *, image: str | None = None, client_cls: type[C] = GenericEnvClient,  # type: ignore[assignment]
+            max_sessions_per_instance: int | None = None, client_options: dict[str, Any] | None = None,
+            health_interval_s: float = 0.5, **provider_options: Any) -> EnvPool[C]:
+        """A pool of `size` env servers as Ray actors spread over the cluster's nodes: an env folder
+        run as a process in each actor, or `image` as a container on each actor's node (options go
+        to `RayProvider`: address, num_cpus, ray_options...). A server whose actor or node dies is
+        replaced; its sessions raise `EnvDisconnectedError`. Needs the `ray` extra.
+        """
+        from openenv.client.providers.ray import RayEnvPool, RayProvider
+
+        provider = RayProvider(env_dir, image=image, replicas=size, **provider_options)
+        return RayEnvPool([provider], health_interval_s=health_interval_s, client_cls=client_cls,  # type: ignore[return-value]
+                          max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+
+    @classmethod
     def from_hub(cls, repo_id: str, sessions: int | None = None, *, revision: str | None = None, size: int | None = None,
                  client_cls: type[C] = GenericEnvClient, trust_remote_code: bool | None = None,  # type: ignore[assignment]
                  max_sessions_per_instance: int | None = None, client_options: dict[str, Any] | None = None,

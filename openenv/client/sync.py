@@ -20,6 +20,7 @@ from openenv.types import StepResult
 
 if TYPE_CHECKING:
     from openenv.client.base import EnvClient
+    from openenv.render import Frame
 
 __all__ = ["SyncEnvClient", "run_sync"]
 
@@ -100,6 +101,10 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     def state(self) -> StateT:
         """The environment's current state; see `EnvClient.state`."""
         return run_sync(self._client.state())
+
+    def render(self) -> Frame | None:
+        """A picture of the environment now, or None; see `EnvClient.render`."""
+        return run_sync(self._client.render())
 
     def list_tools(self, use_cache: bool = True) -> list[Tool]:
         """The server's MCP tools; see `EnvClient.list_tools`."""

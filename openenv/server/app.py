@@ -254,7 +254,7 @@ def create_app(
 
 
 def _add_stateless_routes(app: FastAPI, runtime: EnvRuntime, step_request: Any) -> None:
-    """HTTP /reset, /step and /state, each on a fresh environment (simulation mode only)."""
+    """HTTP /reset, /step, /state and /render, each on a fresh environment (simulation mode only)."""
 
     @app.post("/reset", response_model=ObservationReply, tags=["Environment Control"], summary="Reset a fresh environment (stateless)")
     async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:
@@ -276,6 +276,13 @@ def _add_stateless_routes(app: FastAPI, runtime: EnvRuntime, step_request: Any) 
     async def state() -> Response:
         async with runtime.fresh_env() as env:
             return _json(await runtime.state(env))
+
+    @app.post("/render", tags=["Environment Control"], summary="Picture of a fresh environment after reset (stateless)")
+    async def render(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:
+        # The "render" extension over HTTP: the frame (Frame.to_wire()) or null.
+        async with runtime.fresh_env() as env:
+            await runtime.reset(env, request.model_dump(exclude_unset=True))
+            return _json(await runtime.render(env))
 
 
 def _check_tools(env_cls: type[Environment]) -> None:

@@ -24,27 +24,46 @@ log = logging.getLogger("openenv.server")
 T = TypeVar("T")
 
 _FAST_S = 0.001  # a call under this is cheap enough to run on the loop
-_SLOW_S = 0.010  # an inline call over this goes back to the pool
-_PROMOTE_AFTER = 64  # consecutive fast calls before a method runs inline
+_SLOW_S = 0.010  # an inline call over this is a strike against running inline
+_STALL_S = 0.100  # an inline call over this goes back to the pool at once
+_STRIKES = 2  # slow inline calls (with fewer than _PROMOTE_AFTER fast ones between) before going back
+_PROMOTE_AFTER = 64  # fast calls in the pool (net of slow ones) before a method runs inline
 _GRACE_S = 0.5  # how long past a client's timeout_s we keep waiting
 
 
 class _Policy:
-    """Where calls of one method go. `inline` flips as the "auto" mode learns."""
+    """Where calls of one method go. `inline` flips as the "auto" mode learns.
 
-    __slots__ = ("inline", "name", "streak", "warned")
+    One slow call is not a verdict: on a loaded machine the OS can pause a fast call for a
+    few milliseconds. A method goes back to the pool after `_STRIKES` slow inline calls close
+    together, or one that stalls the loop past `_STALL_S`; a noisy pool call halves the
+    promotion streak instead of wiping it, so a fast method under load still gets back inline.
+    """
+
+    __slots__ = ("clean", "inline", "name", "streak", "strikes", "warned")
 
     def __init__(self, inline: bool) -> None:
         self.inline = inline
-        self.streak = 0
+        self.streak = 0  # -1 for a "thread"-mode method: never promoted
+        self.strikes = 0
+        self.clean = 0  # fast inline calls since the last strike
         self.warned = False
         self.name = ""
 
     def after_inline(self, elapsed: float) -> None:
-        """Record an inline call's duration; a slow one sends the method back to the pool."""
-        if elapsed > _SLOW_S and self.streak >= 0:
+        """Record an inline call's duration; slow ones send the method back to the pool."""
+        if self.streak < 0:
+            return
+        if elapsed <= _SLOW_S:
+            self.clean += 1
+            if self.clean >= _PROMOTE_AFTER:
+                self.strikes = self.clean = 0
+            return
+        self.strikes += 1
+        self.clean = 0
+        if elapsed > _STALL_S or self.strikes >= _STRIKES:
             self.inline = False
-            self.streak = 0
+            self.streak = self.strikes = 0
             if not self.warned:
                 self.warned = True
                 log.info("%s took %.1f ms; running it in the worker pool from now on", self.name, elapsed * 1e3)
@@ -140,7 +159,7 @@ class Executor:
                 if policy.streak >= _PROMOTE_AFTER:
                     policy.inline = True
             else:
-                policy.streak = 0
+                policy.streak //= 2
         return result
 
     async def run_async(self, coro: Any, timeout_s: float | None) -> Any:

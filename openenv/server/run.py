@@ -10,13 +10,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["serve", "serve_in_thread", "uvicorn_options"]
+__all__ = ["listen_backlog", "serve", "serve_in_thread", "uvicorn_options"]
 
 
 def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
     """uvicorn settings for env servers: uvloop + httptools when present, sans-I/O websockets,
     no per-message compression (it costs more CPU than it saves on loopback and in-region links),
-    and a frame limit a little above the app's own so oversize frames get a typed error."""
+    a frame limit a little above the app's own so oversize frames get a typed error, and an accept
+    queue as long as the kernel allows (thousands of clients connecting at once)."""
     from openenv.server.settings import get_settings
 
     limit = max_message_bytes or get_settings().max_message_bytes
@@ -27,7 +28,18 @@ def uvicorn_options(max_message_bytes: int | None = None) -> dict[str, Any]:
         "ws_per_message_deflate": False,
         "ws_max_size": limit + (1 << 20),
         "timeout_graceful_shutdown": 5,
+        "backlog": listen_backlog(),
     }
+
+
+def listen_backlog() -> int:
+    """The accept queue's length: the kernel's cap (net.core.somaxconn), at least uvicorn's 2048."""
+    try:
+        with open("/proc/sys/net/core/somaxconn") as f:
+            cap = int(f.read().strip())
+    except (OSError, ValueError):
+        cap = 0
+    return max(2048, min(cap, 65535))
 
 
 def serve(

@@ -198,6 +198,19 @@ class EnvRuntime:
             raise RequestError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}") from exc
         raise RequestError(ErrorCode.EXECUTION_ERROR, f"state returned {type(state).__name__}, expected a State")
 
+    async def render(self, env: Environment) -> bytes:
+        """The env's picture as JSON bytes: `Frame.to_wire()`, or null when it draws none."""
+        if type(env).render is Environment.render:
+            return b"null"
+        from openenv.render import as_frame  # only for envs that draw
+
+        try:
+            value = await self.executor.run(type(env), "render", env.render)
+            frame = as_frame(value)
+        except Exception as exc:
+            raise RequestError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}") from exc
+        return b"null" if frame is None else dumps(frame.to_wire())
+
     async def _invoke(self, env: Environment, call: _Call, args: tuple, kwargs: dict, timeout_s: float | None) -> Any:
         name = call.name
         try:

@@ -181,6 +181,8 @@ class WebSocketEndpoint(_Endpoint):
                 return b'{"type":"observation","data":%b}' % await runtime.reset(env, msg.get("data"))
             if kind == "state":
                 return b'{"type":"state","data":%b}' % await runtime.state(env)
+            if kind == "render":  # the "render" extension: a picture of the session's env
+                return b'{"type":"render","data":%b}' % await runtime.render(env)
             if kind == "close":
                 return None
             if kind == "mcp":

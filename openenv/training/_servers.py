@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from openenv.errors import ConfigurationError
@@ -48,16 +48,33 @@ def urls_of(env: Any) -> tuple[list[str], dict[str, Any]]:
 
 
 class ServerSet:
-    """Load and health of a fixed list of servers, shared by the workers of one run."""
+    """Load and health of the servers of one run, shared by its workers.
 
-    def __init__(self, urls: Sequence[str]) -> None:
+    With `source` (a pool's current URLs), the list follows the pool: servers it replaced leave,
+    their replacements join.
+    """
+
+    def __init__(self, urls: Sequence[str], source: Callable[[], Sequence[str]] | None = None) -> None:
         self.urls = list(dict.fromkeys(urls))
         self.active = dict.fromkeys(self.urls, 0)
         self._down_until = dict.fromkeys(self.urls, 0.0)
         self._failures = dict.fromkeys(self.urls, 0)
+        self._source = source
+
+    def _follow(self) -> None:
+        current = list(dict.fromkeys(self._source())) if self._source is not None else None
+        if not current or current == self.urls:
+            return  # a pool with no server left keeps the old list: sessions fail and are retried
+        for url in current:
+            if url not in self.active:
+                self.active[url] = 0
+                self._down_until[url] = 0.0
+                self._failures[url] = 0
+        self.urls = current
 
     def pick(self) -> str:
         """The healthy server with the fewest sessions; when all rest, the one back soonest."""
+        self._follow()
         now = time.monotonic()
         best: str | None = None
         for url in self.urls:

@@ -12,6 +12,10 @@ healthy server (the lost one rests a while), up to `max_attempts` times; the res
 goes on meanwhile. An action the env rejects, or an env that raises, ends only that episode
 (`status="error"`): the same seed would fail the same way. Exceptions raised by the policy are
 bugs in the caller's code and stop the run.
+
+Given a pool, the engine follows its current servers: a pool that replaces a dead server
+(`EnvPool.ray` does, when an actor or a whole node dies) lends the replacement to the episodes
+still to play, and each record names the node that served it (`EpisodeRecord.node`).
 """
 
 from __future__ import annotations
@@ -153,6 +157,7 @@ class RolloutEngine:
         if not callable(policy):
             raise ConfigurationError("policy must be a callable: async def policy(inp: PolicyInput) -> action or text")
         self.urls = urls
+        self._pool = env if hasattr(env, "urls") and not isinstance(env, str) else None
         self.policy = policy
         self.client_cls = client_cls or from_pool.get("client_cls") or GenericEnvClient
         self.client_options = {**from_pool.get("client_options", {}), **(client_options or {})}
@@ -192,7 +197,8 @@ class RolloutEngine:
         seed_list: list[int | None] = list(seeds) if seeds is not None else [base_seed + i for i in range(episodes or 0)]
         records = [EpisodeRecord(index=i, seed=s) for i, s in enumerate(seed_list)]
         options = {**self.reset_kwargs, **(reset_kwargs or {})}
-        servers = ServerSet(self.urls)
+        pool = self._pool
+        servers = ServerSet(self.urls, (lambda: pool.urls) if pool is not None else None)
         todo = iter(records)
         start = time.perf_counter()
         workers = min(self.concurrency, len(records))
@@ -235,6 +241,7 @@ class RolloutEngine:
                 if session is None:
                     session = await self._open(servers)
                 record.url = session[0]
+                record.node = self._node_of(session[0])
                 await self._episode(session[1], record, options)
                 return session
             except _AttemptFailed as exc:
@@ -254,6 +261,10 @@ class RolloutEngine:
                 if record.attempts >= self.max_attempts:
                     record.status = "failed"
                     return None
+
+    def _node_of(self, url: str) -> str | None:
+        node_of = getattr(self._pool, "node_of", None)
+        return node_of(url) if node_of is not None else None
 
     async def _open(self, servers: ServerSet) -> tuple[str, EnvClient[Any, Any, Any]]:
         url = servers.pick()

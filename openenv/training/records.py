@@ -104,6 +104,7 @@ class EpisodeRecord:
         reward_components: each component summed over the turns (empty when the env reports none).
         final_observation: the last observation (a dict, or the client's model).
         url: the server of the last attempt.
+        node: the cluster node that served the last attempt (a Ray node id; None outside a cluster).
         attempts: how many times the episode was started (1 unless a server failed).
         errors: why each earlier attempt (and a final failure) went wrong.
         duration_s: wall time of the last attempt; env_s and policy_s split it.
@@ -118,6 +119,7 @@ class EpisodeRecord:
     reward_components: dict[str, float] = field(default_factory=dict)
     final_observation: Any = None
     url: str | None = None
+    node: str | None = None
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
     started_at: float = 0.0

@@ -7,8 +7,8 @@ import sys
 
 import httpx
 import pytest
-
 from echo_env import EchoAction, EchoEnv, EchoObservation, EchoState
+
 from tests.support.servers import ROOT, ProcessServer
 
 
@@ -54,3 +54,12 @@ def test_space_files_are_in_place() -> None:
     front = readme.split("---")[1]
     assert "sdk: docker" in front and "app_port: 8000" in front and "- openenv" in front
     assert "ARG BASE_IMAGE=python:3.11-slim" in (env / "Dockerfile").read_text()
+
+
+async def test_render_and_max_steps(echo_url: str) -> None:
+    async with EchoEnv(echo_url) as env:
+        await env.reset(max_steps=2)
+        assert (await env.render()).text() == "echo #0: Echo environment ready!"  # type: ignore[union-attr]
+        assert (await env.step(EchoAction(message="hi"))).done is False
+        assert (await env.render()).text() == "echo #1: hi"  # type: ignore[union-attr]
+        assert (await env.step(EchoAction(message="bye"))).done is True

@@ -146,3 +146,38 @@ def test_forged_cursors_are_400_not_500(api: str) -> None:
         cursor = base64.urlsafe_b64encode(_json.dumps(payload).encode()).decode().rstrip("=")
         reply = httpx.get(f"{api}/api/v1/envs", params={"cursor": cursor})
         assert reply.status_code == 400, (payload, reply.text)
+
+
+def test_search_finds_words_and_tags_of_the_manifest(clean_factory, hub_settings: HubSettings, tmp_path) -> None:
+    import shutil
+
+    from hub_service.catalog.service import apply_verdict
+    from hub_service.indexer.sources import LocalSource
+    from tests.support.servers import ROOT
+
+    # a bundled env says "cards" only in its openenv.yaml (description and tags), not in its README card
+    root = tmp_path / "envs"
+    for name in ("blackjack_env", "echo_env"):
+        shutil.copytree(ROOT / "envs" / name, root / name, ignore=shutil.ignore_patterns("__pycache__", ".venv"))
+    assert "cards" not in (root / "blackjack_env" / "README.md").read_text().split("---")[1]
+    index_source(clean_factory, LocalSource(root))
+    # a Space's manifest is known once the pipeline validated it; a later crawl keeps it searchable
+    hf = ListSource([space(1, description="a grid world")])
+    index_source(clean_factory, hf)
+    with clean_factory.begin() as s:
+        env = s.scalar(select(EnvRecord).where(EnvRecord.name == "env_00001"))
+        version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
+        version.state, version.manifest = "passed", {"name": "env_00001", "description": "Backgammon, Dice-Based", "tags": ["Boardgame"]}
+        apply_verdict(env, version)
+    hf.envs = [space(1, description="a grid world", likes=99)]
+    index_source(clean_factory, hf)
+    with serve_app(create_app(hub_settings, run_migrations=False)) as api:
+        def names(**params: str) -> set[str]:
+            return {i["name"] for i in httpx.get(f"{api}/api/v1/envs", params=params).json()["items"]}
+
+        assert names(q="cards") == {"blackjack_env"}  # a manifest tag and a word of its description
+        assert names(q="hit stand") == {"blackjack_env"}  # words of the manifest's description only
+        assert names(tag="cards") == {"blackjack_env"}
+        assert names(q="dice-based boardgame") == {"env_00001"}
+        assert names(tag="boardgame") == {"env_00001"}
+        assert names(q="echoes") == {"echo_env"}

@@ -55,8 +55,10 @@ def test_upgrading_a_database_with_data_keeps_every_row(fresh_url: str) -> None:
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO environments (id, source, owner, name, tags, likes, private, trusted, status, search_text, indexed_at, created_at, updated_at, gone) "
                           "VALUES (1, 'hf', 'alice', 'echo_env', '[]', 0, false, false, 'passing', '', :t, :t, :t, false)"), {"t": now})
-        conn.execute(text("INSERT INTO env_versions (id, env_id, sha, ref, state, created_at, yanked) VALUES (1, 1, :sha, 'main', 'passed', :t, false)"),
-                     {"sha": "a" * 40, "t": now})
+        conn.execute(text("INSERT INTO env_versions (id, env_id, sha, ref, state, created_at, yanked, manifest) "
+                          "VALUES (1, 1, :sha, 'main', 'passed', :t, false, :m)"),
+                     {"sha": "a" * 40, "t": now, "m": '{"name": "echo_env", "description": "Says It Back", "tags": ["Parrot"]}'})
+        conn.execute(text("UPDATE environments SET latest_version_id = 1"))
         conn.execute(text("INSERT INTO jobs (id, kind, version_id, state, priority, attempts, max_attempts, created_at) "
                           "VALUES (1, 'pipeline', 1, 'done', 100, 1, 3, :t)"), {"t": now})
         conn.execute(text("INSERT INTO stage_runs (id, job_id, version_id, attempt, stage, status, log, started_at) "
@@ -70,6 +72,8 @@ def test_upgrading_a_database_with_data_keeps_every_row(fresh_url: str) -> None:
             assert conn.execute(text("SELECT job_id, log FROM stage_runs")).all() == [(1, "built")]
             assert conn.execute(text("SELECT version_id, kind, payload FROM jobs")).all() == [(1, "pipeline", None)]
             assert conn.execute(text("SELECT deprecated, health FROM environments")).all() == [(False, None)]
+            # 0006 fills the manifest's search words from the revision each env shows
+            assert conn.execute(text("SELECT manifest_text FROM environments")).all() == [("says it back #parrot ",)]
             import_all()
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         command.downgrade(_alembic(fresh_url), "0001")

@@ -9,7 +9,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from openenv import Action, EnvClient, EnvExecutionError, GenericEnvClient, InvalidActionError, Observation, State, create_app
+from openenv import (
+    Action,
+    EnvClient,
+    EnvExecutionError,
+    GenericEnvClient,
+    InvalidActionError,
+    Observation,
+    State,
+    create_app,
+)
 from tests.runtime.envs import CountAction, CountEnv, CountObservation
 from tests.support.servers import ROOT, ProcessServer, serve_app
 
@@ -50,6 +59,7 @@ async def test_our_typed_client_drives_an_upstream_server(upstream_url: str) -> 
         state = await env.state()
         assert state.step_count == 200 and state.episode_id == "ep-4"
         assert env.server_extensions == frozenset()  # an upstream server announces none
+        assert await env.render() is None  # so no render frame is ever sent to it
 
         with pytest.raises(InvalidActionError) as bad:
             await env.step({"message": 5})

@@ -152,15 +152,22 @@ async def test_fast_sync_steps_move_onto_the_loop_and_slow_ones_move_back() -> N
             await env.reset()
             first = await env.step(CountAction(message="a"))
             assert first.observation.thread.startswith("openenv-env")  # starts in the pool
-            for _ in range(80):
+            for _ in range(150):  # 64 to be promoted, then enough inline that a stray pause is forgiven
                 last = await env.step(CountAction(message="b"))
             assert not last.observation.thread.startswith("openenv-env")  # promoted: runs inline
             policy = runtime.executor.policy(CountEnv, "step")
             assert policy.inline
-            await env.step(CountAction(message="slow", sleep_s=0.05))  # one slow call...
+            await env.step(CountAction(message="blip", sleep_s=0.02))  # one slow call is a blip...
+            assert policy.inline
+            await env.step(CountAction(message="slow", sleep_s=0.02))  # ...a second one close after it...
             assert not policy.inline  # ...sends it back to the pool
             back = await env.step(CountAction(message="c"))
             assert back.observation.thread.startswith("openenv-env")
+            for _ in range(80):
+                await env.step(CountAction(message="d"))
+            assert policy.inline  # fast again: back on the loop
+            await env.step(CountAction(message="stall", sleep_s=0.15))  # one call that stalls the loop
+            assert not policy.inline  # goes back at once
 
 
 async def test_thread_mode_never_runs_inline() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -62,10 +63,10 @@ def blackjack_process(port: int | None = None) -> ProcessServer:
     return server
 
 
-@pytest.fixture()
-def blackjack_servers() -> Iterator[list[ProcessServer]]:
-    """Three blackjack server processes, started together."""
-    servers = [blackjack_process() for _ in range(3)]
+@contextlib.contextmanager
+def blackjack_processes(count: int) -> Iterator[list[ProcessServer]]:
+    """`count` blackjack server processes, started together, stopped on exit."""
+    servers = [blackjack_process() for _ in range(count)]
     try:
         for s in servers:
             s.wait()
@@ -73,3 +74,10 @@ def blackjack_servers() -> Iterator[list[ProcessServer]]:
     finally:
         for s in servers:
             s.stop()
+
+
+@pytest.fixture()
+def blackjack_servers() -> Iterator[list[ProcessServer]]:
+    """Three blackjack server processes, started together."""
+    with blackjack_processes(3) as servers:
+        yield servers

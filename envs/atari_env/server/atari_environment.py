@@ -176,6 +176,12 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             repeat_action_probability=self._sticky, obs_type=self._obs_type, score=self._score, seed=self._seed,
         )
 
+    def render(self) -> tuple[str, bytes] | None:
+        """The screen as a PNG (None before the first reset)."""
+        if self._ale is None:
+            return None
+        return "image/png", encode_png(self._ale.getScreenRGB())
+
     def _observe(self, reward: float | None, truncated: bool) -> AtariObservation:
         ale = self._ale
         assert ale is not None

@@ -156,6 +156,35 @@ class BlackjackEnvironment(Environment[BlackjackAction, BlackjackObservation, Bl
         reward = {"win": 1.0, "blackjack": self._payout, "push": 0.0, "loss": -1.0}[outcome]
         return self._observe(reward=reward, note=note)
 
+    def render(self) -> tuple[str, str]:
+        """The table as an SVG picture: the dealer's cards (one face down until the end), then yours."""
+        over = self._outcome is not None
+        dealer = list(self._dealer) if over else [*self._dealer[:1], "?"]
+        width = 110 + 66 * max(len(dealer), len(self._player), 4)
+        parts = [f'<rect width="{width}" height="250" rx="12" fill="#1f6b3a"/>']
+        for y, label, cards in ((20, "Dealer", dealer), (135, "You", self._player)):
+            total = hand_total([c for c in cards if c != "?"])[0]
+            parts.append(f'<text x="16" y="{y + 42}" font-size="16" fill="#fff" font-family="sans-serif">{label}</text>')
+            parts.append(f'<text x="16" y="{y + 64}" font-size="14" fill="#d8f0dd" font-family="sans-serif">{total}</text>')
+            for i, card in enumerate(cards):
+                x = 90 + 66 * i
+                if card == "?":
+                    parts.append(f'<rect x="{x}" y="{y}" width="58" height="86" rx="6" fill="#8b1e2d" stroke="#fff" stroke-width="2"/>')
+                    continue
+                colour = "#c0392b" if card[-1] in "♥♦" else "#111"
+                parts.append(f'<rect x="{x}" y="{y}" width="58" height="86" rx="6" fill="#fff" stroke="#333"/>')
+                parts.append(
+                    f'<text x="{x + 29}" y="{y + 52}" font-size="24" text-anchor="middle" fill="{colour}" '
+                    f'font-family="sans-serif">{card}</text>'
+                )
+        if over:
+            result = {"win": "You win", "blackjack": "Blackjack!", "push": "Push", "loss": "You lose"}[self._outcome or "push"]
+            parts.append(f'<text x="{width - 16}" y="240" font-size="16" text-anchor="end" fill="#ffe27a" font-family="sans-serif">{result}</text>')
+        return "image/svg+xml", (
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} 250" width="{width}" height="250">'
+            f'<title>blackjack table</title>{"".join(parts)}</svg>'
+        )
+
     def _observe(self, reward: float | None, note: str) -> BlackjackObservation:
         over = self._outcome is not None
         total, soft = hand_total(self._player)

@@ -190,6 +190,15 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             illegal_moves=self._illegal_total, seed=self._seed,
         )
 
+    def render(self) -> tuple[str, str]:
+        """The board as an SVG picture (python-chess's drawing), from your side, last move marked."""
+        import chess.svg
+
+        board = self._board
+        last = board.move_stack[-1] if board.move_stack else None
+        check = board.king(board.turn) if board.is_check() else None
+        return "image/svg+xml", chess.svg.board(board, orientation=self._agent, lastmove=last, check=check, size=400)
+
     # -- game -------------------------------------------------------------------------------------------
 
     def _opponent_moves(self) -> str:

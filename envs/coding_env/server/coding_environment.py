@@ -37,13 +37,26 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
         self._sandbox: Sandbox | None = None
         self._episode_id = str(uuid.uuid4())
         self._seed: int | None = None
+        self._max_steps: int | None = None
+        self._last: tuple[str, CellResult] | None = None
         self._steps = 0
 
-    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> CodeObservation:
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, max_steps: int | None = None, **kwargs: Any
+    ) -> CodeObservation:
+        """Start an episode with a fresh sandbox.
+
+        Args:
+            max_steps: end the episode (done) after this many steps; None (default): it never ends.
+        """
+        if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
+            raise ValueError(f"max_steps must be a positive integer or null, got {max_steps!r}")
         await self._drop_sandbox()
         self._episode_id = episode_id or str(uuid.uuid4())
         self._seed = seed
         self._steps = 0
+        self._max_steps = max_steps
+        self._last = None
         self._sandbox = Sandbox(self.settings, hash_seed=seed)
         return CodeObservation()
 
@@ -53,6 +66,7 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
         limit = self.settings.timeout_s if timeout_s is None else min(self.settings.timeout_s, timeout_s)
         result = await self._sandbox.run(action.code, persist=action.persist, timeout_s=limit)
         self._steps += 1
+        self._last = (action.code, result)
         return CodeObservation(
             stdout=result.stdout,
             stderr=result.stderr,
@@ -62,7 +76,27 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
             duration_s=round(result.duration_s, 4),
             interpreter_restarted=result.restarted,
             reward=_reward(action.code, result),
+            done=self._max_steps is not None and self._steps >= self._max_steps,
         )
+
+    def render(self) -> str:
+        """The last run as a terminal: the code, its output, errors in red and how it ended."""
+        if self._last is None:
+            return "\x1b[2m# no code run yet: send Python code as a step\x1b[0m"
+        code, result = self._last
+        lines = [f"\x1b[1;36m>>>\x1b[0m {line}" for line in code.splitlines() or [""]]
+        if result.stdout:
+            lines.append(result.stdout.rstrip("\n"))
+        if result.stderr:
+            lines.append(f"\x1b[31m{result.stderr.rstrip()}\x1b[0m")
+        if result.timed_out:
+            ending = "\x1b[1;31mtimed out\x1b[0m"
+        elif result.exit_code == 0:
+            ending = "\x1b[32mexit 0\x1b[0m"
+        else:
+            ending = f"\x1b[1;31mexit {result.exit_code}\x1b[0m"
+        lines.append(f"{ending} \x1b[2min {result.duration_s:.2f} s\x1b[0m")
+        return "\n".join(lines)
 
     @property
     def state(self) -> CodingState:

@@ -29,18 +29,33 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
         self._episode_id = str(uuid.uuid4())
         self._steps = 0
         self._total_length = 0
+        self._last = READY
+        self._max_steps: int | None = None
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> EchoObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, max_steps: int | None = None, **kwargs: Any
+    ) -> EchoObservation:
+        """Start an episode; `max_steps` ends it (done) after that many steps (None: never)."""
+        if max_steps is not None and (type(max_steps) is not int or max_steps < 1):
+            raise ValueError(f"max_steps must be a positive integer or null, got {max_steps!r}")
+        self._max_steps = max_steps
         self._episode_id = episode_id or str(uuid.uuid4())
         self._steps = 0
         self._total_length = 0
+        self._last = READY
         return EchoObservation(echoed_message=READY, message_length=0, reward=0.0)
 
+    def render(self) -> str:
+        """The last message echoed, as plain text."""
+        return f"echo #{self._steps}: {self._last}"
+
     def step(self, action: EchoAction, timeout_s: float | None = None, **kwargs: Any) -> EchoObservation:
+        self._last = action.message
         length = len(action.message)
         self._steps += 1
         self._total_length += length
-        return EchoObservation(echoed_message=action.message, message_length=length, reward=0.1 * length)
+        done = self._max_steps is not None and self._steps >= self._max_steps
+        return EchoObservation(echoed_message=action.message, message_length=length, reward=0.1 * length, done=done)
 
     @tool
     def echo_message(self, message: str) -> str:

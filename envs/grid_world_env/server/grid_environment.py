@@ -188,8 +188,27 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
             return r, c
         return None
 
-    def render(self) -> str:
-        """The grid as text: one line per row."""
+    def render(self) -> tuple[str, str]:
+        """The grid as an SVG picture: walls dark, pits red, the goal green, you a blue disc."""
+        cell, rows = 40, []
+        for r, row in enumerate(self._grid):
+            for c, kind in enumerate(row):
+                fill = {WALL: "#3b3b3b", PIT: "#c0392b"}.get(kind, "#f3f1ea")
+                if (r, c) == self._goal:
+                    fill = "#2e9e5b"
+                rows.append(f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" fill="{fill}" stroke="#999"/>')
+                if kind == PIT:
+                    rows.append(f'<text x="{c * cell + 20}" y="{r * cell + 27}" font-size="20" text-anchor="middle" fill="#fff">X</text>')
+        r, c = self._pos
+        rows.append(f'<circle cx="{c * cell + 20}" cy="{r * cell + 20}" r="14" fill="#2a6fdb" stroke="#fff" stroke-width="3"/>')
+        side = cell * max(self._size, 1)
+        return "image/svg+xml", (
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {side} {side}" width="{side}" height="{side}">'
+            f'<title>grid world</title>{"".join(rows)}</svg>'
+        )
+
+    def grid_text(self) -> str:
+        """The grid as text: one line per row (A you, G goal, # wall, X pit, . floor)."""
         rows = []
         for r, row in enumerate(self._grid):
             line = []
@@ -201,7 +220,7 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
     def _observe(self, reward: float | None, note: str) -> GridObservation:
         over = self._outcome is not None
         legal = [] if over else [m for m in MOVES if self._target(self._pos, m) is not None]
-        grid = self.render()
+        grid = self.grid_text()
         left = self._max_steps - self._steps
         text = (
             f"{note}\n{grid}\nYou are A at row {self._pos[0]}, column {self._pos[1]}; the goal G is at row "

@@ -170,6 +170,30 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._over = True
         return self._observe(reward, message, meta)
 
+    def render(self) -> tuple[str, str]:
+        """The board as an SVG picture: a row of tiles per guess (green right place, yellow elsewhere, grey absent)."""
+        colours = {"G": "#6aaa64", "Y": "#c9b458"}
+        tile, gap, parts = 56, 6, []
+        for r in range(max(self._max_guesses, len(self._board))):
+            row = self._board[r] if r < len(self._board) else None
+            for c in range(5):
+                x, y = gap + c * (tile + gap), gap + r * (tile + gap)
+                if row is None:
+                    parts.append(f'<rect x="{x}" y="{y}" width="{tile}" height="{tile}" fill="#fff" stroke="#d3d6da" stroke-width="2"/>')
+                    continue
+                fill = colours.get(row.feedback[c:c + 1], "#787c7e")
+                parts.append(f'<rect x="{x}" y="{y}" width="{tile}" height="{tile}" fill="{fill}"/>')
+                parts.append(
+                    f'<text x="{x + tile // 2}" y="{y + 38}" font-size="30" font-weight="bold" text-anchor="middle" '
+                    f'fill="#fff" font-family="sans-serif">{row.guess[c:c + 1].upper()}</text>'
+                )
+        width = gap + 5 * (tile + gap)
+        height = gap + max(self._max_guesses, len(self._board)) * (tile + gap)
+        return "image/svg+xml", (
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
+            f'<title>wordle board</title>{"".join(parts)}</svg>'
+        )
+
     def _letters(self) -> dict[str, str]:
         status: dict[str, str] = {}
         rank = {"absent": 0, "present": 1, "correct": 2}

@@ -1,6 +1,7 @@
-// The env server's play page: an action form built from GET /schema, and a WebSocket to /ws.
-// One tab = one WebSocket = one session of its own. Everything shown is set through the DOM
-// (textContent, properties), never parsed as HTML, so nothing an env returns can run here.
+// The env server's play page: the env's picture, one button per legal action (or an action form
+// built from GET /schema), and a WebSocket to /ws. One tab = one WebSocket = one session of its
+// own. Everything shown is set through the DOM (textContent, properties), except the picture:
+// HTML the server made with its sanitizer (POST /web/view), under a CSP that runs no inline script.
 "use strict";
 (() => {
   const root = document.body.dataset.root || "";
@@ -19,6 +20,7 @@
   let ws = null;
   const pending = [];
   let steps = 0, ret = 0;
+  let canRender = false, lastObs = null, done = false, viewSeq = 0, choices = null, formFolded = false;
 
   // -- schema → form ------------------------------------------------------------------------
   function deref(s) {
@@ -176,12 +178,83 @@
     $("done").textContent = String(!!data.done);
     $("steps").textContent = String(steps);
     $("return").textContent = num(ret);
-    $("step").disabled = !!data.done;
+    done = !!data.done;
+    $("step").disabled = done;
+    $("over").hidden = !done;
+    for (const b of $("choices").querySelectorAll("button")) b.disabled = done;
   }
+
+  // -- picture and buttons (POST /web/view: the server's sanitizer and action_choices) ------------
+  const KEY_NAMES = { ArrowUp: "↑", ArrowDown: "↓", ArrowLeft: "←", ArrowRight: "→", " ": "space" };
+  async function updateView(frame, keepError = false) {
+    const seq = ++viewSeq, at = String(steps);
+    let view;
+    try {
+      const r = await fetch(`${root}/web/view`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ frame, observation: lastObs }) });
+      view = await r.json();
+      if (!r.ok) throw new Error(view.detail || `HTTP ${r.status}`);
+    } catch (e) {
+      if (seq === viewSeq && !keepError) showError("could not show the picture: " + e.message);
+      return;
+    }
+    if (seq !== viewSeq) return;  // a newer observation is already on its way
+    if (view.frame_html) {
+      const box = $("frame");
+      box.innerHTML = view.frame_html;  // sanitized by the server; the CSP is the second fence
+      box.hidden = false;
+    } else if (!canRender || frame === null) {
+      $("frame").hidden = true;
+    }
+    showChoices(view.choices);
+    $("frame").dataset.steps = at;  // the picture and buttons now show the state after `at` steps
+  }
+  function showChoices(list) {
+    choices = Array.isArray(list) ? list : null;
+    const box = $("choices");
+    box.replaceChildren();
+    box.hidden = choices === null;
+    $("keys-hint").hidden = !(choices && choices.some((c) => c.key));
+    if (choices === null) { $("custom").open = true; return; }
+    if (!formFolded) { $("custom").open = false; formFolded = true; }
+    for (const c of choices) {
+      const b = el("button", { type: "button", class: "choice", disabled: done, title: JSON.stringify(c.action) }, c.label);
+      if (c.key) b.append(el("kbd", {}, KEY_NAMES[c.key] || c.key));
+      b.addEventListener("click", () => play(c.action));
+      box.append(b);
+    }
+    if (!choices.length && !done) box.append(el("span", { class: "muted" }, "no legal action now"));
+  }
+  async function play(action) {
+    if (done) return;
+    showError("");
+    try { await send("step", { type: "step", data: action }, { action }); } catch (e) { showError(e.message); }
+  }
+  const WASD = { w: "ArrowUp", a: "ArrowLeft", s: "ArrowDown", d: "ArrowRight" };
+  document.addEventListener("keydown", (ev) => {
+    if (!choices || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(t.tagName))) return;
+    let hit = choices.find((c) => c.key === ev.key);
+    if (!hit && WASD[ev.key.toLowerCase()]) hit = choices.find((c) => c.key === WASD[ev.key.toLowerCase()]);
+    if (!hit) return;
+    ev.preventDefault();
+    play(hit.action);
+  });
 
   // -- the WebSocket ------------------------------------------------------------------------
   function setConn(text, cls) { const c = $("conn"); c.textContent = text; c.className = "badge " + (cls || ""); }
   function showError(msg) { $("error").textContent = msg || ""; }
+  // The env's own words, without the server's internal addresses (a URL in brackets, a loopback host).
+  const clean = (s) => String(s || "").replace(/\s*\[(?:https?|wss?):\/\/[^\]\s]*\]/g, "")
+    .replace(/(?:https?|wss?):\/\/(?:127\.\d+\.\d+\.\d+|localhost|0\.0\.0\.0|\[::1?\])(?::\d+)?[^\s)\]]*/g, "the server");
+  function errorText(d, kind) {
+    const details = (d.errors || []).map((e) => `${(e.loc || []).filter((p) => p !== "data").join(".") || "action"}: ${e.msg}`).join("\n");
+    const msg = clean(d.message);
+    if (d.code === "EXECUTION_ERROR") return `The environment could not ${kind === "render" ? "draw itself" : kind || "do that"}: ${msg}`;
+    if (d.code === "VALIDATION_ERROR") return `Not a valid ${kind === "reset" ? "reset" : "action"}: ${msg}${details ? "\n" + details : ""}`;
+    if (d.code === "TIMEOUT") return `The environment took too long: ${msg}`;
+    return `${d.code || "ERROR"}: ${msg}${details ? "\n" + details : ""}`;
+  }
   function connect() {
     return new Promise((resolve, reject) => {
       const scheme = location.protocol === "https:" ? "wss" : "ws";
@@ -200,11 +273,11 @@
   function onFrame(frame) {
     const req = pending.shift() || {};
     if (frame.type === "error") {
-      const d = frame.data || {};
-      const details = (d.errors || []).map((e) => `${(e.loc || []).join(".")}: ${e.msg}`).join("\n");
-      showError(`${d.code || "ERROR"}: ${d.message || ""}${details ? "\n" + details : ""}`);
+      showError(errorText(frame.data || {}, req.kind));
+      if (req.kind === "render") updateView(null, true);  // no picture, but the buttons still
       return;
     }
+    if (frame.type === "render") { updateView(frame.data || null); return; }
     showError("");
     if (frame.type === "observation") {
       const data = frame.data || {};
@@ -215,6 +288,9 @@
         $("history").append(el("li", {}, `${JSON.stringify(req.action)} → reward ${data.reward === null || data.reward === undefined ? "–" : num(data.reward)}${data.done ? ", done" : ""}`));
       }
       $("state").disabled = false;
+      lastObs = data;
+      if (canRender) send("render", { type: "render" }).catch((e) => showError(e.message));
+      else updateView(null);
     } else if (frame.type === "state") {
       $("state-view").textContent = JSON.stringify(frame.data, null, 2);
       $("state-view").classList.remove("muted");
@@ -234,6 +310,7 @@
         fetch(`${root}/schema`).then((r) => r.json()),
       ]);
       if (meta.name) $("env-name").textContent = meta.name;
+      canRender = !!(meta.protocol && Array.isArray(meta.protocol.extensions) && meta.protocol.extensions.includes("render"));
       $("env-description").textContent = meta.description || "";
       buildForm(schema.action || {});
     } catch (e) {
@@ -250,9 +327,17 @@
   $("reset").addEventListener("click", async () => {
     showError("");
     const seed = $("seed").value;
-    try { await send("reset", { type: "reset", data: seed === "" ? {} : { seed: Number(seed) } }); } catch (e) { showError(e.message); }
+    let data = {};
+    const options = $("reset-options").value.trim();
+    if (options) {
+      try { data = JSON.parse(options); } catch (e) { showError("the reset options are not valid JSON: " + e.message); return; }
+      if (!data || typeof data !== "object" || Array.isArray(data)) { showError('the reset options must be a JSON object, e.g. {"max_steps": 5}'); return; }
+    }
+    if (seed !== "") data.seed = Number(seed);
+    try { await send("reset", { type: "reset", data }); } catch (e) { showError(e.message); }
   });
   $("step").addEventListener("click", async () => {
+    if (done) return;
     showError("");
     let action;
     try { action = currentAction(); } catch (e) { showError(e.message); return; }

@@ -147,3 +147,17 @@ async def test_image_plays_from_bundled_roms(env_images) -> None:
             for _ in range(5):
                 result = await env.step(AtariAction(action=2))
             assert result.observation.frame().shape == (210, 160, 3) and result.observation.episode_frame_number == 20
+
+
+def test_render_is_the_screen_as_png() -> None:
+    from openenv.render import as_frame
+
+    env = AtariEnvironment()
+    assert env.render() is None  # nothing to draw before the first reset
+    env.reset(seed=0, game="pong")
+    obs = env.step(AtariAction(action=0))
+    frame = as_frame(env.render())
+    assert frame is not None and frame.media_type == "image/png"
+    assert frame.data == base64.b64decode(obs.image)  # the same screen the observation carries
+    assert decode_png(frame.data)[1] == tuple(obs.image_shape)
+    env.close()

@@ -151,3 +151,17 @@ async def test_image_serves_hands(env_images) -> None:
             while not result.done:
                 result = await env.step(BlackjackAction(action=random.choice(["hit", "stand"])))
             assert result.observation.outcome is not None
+
+
+def test_render_draws_the_cards_and_turns_the_dealers_over_at_the_end() -> None:
+    from openenv.render import as_frame, sanitize_frame
+
+    env = BlackjackEnvironment()
+    obs = env.reset(seed=5)
+    svg = sanitize_frame(as_frame(env.render())).text()  # type: ignore[arg-type]
+    assert all(card in svg for card in obs.player_cards) and obs.dealer_cards[0] in svg
+    assert svg.count('fill="#8b1e2d"') == 1  # the dealer's hole card, face down
+    obs = env.step(BlackjackAction(action="stand"))
+    svg = env.render()[1]
+    assert obs.done and all(card in svg for card in obs.dealer_cards) and 'fill="#8b1e2d"' not in svg
+    assert {"win": "You win", "blackjack": "Blackjack!", "push": "Push", "loss": "You lose"}[obs.outcome or "push"] in svg

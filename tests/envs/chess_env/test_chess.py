@@ -164,3 +164,19 @@ async def test_image_serves_games(env_images) -> None:
             result = await env.step(ChessAction(move="e4"))
             assert result.observation.opponent_move and result.observation.fen != chess.STARTING_FEN
             assert (await env.step(ChessAction(move="e5e6"))).observation.illegal_move
+
+
+def test_render_draws_the_board_from_your_side_with_the_last_move() -> None:
+    from openenv.render import as_frame, frame_html, sanitize_frame
+
+    env = ChessEnvironment()
+    env.reset(seed=1, agent_color="black")
+    frame = as_frame(env.render())
+    assert frame is not None and frame.media_type == "image/svg+xml"
+    svg = sanitize_frame(frame).text()
+    assert "lastmove" in svg and svg.count("<use") == 32  # white opened; every piece drawn
+    import re
+
+    king_y = float(re.search(r'href="#white-king"[^>]*translate\([\d.]+, ([\d.]+)\)', svg).group(1))  # type: ignore[union-attr]
+    assert king_y < 100  # black's view: white's king at the top
+    assert frame_html(frame).startswith('<img class="oe-frame"')

@@ -161,3 +161,19 @@ def test_settings_from_the_environment_name_the_bad_variable() -> None:
         SandboxSettings.from_env({"CODING_ENV_TIMEOUT_S": "soon"})
     with pytest.raises(ValueError, match="CODING_ENV_MEMORY_MB must be at least 64"):
         SandboxSettings.from_env({"CODING_ENV_MEMORY_MB": "16"})
+
+
+async def test_render_shows_the_last_run_as_a_terminal_and_max_steps_ends_the_episode(url: str) -> None:
+    async with CodingEnv(url) as env:
+        await env.reset(max_steps=2)
+        first = await env.render()
+        assert first is not None and first.media_type == "text/x-ansi" and "no code run yet" in first.text()
+        result = await env.step(CodeAction(code="print('hi')\n1/0"))
+        assert result.done is False
+        text = (await env.render()).text()  # type: ignore[union-attr]
+        assert text.startswith("\x1b[1;36m>>>\x1b[0m print('hi')\n\x1b[1;36m>>>\x1b[0m 1/0\nhi\n\x1b[31mTraceback")
+        assert "ZeroDivisionError" in text and "\x1b[1;31mexit 1\x1b[0m" in text
+        result = await env.step(CodeAction(code="print(2)"))
+        assert result.done is True and "\x1b[32mexit 0\x1b[0m" in (await env.render()).text()  # type: ignore[union-attr]
+        with pytest.raises(Exception, match="max_steps must be a positive integer"):
+            await env.reset(max_steps=0)

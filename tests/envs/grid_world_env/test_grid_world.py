@@ -176,3 +176,18 @@ async def test_image_serves_episodes(env_images) -> None:
             for move in ("up", "left", "down"):
                 result = await env.step(GridAction(move=move))
             assert (await env.state()).step_count == 3 and result.observation.grid
+
+
+def test_render_draws_the_grid_with_you_where_the_observation_says() -> None:
+    from openenv.render import as_frame, sanitize_frame
+
+    env = GridWorldEnvironment()
+    obs = env.reset(seed=3, size=5)
+    frame = sanitize_frame(as_frame(env.render()))  # type: ignore[arg-type]
+    svg = frame.text()
+    assert frame.media_type == "image/svg+xml" and svg.count("<rect") == 25 and 'viewBox="0 0 200 200"' in svg
+    move = obs.legal_moves[0]
+    obs = env.step(GridAction(move=move))
+    row, col = obs.position
+    assert f'cx="{col * 40 + 20}" cy="{row * 40 + 20}"' in env.render()[1]
+    assert obs.grid == env.grid_text() and "A" in obs.grid  # the text grid is still in the observation

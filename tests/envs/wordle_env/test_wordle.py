@@ -134,3 +134,17 @@ async def test_image_serves_games(env_images) -> None:
             await env.reset(word="crane")
             assert (await env.step(WordleAction(guess="trace"))).observation.board[0].feedback == "-GGYG"
             assert (await env.step(WordleAction(guess="crane"))).reward == 1.0
+
+
+def test_render_draws_a_tile_per_letter_coloured_by_its_feedback() -> None:
+    from openenv.render import as_frame, sanitize_frame
+
+    env = WordleEnvironment()
+    env.reset(word="crane")
+    env.step(WordleAction(guess="cigar"))  # C right place, A and R elsewhere, I and G absent
+    svg = sanitize_frame(as_frame(env.render())).text()  # type: ignore[arg-type]
+    assert svg.count('stroke="#d3d6da"') == 25  # five rows still empty
+    assert svg.count('fill="#6aaa64"') == 1 and svg.count('fill="#c9b458"') == 2 and svg.count('fill="#787c7e"') == 2
+    assert [t for t in ("C", "I", "G", "A", "R") if f">{t}</text>" in svg] == ["C", "I", "G", "A", "R"]
+    obs = env.step(WordleAction(guess="crane"))
+    assert obs.done and env.render()[1].count('fill="#6aaa64"') == 6

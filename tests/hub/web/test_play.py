@@ -1,5 +1,6 @@
 """Play sessions through the service: private per tab, capped, reaped, and on the env the
-pipeline checked; model tries with the random baseline and with an LLM over real HTTP."""
+pipeline checked; model tries with the random baseline and with an LLM over real HTTP (one that
+cannot be asked stops the try at once); env failures told in the env's words."""
 
 from __future__ import annotations
 
@@ -127,12 +128,16 @@ async def test_the_random_baseline_plays_schema_valid_episodes(web_settings: Hub
     play = PlayManager(web_settings, clean_factory)
     try:
         session = await play.open("tab", "v", "local", "echo_env", kind="try")
-        events = [e async for e in run_episodes(session, RandomPolicy(session.action_schema, seed=3), episodes=2, max_steps=4)]
+        events = [e async for e in run_episodes(session, RandomPolicy(session.action_schema, seed=3), episodes=2, max_steps=4,
+                                                render=True)]
     finally:
         await play.aclose()
     steps = [e for e in events if e["type"] == "step"]
     summary = events[-1]
     assert len(steps) == 8 and all(e["error"] is None for e in steps)
+    # each reset and step carries the env's picture after it (echo_env draws its last message as text)
+    assert steps[-1]["frame"].text() == f"echo #4: {steps[-1]['action']['message']}"
+    assert all(e["frame"].media_type == "text/plain" for e in events if e["type"] in ("episode", "step"))
     assert all(e["reward"] == pytest.approx(0.1 * len(e["action"]["message"])) for e in steps)
     assert summary["type"] == "summary" and summary["invalid"] == 0 and summary["episodes"] == 2
     assert summary["score"] == pytest.approx(sum(e["reward"] for e in steps) / 2)
@@ -165,19 +170,51 @@ async def test_an_llm_plays_and_unusable_answers_are_shown_and_counted(
     assert TOKEN not in caplog.text and TOKEN not in repr(events)
 
 
-async def test_a_failing_endpoint_is_an_error_in_the_trajectory(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+async def test_a_model_that_cannot_be_asked_stops_the_try_at_once(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     play = PlayManager(web_settings, clean_factory)
-    with serve_app(openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=["{}"])) as llm:
+    with serve_app(openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=['{"message": "hi"}'])) as llm:
         try:
             session = await play.open("tab", "v", "local", "echo_env", kind="try")
-            policy = LLMPolicy(base_url=f"{llm}/v1", model="no-such-model", token="wrong", schema=session.action_schema,
-                               env_name="echo", description="", public_only=False)
-            events = [e async for e in run_episodes(session, policy, episodes=1, max_steps=5)]
+            outcomes = {}
+            for base, model, token in ((closed, "tiny-model", TOKEN), (f"{llm}/v1", "tiny-model", "wrong"),
+                                       (f"{llm}/v1", "no-such-model", TOKEN)):
+                policy = LLMPolicy(base_url=base, model=model, token=token, schema=session.action_schema,
+                                   env_name="echo", description="", public_only=False)
+                outcomes[(base, token)] = [e async for e in run_episodes(session, policy, episodes=3, max_steps=5)]
         finally:
             await play.aclose()
-    steps = [e for e in events if e["type"] == "step"]
-    assert len(steps) == 3 and all("401" in s["error"] for s in steps)  # gives up after 3 in a row
-    assert events[-2]["reason"].startswith("gave up")
+    lines = []
+    for events in outcomes.values():
+        steps = [e for e in events if e["type"] == "step"]
+        summary = events[-1]
+        assert len(steps) == 1 and summary["episodes"] == 1  # no second turn, no second episode
+        assert summary["stopped"] == steps[0]["error"] and events[-2]["reason"] == "the model could not be asked"
+        lines.append(summary["stopped"])
+    assert lines == [f"cannot reach the model endpoint at {closed}: connection refused",
+                     f"the model endpoint at {llm}/v1 refused the token (HTTP 401); check the token",
+                     f"the model endpoint at {llm}/v1 has no model 'no-such-model' (HTTP 404); check the model's name and the base URL"]
+
+
+def test_env_failures_are_told_in_the_envs_words_without_internal_addresses() -> None:
+    from hub_service.play.errors import describe_env_failure
+    from openenv.errors import EnvConnectionError, EnvDisconnectedError, server_error_from_frame
+
+    inside = "http://127.0.0.1:32795"
+    failed = server_error_from_frame({"message": "the hand is over; call reset() to deal again", "code": "EXECUTION_ERROR"}, url=inside)
+    assert describe_env_failure(failed) == "the env says: the hand is over; call reset() to deal again"
+    refused = server_error_from_frame({"message": "Invalid message", "code": "VALIDATION_ERROR",
+                                       "errors": [{"loc": ["action"], "msg": "Input should be 'hit' or 'stand'"}]}, url=inside)
+    assert describe_env_failure(refused) == "the env refused this action: action: Input should be 'hit' or 'stand'"
+    gone = describe_env_failure(EnvConnectionError(f"cannot connect to {inside}/ws: refused", url=inside))
+    assert "not the env's fault" in gone and "127.0.0.1" not in gone
+    assert "127.0.0.1" not in describe_env_failure(EnvDisconnectedError(f"closed by {inside} (1011)", url=inside, close_code=1011))
+    leaky = server_error_from_frame({"message": f"cannot reach {inside}/internal or http://10.0.0.7:8080/x", "code": "EXECUTION_ERROR"})
+    assert "127.0.0.1" not in describe_env_failure(leaky) and "10.0.0.7" not in describe_env_failure(leaky)
 
 
 def test_the_services_token_goes_only_to_the_services_endpoint(web_settings: HubSettings) -> None:
@@ -204,3 +241,21 @@ def test_parse_action_finds_the_json_object() -> None:
     for bad in ("", "   ", "[1, 2]", "{not json}", "move left"):
         with pytest.raises(ValueError):
             parse_action(bad)
+
+
+def test_what_an_env_draws_or_names_is_shown_inert() -> None:
+    from hub_service.ui.play_panel import choices_html
+    from hub_service.ui.views import frame_view
+    from openenv.render import Frame
+
+    hostile = b'<div onclick="steal()">board<script>steal()</script><img src="http://10.0.0.7/x" onerror="steal()"></div>'
+    shown = frame_view(Frame("text/html", hostile))
+    assert "board" in shown and not any(bad in shown for bad in ("<script", "onclick", "onerror", "10.0.0.7"))
+    svg = frame_view(Frame("image/svg+xml", b'<svg><script>steal()</script><rect width="4" height="4"/></svg>'))
+    assert svg.startswith('<div class="oe-picture"><img class="oe-frame"') and "data:image/svg+xml;base64," in svg
+    assert "cannot be shown" in frame_view(Frame("text/plain", b"\xff\xfe not utf-8"))
+    board = {"choices": [{"label": '<img src=x onerror="steal()">', "action": {"move": "x"}, "key": None},
+                         {"label": "up", "action": {"move": "up"}, "key": "ArrowUp"}], "done": True, "serial": 7}
+    buttons = choices_html(board)
+    assert "<img" not in buttons and 'data-choice="7:0"' in buttons and buttons.count(" disabled>") == 2
+    assert 'class="oe-act oe-key-ArrowUp"' in buttons and "Keys: ↑ up" in buttons

@@ -1,0 +1,181 @@
+"""Sessions per server: N concurrent sessions on one server, ours and upstream side by side in one run.
+
+    python benchmarks/sessions_scale.py [--sizes 256 1024 4096 16000] [--steps 20] [--cap 120]
+                                        [--rounds 3] [--output PATH | --no-save] [--json]
+
+For each N, each contestant gets a fresh server (the echo env, capacity set to the largest N) and a
+driver in another process (`_scale_drivers.py`) that opens N sessions at once; once every connect
+has finished, each session does a reset and `--steps` steps, all at the same time, then closes.
+Measured per contestant and N: success rate (sessions whose reset and steps all answered),
+connect time (p50, p99, and until the last connect finished), steps/s over the stepping phase,
+step latency (p50, p99), and the server's peak RSS and CPU time.
+
+- upstream: openenv-core 0.3.0's create_app (`_upstream_scale.py`) served by uvicorn with its
+            defaults but for the loop, driven by its own EnvClient (in its own venv).
+- ours:     envs/echo_env on `python -m openenv.server`, driven by openenv.EnvClient (typed).
+
+No ramp and no connect semaphore in the driver, for either side: our client queues its own
+connects to a server (openenv/client/_transport.py), upstream's does not. Both clients keep their
+default timeouts (10 s to connect, 60 s per reply). A run still going after `--cap` seconds is
+cut off and its unfinished sessions count as failed, so the whole benchmark stays under ~10
+minutes on 2 cores. N up to 1,024 runs `--rounds` times, the contestants interleaved round by
+round (the median by steps/s is kept); larger N once. Every client and server runs on uvloop,
+with its open-files limit raised to the hard one.
+Results: benchmarks/results/sessions_scale.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import _eventloop
+import _results
+from _harness import (
+    HERE,
+    UPSTREAM_ENV,
+    BenchmarkError,
+    add_upstream_argument,
+    describe_stacks,
+    entry,
+    json_line,
+    ours_stack,
+    require_upstream,
+    run_checked,
+    serve,
+    upstream_stack,
+)
+from _scale_drivers import raise_open_files
+
+NAME = "sessions_scale"
+SMALL = 1024  # sizes up to this run --rounds times
+
+
+def stacks(upstream_python: str) -> dict[str, dict[str, Any]]:
+    return {
+        "upstream": upstream_stack(upstream_python, "_upstream_scale"),
+        "ours": ours_stack("echo_env"),
+    }
+
+
+def _server_usage(pid: int) -> tuple[float, float]:
+    """Peak RSS (MiB) and CPU seconds so far of a server process."""
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(status["VmHWM"].split()[0]) / 1024, cpu
+
+
+def measure(name: str, spec: dict[str, Any], n: int, args: argparse.Namespace, capacity: int) -> dict[str, Any]:
+    """One run: a fresh server, the driver at `n` sessions, the server's peak RSS and CPU time."""
+    python, kind = spec["client"]
+    server_env = {**spec["env"], "OPENENV_MAX_SESSIONS": str(capacity), "SCALE_MAX_SESSIONS": str(capacity)}
+    with serve(spec["server"], spec["cwd"], server_env) as srv:
+        _, cpu0 = _server_usage(srv.pid)
+        env = {**os.environ, **(UPSTREAM_ENV if kind == "upstream" else {})}
+        out = run_checked(
+            [python, str(HERE / "_scale_drivers.py"), kind, srv.url, str(n), str(args.steps), str(args.cap)],
+            what=f"the {name} driver at {n} sessions",
+            timeout=args.cap + 120,
+            cwd=HERE,
+            env=env,
+        )
+        result = json_line(out, f"the {name} driver")
+        if result["loop"] != _eventloop.LOOP:
+            raise BenchmarkError(f"the {name} driver ran on {result['loop']}, not {_eventloop.LOOP}")
+        rss, cpu1 = _server_usage(srv.pid)
+        result["server_peak_rss_mb"] = round(rss, 1)
+        result["server_cpu_s"] = round(cpu1 - cpu0, 2)
+        result["server_loop"] = srv.loop
+    return result
+
+
+def _describe(r: dict[str, Any]) -> str:
+    return (
+        f"{r['success_rate']:7.2%} ok  connect p50 {r['connect_p50_ms'] or 0:7.0f} ms  {r['steps_per_s']:7d} steps/s  "
+        f"p99 {r['p99_ms'] or 0:8.1f} ms  RSS {r['server_peak_rss_mb']:6.0f} MiB"
+        + (f"  failures {r['failures']}" if r["failures"] else "")
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096, 16000], help="concurrent sessions")
+    parser.add_argument("--steps", type=int, default=20, help="steps per session after its reset")
+    parser.add_argument("--cap", type=float, default=120.0, help="seconds a run may take before it is cut off")
+    parser.add_argument("--rounds", type=int, default=3, help=f"rounds for sizes up to {SMALL:,} (larger: one)")
+    add_upstream_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print the results document")
+    _results.add_arguments(parser, NAME)
+    args = parser.parse_args()
+    if min(args.sizes) < 1 or args.steps < 1 or args.cap <= 0 or args.rounds < 1:
+        parser.error("--sizes and --steps must be >= 1, --cap > 0 and --rounds >= 1")
+    require_upstream(args.upstream_python)
+    open_files = raise_open_files()  # the servers started below inherit it
+    if open_files < max(args.sizes) + 100:
+        raise BenchmarkError(
+            f"this process may hold {open_files} open files, too few for {max(args.sizes)} sessions: "
+            f"raise the hard limit (`ulimit -Hn`) or lower --sizes"
+        )
+
+    specs = stacks(args.upstream_python)
+    capacity = max(args.sizes) + 16
+    loops: dict[str, dict[str, str | None]] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    for n in args.sizes:
+        results: dict[str, list[dict[str, Any]]] = {name: [] for name in specs}
+        for r in range(args.rounds if n <= SMALL else 1):  # interleaved: machine noise hits both alike
+            for name, spec in specs.items():
+                res = measure(name, spec, n, args, capacity)
+                loops[name] = {"client": res.pop("loop"), "server": res.pop("server_loop")}
+                results[name].append(res)
+                print(f"  {n:6d} sessions {name:8s} round {r + 1}: {_describe(res)}", file=sys.stderr)
+        for name, found in results.items():
+            best = sorted(found, key=lambda x: x["steps_per_s"])[len(found) // 2]  # the median round
+            best["all_rounds_steps_per_s"] = [x["steps_per_s"] for x in found]
+            runs.setdefault(name, {})[str(n)] = best
+    ratios = {  # None: upstream made no step at that size
+        str(n): round(runs["ours"][str(n)]["steps_per_s"] / up, 2)
+        if (up := runs["upstream"][str(n)]["steps_per_s"])
+        else None
+        for n in args.sizes
+    }
+    doc = _results.save(
+        NAME,
+        args,
+        {
+            "runs": runs,
+            "ours_vs_upstream_steps_per_s": ratios,
+            "open_files_limit": open_files,
+            "stacks": describe_stacks(specs, args.upstream_python),
+        },
+        loops,
+        upstream_python=args.upstream_python,
+    )
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return
+    print(
+        f"\nsessions per server ({os.cpu_count()} cores, reset + {args.steps} steps per session, all on {_eventloop.LOOP})"
+    )
+    print(
+        f"{'sessions':>8s} {'stack':9s} {'success':>8s} {'conn p50':>9s} {'conn all':>9s} {'steps/s':>8s} "
+        f"{'p50 ms':>8s} {'p99 ms':>8s} {'RSS MiB':>8s}"
+    )
+    for n in args.sizes:
+        for name in specs:
+            r = runs[name][str(n)]
+            print(
+                f"{n:8d} {name:9s} {r['success_rate']:8.1%} {r['connect_p50_ms'] or 0:9.0f} {r['connect_all_s']:9.1f} "
+                f"{r['steps_per_s']:8d} {r['p50_ms'] or 0:8.1f} {r['p99_ms'] or 0:8.1f} {r['server_peak_rss_mb']:8.0f}"
+            )
+        ratio = ratios[str(n)]
+        print(f"{'':8s} ours = " + (f"{ratio:.1f}x upstream's steps/s" if ratio else "upstream made no step"))
+
+
+if __name__ == "__main__":
+    entry(main)

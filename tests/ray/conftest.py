@@ -1,0 +1,87 @@
+"""A real multi-node Ray cluster on 127.0.0.1: a head and two worker nodes, one CPU each.
+
+Started once per module with Ray's own `Cluster` helper (each node its own raylet and object
+store, as on separate machines), kept light for a 2-core machine (80 MB object stores, no
+dashboard, no usage stats), and torn down at the end: no Ray process of it may be left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.support.systems import require_system
+
+# Read by Ray at import: no usage stats, and every node's address is 127.0.0.1 (Ray would otherwise
+# advertise the machine's outward address and listen on it).
+_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+_NODE = {
+    "num_cpus": 1,
+    "object_store_memory": 80 * 1024 * 1024,
+    "include_dashboard": False,
+    "node_ip_address": "127.0.0.1",
+}
+
+
+@dataclass
+class RayCluster:
+    cluster: Any
+    head: Any
+    workers: list[Any]
+
+    def node_ids(self) -> set[str]:
+        return {n.node_id for n in [self.head, *self.workers]}
+
+    def pids_of(self, node: Any) -> list[int]:
+        """Every process of the node: its raylet, object store, agents and the workers of its actors."""
+        sock = node.raylet_socket_name
+        out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+        pids = []
+        for line in out.splitlines()[1:]:
+            pid, _, args = line.strip().partition(" ")
+            if any(word.endswith("=" + sock) for word in args.split()):
+                pids.append(int(pid))
+        return pids
+
+    def kill_node(self, pids: list[int]) -> None:
+        """The machine is gone: SIGKILL all of a node's processes (from `pids_of`) at once."""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _processes_of(session_dir: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    return [line.strip()[:160] for line in out.splitlines() if session_dir in line]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayCluster]:
+    os.environ.update(_RAY_ENV)
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        require_system("ray", "install the `ray` extra: bash scripts/bootstrap (or pip install 'openenv-hub[ray]')")
+    # A node that stops answering is declared dead after 1.5 s, not Ray's default 15 s.
+    head = {**_NODE, "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3}}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    session_dir = ""
+    try:
+        workers = [cluster.add_node(wait=False, **_NODE) for _ in range(2)]  # both start at once
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        session_dir = cluster.head_node.get_session_dir_path()
+        yield RayCluster(cluster, cluster.head_node, workers)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    left = _processes_of(session_dir) if session_dir else []
+    assert left == [], f"Ray processes left after the cluster's shutdown: {left}"
