@@ -242,12 +242,17 @@ def build_image(
 # the log is read; a step could print these words itself, so they count only within a short while
 # of the engine's start, which no env controls.
 _ENGINE_SIGNS = re.compile(r"error running hook|libnetwork|failed to create shim", re.I)
+# The engine's own network hook could not reach the engine (its socket is gone or not there yet):
+# no Dockerfile can cause that, however long the engine has been up.
+_ENGINE_HOOK_LOST = re.compile(r"libnetwork/[0-9a-f]+\.sock: connect: (no such file|connection refused)", re.I)
 _ENGINE_WARMUP_S = 120.0
 
 
 def _engine_starting(client: Any, text: str) -> bool:
     if not _ENGINE_SIGNS.search(text):
         return False
+    if _ENGINE_HOOK_LOST.search(text):
+        return True
     import time
 
     # Right after a restart the engine may not list its default bridge yet (no age to read): ask again

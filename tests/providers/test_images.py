@@ -102,3 +102,24 @@ def test_a_named_python_base_nobody_serves_gets_the_local_stand_in(tmp_path, doc
     finally:
         docker_engine.images.remove(tag, force=True)
         docker_engine.images.remove(ABSENT)  # the tag only; the base stays
+
+
+def test_the_engines_own_network_hook_failing_is_the_engines_trouble_not_the_envs() -> None:
+    """A build step whose container the engine could not start because its network hook lost the
+    engine (seen right after an engine restart) is never blamed on the Dockerfile, however old the
+    engine looks; the other engine-start signs count only while the engine is young."""
+    from openenv.images import _engine_starting
+
+    class OldEngine:  # an engine that started an hour ago
+        class networks:
+            @staticmethod
+            def get(name: str) -> object:
+                return type("Net", (), {"attrs": {"Created": "2000-01-01T00:00:00.0Z"}})()
+
+    hook = (
+        'runc run failed: unable to start container process: error during container init: error running hook #0: '
+        'stderr: level=fatal msg="dial unix /var/run/docker/libnetwork/af6401818f19.sock: connect: no such file or directory"'
+    )
+    assert _engine_starting(OldEngine(), hook)
+    assert not _engine_starting(OldEngine(), "error running hook #0: exit status 1")  # an old engine: not its start-up
+    assert not _engine_starting(OldEngine(), "The command '/bin/sh -c false' returned a non-zero code: 1")
