@@ -172,6 +172,22 @@ def save(
     return doc
 
 
+def publish(
+    name: str,
+    args: argparse.Namespace,
+    results: dict[str, Any],
+    event_loops: dict[str, dict[str, str | None]],
+    *,
+    upstream_python: str | None = None,
+) -> bool:
+    """`save` the results; under `--json` also print the document. True when it was printed (the
+    caller's text report is then not wanted)."""
+    doc = save(name, args, results, event_loops, upstream_python=upstream_python)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    return bool(args.json)
+
+
 def load(name: str, directory: Path = RESULTS_DIR) -> dict[str, Any] | None:
     """The results document of benchmark `name`, or None when it has not been run."""
     path = directory / f"{name}.json"

@@ -20,7 +20,6 @@ round is reported. Target: engine >= 3x upstream at 64. Results: benchmarks/resu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
@@ -114,19 +113,12 @@ def main() -> None:
         }
         for n in args.sessions
     }
-    doc = _results.save(
-        NAME,
-        args,
-        {
-            "episodes_per_s": summary,
-            "ratios": ratios,
-            "stacks": describe_stacks(stacks(args.upstream_python), args.upstream_python),
-        },
-        loops,
-        upstream_python=args.upstream_python,
-    )
-    if args.json:
-        print(json.dumps(doc, indent=2))
+    report = {
+        "episodes_per_s": summary,
+        "ratios": ratios,
+        "stacks": describe_stacks(stacks(args.upstream_python), args.upstream_python),
+    }
+    if _results.publish(NAME, args, report, loops, upstream_python=args.upstream_python):
         return
     print(
         f"\nblackjack rollouts, trivial policy ({os.cpu_count()} cores, median of {args.rounds} rounds, {args.seconds:g} s each, all on {_eventloop.LOOP})"

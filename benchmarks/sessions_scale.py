@@ -27,7 +27,6 @@ Results: benchmarks/results/sessions_scale.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -144,20 +143,13 @@ def main() -> None:
         else None
         for n in args.sizes
     }
-    doc = _results.save(
-        NAME,
-        args,
-        {
-            "runs": runs,
-            "ours_vs_upstream_steps_per_s": ratios,
-            "open_files_limit": open_files,
-            "stacks": describe_stacks(specs, args.upstream_python),
-        },
-        loops,
-        upstream_python=args.upstream_python,
-    )
-    if args.json:
-        print(json.dumps(doc, indent=2))
+    report = {
+        "runs": runs,
+        "ours_vs_upstream_steps_per_s": ratios,
+        "open_files_limit": open_files,
+        "stacks": describe_stacks(specs, args.upstream_python),
+    }
+    if _results.publish(NAME, args, report, loops, upstream_python=args.upstream_python):
         return
     print(
         f"\nsessions per server ({os.cpu_count()} cores, reset + {args.steps} steps per session, all on {_eventloop.LOOP})"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from pathlib import Path
@@ -201,20 +200,13 @@ def main() -> None:
     idle = measure_idle_sessions(args.idle) if args.idle else None
     if idle:
         loops["ours, idle sessions"] = {"client": idle.pop("client_loop"), "server": idle.pop("server_loop")}
-    doc = _results.save(
-        NAME,
-        args,
-        {
-            "throughput": summary,
-            "ratios": ratios,
-            "idle_sessions": idle,
-            "stacks": describe_stacks(stacks(args.upstream_python), args.upstream_python),
-        },
-        loops,
-        upstream_python=args.upstream_python,
-    )
-    if args.json:
-        print(json.dumps(doc, indent=2))
+    report = {
+        "throughput": summary,
+        "ratios": ratios,
+        "idle_sessions": idle,
+        "stacks": describe_stacks(stacks(args.upstream_python), args.upstream_python),
+    }
+    if _results.publish(NAME, args, report, loops, upstream_python=args.upstream_python):
         return
     print(
         f"\nstep throughput ({os.cpu_count()} cores, median of {args.rounds} rounds, {args.seconds:g} s each, all on {_eventloop.LOOP})"

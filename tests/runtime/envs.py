@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
-from openenv import Action, Environment, Observation, State
+from openenv import Action, EnvClient, Environment, Observation, State
 
 
 class CountAction(Action):
@@ -28,6 +28,10 @@ class CountObservation(Observation):
 
 class CountState(State):
     last_message: str = ""
+
+
+class CountClient(EnvClient[CountAction, CountObservation, CountState]):
+    """The typed client of `CountEnv`."""
 
 
 class CountEnv(Environment[CountAction, CountObservation, CountState]):

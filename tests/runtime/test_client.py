@@ -27,12 +27,8 @@ from openenv import (
 )
 from openenv.client import SchemaMismatchError
 from openenv.client._transport import ws_url_for
-from tests.runtime.envs import CountAction, CountEnv, CountObservation, CountState
+from tests.runtime.envs import CountAction, CountClient, CountEnv, CountObservation, CountState
 from tests.support.servers import ROOT, ProcessServer, serve_app
-
-
-class CountClient(EnvClient[CountAction, CountObservation, CountState]):
-    pass
 
 
 @pytest.fixture(scope="module")
@@ -153,9 +149,8 @@ async def test_connect_timeout_when_the_server_never_answers() -> None:
 async def test_handshake_rejected_by_a_non_env_server() -> None:
     from fastapi import FastAPI
 
-    with serve_app(FastAPI()) as url:
-        with pytest.raises(EnvConnectionError, match="is this an OpenEnv server"):
-            await CountClient(url).connect()
+    with serve_app(FastAPI()) as url, pytest.raises(EnvConnectionError, match="is this an OpenEnv server"):
+        await CountClient(url).connect()
 
 
 async def test_message_timeout_keeps_the_session_usable(count_url: str) -> None:

@@ -13,15 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from openenv import EnvClient, EnvTimeoutError, create_app
+from openenv import EnvTimeoutError, create_app
 from openenv.client import _transport
 from openenv.server.run import serve_in_thread
-from tests.runtime.envs import CountAction, CountEnv, CountObservation, CountState
+from tests.runtime.envs import CountAction, CountClient, CountEnv, CountObservation
 from tests.support.servers import serve_app
-
-
-class CountClient(EnvClient[CountAction, CountObservation, CountState]):
-    pass
 
 
 @pytest.fixture(scope="module")
