@@ -1,6 +1,6 @@
 """Database plumbing: the declarative base, engines (SQLite or PostgreSQL), sessions, migrations.
 
-The schema changes only through Alembic (`migrations/`); `migrate()` runs `upgrade head`.
+The schema changes only through Alembic (`hub_service/migrations/`); `migrate()` runs `upgrade head`.
 """
 
 from __future__ import annotations
@@ -102,11 +102,8 @@ def session_scope(factory: sessionmaker[Session], *, write: bool = True) -> Iter
 
 
 def migrations_dir() -> Path:
-    """The Alembic scripts: the repository's `migrations/`, or the copy inside the wheel."""
-    repo = Path(__file__).resolve().parent.parent / "migrations"
-    if (repo / "env.py").is_file():
-        return repo
-    return Path(__file__).resolve().parent / "_migrations"
+    """The Alembic scripts (`hub_service/migrations/`), the same in a checkout and in a wheel."""
+    return Path(__file__).resolve().parent / "migrations"
 
 
 def migrate(url: str, revision: str = "head") -> None:

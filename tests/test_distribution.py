@@ -34,7 +34,7 @@ def test_the_sdist_builds_a_wheel_that_serves_the_hub(tmp_path: Path) -> None:
     [sdist] = dist.glob("openenv_hub-*.tar.gz")
     with tarfile.open(sdist) as tar:
         tops = {Path(name).parts[1] for name in tar.getnames() if len(Path(name).parts) > 1}
-    assert {"openenv", "hub_service", "migrations", "spaces_template", "pyproject.toml", "README.md"} <= tops
+    assert {"openenv", "hub_service", "pyproject.toml", "README.md"} <= tops
     assert not tops & {"tests", "envs", ".cache", ".venv"}, tops
     _uv("build", "--wheel", "--out-dir", str(dist), str(sdist), cwd=tmp_path)  # the wheel from the sdist alone
     [wheel] = dist.glob("openenv_hub-*.whl")

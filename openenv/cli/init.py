@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def template_dir() -> Path:
-    """The Space template: packaged inside the wheel, or `spaces_template/` of a source checkout.
+    """The Space template (`openenv/cli/_template/`), the same in a checkout and in a wheel.
 
     Raises:
         CliError: the installation has no template.
@@ -41,11 +41,6 @@ def template_dir() -> Path:
     packaged = Path(__file__).resolve().parent / "_template"
     if packaged.is_dir():
         return packaged
-    from openenv.images import source_checkout
-
-    root = source_checkout()
-    if root is not None and (root / "spaces_template").is_dir():
-        return root / "spaces_template"
     raise CliError("this installation of openenv-hub has no Space template", "reinstall it: pip install -U 'openenv-hub[cli]'")
 
 
