@@ -46,7 +46,9 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     app.state.sessionmaker = sessionmaker_for(engine)
     app.state.limiter = _limiter(settings)
     app.add_middleware(
-        LimitsMiddleware, limiter=app.state.limiter, routes=[("/api/", "api"), ("/webhooks/", "webhook")],
+        LimitsMiddleware,
+        limiter=app.state.limiter,
+        routes=[("/api/", "api"), ("/webhooks/", "webhook")],
         max_body_bytes=settings.max_body_bytes,
     )
 
@@ -57,7 +59,10 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
-        return JSONResponse({"error": {"code": "invalid_request", "message": "the request is not valid", "errors": errors}}, status_code=422)
+        return JSONResponse(
+            {"error": {"code": "invalid_request", "message": "the request is not valid", "errors": errors}},
+            status_code=422,
+        )
 
     @app.get("/api/v1/health", tags=["service"])
     def health() -> dict[str, Any]:
@@ -85,9 +90,11 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
 
 
 def _limiter(settings: HubSettings) -> RateLimiter:
-    return RateLimiter({
-        "api": (settings.rate_api_burst, settings.rate_api_per_minute),
-        "webhook": (settings.rate_webhook_burst, settings.rate_webhook_per_minute),
-        "play": (settings.rate_play_burst, settings.rate_play_per_minute),
-        "model": (settings.rate_model_burst, settings.rate_model_per_minute),
-    })
+    return RateLimiter(
+        {
+            "api": (settings.rate_api_burst, settings.rate_api_per_minute),
+            "webhook": (settings.rate_webhook_burst, settings.rate_webhook_per_minute),
+            "play": (settings.rate_play_burst, settings.rate_play_per_minute),
+            "model": (settings.rate_model_burst, settings.rate_model_per_minute),
+        }
+    )

@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
 from sqlalchemy.engine import Engine
@@ -28,7 +28,7 @@ _NAMING = {
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -40,17 +40,22 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
     def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
         if value is not None and value.tzinfo is None:
             raise ValueError("naive datetime given to a UTCDateTime column")
-        return value.astimezone(dt.timezone.utc) if value is not None else None
+        return value.astimezone(dt.UTC) if value is not None else None
 
     def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
+            value = value.replace(tzinfo=dt.UTC)
         return value
 
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=_NAMING)
-    type_annotation_map = {dict[str, Any]: JSON, list[str]: JSON, list[float]: JSON, dt.datetime: UTCDateTime}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON,
+        list[str]: JSON,
+        list[float]: JSON,
+        dt.datetime: UTCDateTime,
+    }
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

@@ -17,8 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Conflict", "Forbidden", "HubError", "InvalidPayload", "InvalidRequest", "NotFound", "SourceError",
-           "Unauthorized"]
+__all__ = [
+    "Conflict",
+    "Forbidden",
+    "HubError",
+    "InvalidPayload",
+    "InvalidRequest",
+    "NotFound",
+    "SourceError",
+    "Unauthorized",
+]
 
 
 class HubError(Exception):

@@ -96,19 +96,38 @@ class LimitsMiddleware:
             return
         for name, value in scope.get("headers") or []:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
-                await _reply(send, 413, {"code": "too_large", "message": f"request bodies are limited to {self.max_body_bytes} bytes"})
+                await _reply(
+                    send,
+                    413,
+                    {"code": "too_large", "message": f"request bodies are limited to {self.max_body_bytes} bytes"},
+                )
                 return
         path = scope.get("path", "")
         query = scope.get("query_string", b"")
         if "\x00" in path or b"\x00" in query or b"%00" in query.lower():
             # No name, tag or revision holds a NUL; PostgreSQL cannot even compare one.
-            await _reply(send, 400, {"code": "invalid_request", "message": "NUL characters (%00) are not allowed in paths or query parameters"})
+            await _reply(
+                send,
+                400,
+                {
+                    "code": "invalid_request",
+                    "message": "NUL characters (%00) are not allowed in paths or query parameters",
+                },
+            )
             return
         category = next((c for prefix, c in self.routes if path.startswith(prefix)), None)
         decision = self.limiter.hit(category, client_key(scope)) if category else None
         if decision is not None and not decision.allowed:
-            await _reply(send, 429, {"code": "rate_limited", "message": f"too many requests; retry in {decision.retry_after_s}s",
-                                     "retry_after_s": decision.retry_after_s}, decision.headers())
+            await _reply(
+                send,
+                429,
+                {
+                    "code": "rate_limited",
+                    "message": f"too many requests; retry in {decision.retry_after_s}s",
+                    "retry_after_s": decision.retry_after_s,
+                },
+                decision.headers(),
+            )
             return
 
         received = 0
@@ -130,17 +149,32 @@ class LimitsMiddleware:
         try:
             await self.app(scope, limited_receive, send_with_headers)
         except _TooLarge:
-            await _reply(send, 413, {"code": "too_large", "message": f"request bodies are limited to {self.max_body_bytes} bytes"})
+            await _reply(
+                send,
+                413,
+                {"code": "too_large", "message": f"request bodies are limited to {self.max_body_bytes} bytes"},
+            )
 
 
 class _TooLarge(Exception):
     pass
 
 
-async def _reply(send: Any, status: int, error: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _reply(
+    send: Any, status: int, error: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     import orjson
 
     body = orjson.dumps({"error": error})
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -85,24 +85,37 @@ class HubSettings(BaseSettings):
 
     # Trust checks (hub_service/pipeline/trust.py), run at the end of the smoke stage on its server
     trust_check_timeout_s: float = Field(
-        default=20.0, gt=0, description="Wall-clock limit of each trust check; past it the check is recorded as unchecked."
+        default=20.0,
+        gt=0,
+        description="Wall-clock limit of each trust check; past it the check is recorded as unchecked.",
     )
-    capacity_check: bool = Field(default=True, description="Measure the capacity card: memory per session, sessions held.")
-    capacity_max_sessions: int = Field(default=64, ge=1, description="Top of the ramp of concurrent sessions (1, 2, 4, ...).")
+    capacity_check: bool = Field(
+        default=True, description="Measure the capacity card: memory per session, sessions held."
+    )
+    capacity_max_sessions: int = Field(
+        default=64, ge=1, description="Top of the ramp of concurrent sessions (1, 2, 4, ...)."
+    )
     capacity_p99_ms: float = Field(
         default=100.0, gt=0, description="A ramp level fails when its p99 step latency is over this."
     )
-    capacity_budget_s: float = Field(default=5.0, gt=0, description="Time the ramp of concurrent sessions may take in all.")
+    capacity_budget_s: float = Field(
+        default=5.0, gt=0, description="Time the ramp of concurrent sessions may take in all."
+    )
     capacity_steps: int = Field(default=3, ge=1, le=100, description="Steps each session takes at each ramp level.")
     capacity_memory_sessions: int = Field(
         default=8, ge=1, le=256, description="Sessions opened at once to measure memory per session."
     )
     capacity_leak_sessions: int = Field(
-        default=32, ge=1, le=1000, description="Sessions opened and closed one at a time to see that sessions are released."
+        default=32,
+        ge=1,
+        le=1000,
+        description="Sessions opened and closed one at a time to see that sessions are released.",
     )
     determinism_check: bool = Field(default=True, description="Play the same seed and actions twice and compare.")
     determinism_steps: int = Field(default=10, ge=1, le=1000)
-    reward_check: bool = Field(default=True, description="Random-policy baseline and reward probes (empty, oversized answers).")
+    reward_check: bool = Field(
+        default=True, description="Random-policy baseline and reward probes (empty, oversized answers)."
+    )
     reward_check_episodes: int = Field(default=5, ge=1, le=1000)
     reward_check_episode_steps: int = Field(
         default=50, ge=1, description="An episode of the random policy is cut (capped) after this many steps."

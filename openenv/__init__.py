@@ -117,8 +117,7 @@ def __getattr__(name: str) -> Any:
         extra = _EXTRAS.get(module_name)
         if extra and exc.name and not exc.name.startswith("openenv"):
             raise ModuleNotFoundError(
-                f"openenv.{name} needs the '{extra}' extra ({exc.name} is missing): "
-                f"pip install 'openenv-hub[{extra}]'",
+                f"openenv.{name} needs the '{extra}' extra ({exc.name} is missing): pip install 'openenv-hub[{extra}]'",
                 name=exc.name,
             ) from exc
         raise

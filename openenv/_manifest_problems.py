@@ -36,7 +36,9 @@ def merge_by_field(problems: list[ManifestProblem]) -> list[ManifestProblem]:
     for p in problems:
         if p.field in merged and p.code == "invalid":
             first = merged[p.field]
-            merged[p.field] = ManifestProblem(first.code, first.field, f"{first.message}, or {p.message}", first.line, first.column, first.hint)
+            merged[p.field] = ManifestProblem(
+                first.code, first.field, f"{first.message}, or {p.message}", first.line, first.column, first.hint
+            )
         else:
             merged.setdefault(p.field, p)
     return list(merged.values())
@@ -46,7 +48,9 @@ def _trim_union_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
     # Union members appear in pydantic's loc ("action", "str"); keep only the document path.
     out: list[Any] = []
     for part in loc:
-        if isinstance(part, str) and (part.startswith(("function-", "union[", "dict[", "list[")) or part in ("str", "int")):
+        if isinstance(part, str) and (
+            part.startswith(("function-", "union[", "dict[", "list[")) or part in ("str", "int")
+        ):
             continue
         out.append(part)
     return tuple(out)
@@ -71,9 +75,15 @@ class LineIndex:
                     line = key_node.start_mark.line + 1
                     if key in seen:
                         dotted = ".".join(str(p) for p in (*path, key))
-                        self.duplicates.append(ManifestProblem(
-                            "duplicate_key", dotted, f"is set twice (lines {seen[key]} and {line}); YAML keeps only the last",
-                            line=line, hint="remove one of them"))
+                        self.duplicates.append(
+                            ManifestProblem(
+                                "duplicate_key",
+                                dotted,
+                                f"is set twice (lines {seen[key]} and {line}); YAML keeps only the last",
+                                line=line,
+                                hint="remove one of them",
+                            )
+                        )
                     else:
                         seen[key] = line
                 self._find_duplicates(value_node, (*path, key))

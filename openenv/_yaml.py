@@ -29,7 +29,9 @@ def _check(root: Any, max_depth: int, max_nodes: int) -> None:
         node, depth = stack.pop()
         seen += 1
         if seen > max_nodes:
-            raise YamlLimitError(f"the YAML expands to more than {max_nodes} nodes (aliases count each time they are used)")
+            raise YamlLimitError(
+                f"the YAML expands to more than {max_nodes} nodes (aliases count each time they are used)"
+            )
         if depth > max_depth:
             raise YamlLimitError(f"the YAML nests deeper than {max_depth} levels")
         if isinstance(node, SequenceNode):
@@ -40,7 +42,9 @@ def _check(root: Any, max_depth: int, max_nodes: int) -> None:
                 stack.append((value, depth + 1))
 
 
-def compose_limited(text: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES) -> tuple[Any, Any]:
+def compose_limited(
+    text: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES
+) -> tuple[Any, Any]:
     """Parse `text` into (node, data) with the safe loader, within the limits.
 
     Raises:

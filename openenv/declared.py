@@ -90,7 +90,9 @@ def read_declared(manifest_data: dict[str, Any] | None) -> Declared:
         return Declared()
     out = Declared(present=True)
     if not isinstance(block, dict):
-        out.problems.append(("validation", "must be a mapping of blocks (reward, resources, capabilities, types, network, ...)"))
+        out.problems.append(
+            ("validation", "must be a mapping of blocks (reward, resources, capabilities, types, network, ...)")
+        )
         return out
     for key, value in block.items():
         if key == "stochastic":
@@ -100,13 +102,20 @@ def read_declared(manifest_data: dict[str, Any] | None) -> Declared:
                 out.problems.append(("validation.stochastic", "must be true or false"))
             continue
         if key == "varying_fields":
-            if isinstance(value, list) and len(value) <= 50 and all(
-                isinstance(v, str) and v.strip().startswith("observation.") and len(v.strip()) > 12 for v in value
+            if (
+                isinstance(value, list)
+                and len(value) <= 50
+                and all(
+                    isinstance(v, str) and v.strip().startswith("observation.") and len(v.strip()) > 12 for v in value
+                )
             ):
                 out.varying_fields = [v.strip() for v in value]
             else:
                 out.problems.append(
-                    ("validation.varying_fields", "must be a list (at most 50) of observation field paths such as observation.duration_s")
+                    (
+                        "validation.varying_fields",
+                        "must be a list (at most 50) of observation field paths such as observation.duration_s",
+                    )
                 )
             continue
         model = _MODELS.get(key)
@@ -123,7 +132,9 @@ def read_declared(manifest_data: dict[str, Any] | None) -> Declared:
         if out.network.mode == "allowlist" and not out.network.allowed_hosts:
             out.problems.append(("validation.network.allowed_hosts", "an allowlist needs the hosts it allows"))
         if out.network.mode != "allowlist" and out.network.allowed_hosts:
-            out.problems.append(("validation.network.allowed_hosts", f"only an allowlist names hosts (mode is {out.network.mode})"))
+            out.problems.append(
+                ("validation.network.allowed_hosts", f"only an allowlist names hosts (mode is {out.network.mode})")
+            )
     if out.resources is not None and out.resources.gpu_types and not out.resources.gpus:
         out.problems.append(("validation.resources.gpu_types", "gpu types are given but gpus is 0"))
     for key, bound in POLICY_BOUNDS.items():
@@ -134,6 +145,10 @@ def read_declared(manifest_data: dict[str, Any] | None) -> Declared:
         beyond = value < bound if key == "floor_margin" else value > bound
         if beyond:
             side = "at least" if key == "floor_margin" else "at most"
-            out.problems.append((f"validation.{'resources' if key == 'episode_timeout_s' else 'reward'}.{key}",
-                                 f"{value:g} is beyond what validators accept ({side} {bound:g})"))
+            out.problems.append(
+                (
+                    f"validation.{'resources' if key == 'episode_timeout_s' else 'reward'}.{key}",
+                    f"{value:g} is beyond what validators accept ({side} {bound:g})",
+                )
+            )
     return out

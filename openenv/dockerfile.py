@@ -87,8 +87,10 @@ def base_images(text: str, build_args: dict[str, str] | None = None) -> list[tup
 
 # Syntax only BuildKit understands: mounts and other RUN flags, COPY --link/--chmod, heredocs, a
 # `# syntax=` frontend.
-_BUILDKIT_ONLY = re.compile(r"^\s*(RUN\s+--(mount|network|security)\b|(COPY|ADD)\s+(.*\s)?--(link|chmod|parents|exclude)\b|(RUN|COPY)\s.*<<-?\s*['\"]?[A-Za-z_]+)",
-                            re.I | re.M)
+_BUILDKIT_ONLY = re.compile(
+    r"^\s*(RUN\s+--(mount|network|security)\b|(COPY|ADD)\s+(.*\s)?--(link|chmod|parents|exclude)\b|(RUN|COPY)\s.*<<-?\s*['\"]?[A-Za-z_]+)",
+    re.I | re.M,
+)
 
 
 def needs_buildkit(text: str) -> bool:

@@ -69,8 +69,10 @@ class NoTasksError(OpenEnvError, NotImplementedError):
     """The environment has no task set (its class does not override `list_splits` / `list_tasks`)."""
 
     def __init__(self, method: str) -> None:
-        super().__init__(f"{method} is not supported for this environment: it has no task set (its class does not override "
-                         "list_splits and list_tasks)")
+        super().__init__(
+            f"{method} is not supported for this environment: it has no task set (its class does not override "
+            "list_splits and list_tasks)"
+        )
 
 
 class RubricError(OpenEnvError, ValueError):
@@ -116,7 +118,13 @@ class ToolCallError(EnvClientError, RuntimeError):
     """
 
     def __init__(
-        self, message: str, *, error_type: str, tool_name: str | None = None, code: int | None = None, url: str | None = None
+        self,
+        message: str,
+        *,
+        error_type: str,
+        tool_name: str | None = None,
+        code: int | None = None,
+        url: str | None = None,
     ) -> None:
         super().__init__(message, url=url)
         self.error_type = error_type

@@ -83,7 +83,9 @@ class Manifest(BaseModel):
         pattern=_NAME_RE,
         description="The environment's name: letters, digits, '.', '_' or '-', starting with a letter or digit.",
     )
-    type: Literal["space", "env"] = Field(default="space", description="What the folder is: a Space (the usual) or a bare env.")
+    type: Literal["space", "env"] = Field(
+        default="space", description="What the folder is: a Space (the usual) or a bare env."
+    )
     runtime: Literal["fastapi", "python"] = Field(default="fastapi", description="How the server is run.")
     app: str = Field(
         default="server.app:app",
@@ -99,7 +101,9 @@ class Manifest(BaseModel):
         default_factory=dict, description="Public environment variables set on the Space (values are text)."
     )
     secrets: list[str] = Field(default_factory=list, description="Names of the secrets the Space needs; never values.")
-    action: str | dict[str, Any] | None = Field(default=None, description="The action class's name, or a description of its fields.")
+    action: str | dict[str, Any] | None = Field(
+        default=None, description="The action class's name, or a description of its fields."
+    )
     observation: str | dict[str, Any] | None = Field(
         default=None, description="The observation class's name, or a description of its fields."
     )
@@ -243,7 +247,11 @@ class ManifestError(ConfigurationError):
         self.problems = problems
         self.source = source
         first = problems[0].format(source) if problems else f"{source}: invalid manifest"
-        more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''}; run `openenv validate`)" if len(problems) > 1 else ""
+        more = (
+            f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''}; run `openenv validate`)"
+            if len(problems) > 1
+            else ""
+        )
         super().__init__(first + more)
 
 
@@ -264,27 +272,77 @@ def inspect_manifest(text: str | bytes, source: str = MANIFEST_FILE) -> Manifest
 
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", errors="replace"))
     if size > _MAX_BYTES:
-        return ManifestInspection(None, [ManifestProblem("too_large", "", f"the file is {size} bytes; a manifest is at most {_MAX_BYTES}", hint="move large data out of openenv.yaml")])
+        return ManifestInspection(
+            None,
+            [
+                ManifestProblem(
+                    "too_large",
+                    "",
+                    f"the file is {size} bytes; a manifest is at most {_MAX_BYTES}",
+                    hint="move large data out of openenv.yaml",
+                )
+            ],
+        )
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            return ManifestInspection(None, [ManifestProblem("syntax", "", f"not UTF-8 text ({exc.reason} at byte {exc.start})", hint="save the file as UTF-8")])
+            return ManifestInspection(
+                None,
+                [
+                    ManifestProblem(
+                        "syntax",
+                        "",
+                        f"not UTF-8 text ({exc.reason} at byte {exc.start})",
+                        hint="save the file as UTF-8",
+                    )
+                ],
+            )
     try:
         node, data = compose_limited(text, max_bytes=_MAX_BYTES)
     except YamlLimitError as exc:
-        return ManifestInspection(None, [ManifestProblem("too_large", "", str(exc), hint="a manifest is a few flat keys; remove the deep or repeated structure")])
+        return ManifestInspection(
+            None,
+            [
+                ManifestProblem(
+                    "too_large",
+                    "",
+                    str(exc),
+                    hint="a manifest is a few flat keys; remove the deep or repeated structure",
+                )
+            ],
+        )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         reason = getattr(exc, "problem", None) or str(exc)
-        return ManifestInspection(None, [ManifestProblem(
-            "syntax", "", f"not valid YAML: {reason}", line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None, hint="fix the YAML syntax (indentation, quotes, colons)")])
+        return ManifestInspection(
+            None,
+            [
+                ManifestProblem(
+                    "syntax",
+                    "",
+                    f"not valid YAML: {reason}",
+                    line=mark.line + 1 if mark else None,
+                    column=mark.column + 1 if mark else None,
+                    hint="fix the YAML syntax (indentation, quotes, colons)",
+                )
+            ],
+        )
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
-        return ManifestInspection(None, [ManifestProblem(
-            "not_mapping", "", f"the manifest must be a mapping of keys to values, but it is {kind}", line=1,
-            hint="start from `openenv init`, or write at least `name: my_env`")], data=data)
+        return ManifestInspection(
+            None,
+            [
+                ManifestProblem(
+                    "not_mapping",
+                    "",
+                    f"the manifest must be a mapping of keys to values, but it is {kind}",
+                    line=1,
+                    hint="start from `openenv init`, or write at least `name: my_env`",
+                )
+            ],
+            data=data,
+        )
     lines = LineIndex(node)
     errors: list[ManifestProblem] = list(lines.duplicates)
     warnings: list[ManifestProblem] = []
@@ -294,25 +352,49 @@ def inspect_manifest(text: str | bytes, source: str = MANIFEST_FILE) -> Manifest
         elif key not in _KNOWN_KEYS:
             close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1, cutoff=0.75)
             if close:
-                warnings.append(ManifestProblem(
-                    "unknown_key", key, f"unknown key (did you mean {close[0]!r}?)", line=lines.line((key,)),
-                    hint=f"rename it to {close[0]}, or it is ignored"))
+                warnings.append(
+                    ManifestProblem(
+                        "unknown_key",
+                        key,
+                        f"unknown key (did you mean {close[0]!r}?)",
+                        line=lines.line((key,)),
+                        hint=f"rename it to {close[0]}, or it is ignored",
+                    )
+                )
     version = data.get("spec_version")
     if "spec_version" not in data:
-        warnings.append(ManifestProblem(
-            "no_spec_version", "spec_version", f"no spec_version; read as version {SPEC_VERSION}", line=1,
-            hint=f"add `spec_version: {SPEC_VERSION}` at the top"))
-    elif isinstance(version, int) and not isinstance(version, bool) and version not in SUPPORTED_SPEC_VERSIONS and version > max(SUPPORTED_SPEC_VERSIONS):
-        errors.append(ManifestProblem(
-            "unsupported_version", "spec_version",
-            f"spec_version {version} is newer than this openenv understands (it reads {sorted(SUPPORTED_SPEC_VERSIONS)})",
-            line=lines.line(("spec_version",)), hint="upgrade openenv-hub: pip install -U openenv-hub"))
+        warnings.append(
+            ManifestProblem(
+                "no_spec_version",
+                "spec_version",
+                f"no spec_version; read as version {SPEC_VERSION}",
+                line=1,
+                hint=f"add `spec_version: {SPEC_VERSION}` at the top",
+            )
+        )
+    elif (
+        isinstance(version, int)
+        and not isinstance(version, bool)
+        and version not in SUPPORTED_SPEC_VERSIONS
+        and version > max(SUPPORTED_SPEC_VERSIONS)
+    ):
+        errors.append(
+            ManifestProblem(
+                "unsupported_version",
+                "spec_version",
+                f"spec_version {version} is newer than this openenv understands (it reads {sorted(SUPPORTED_SPEC_VERSIONS)})",
+                line=lines.line(("spec_version",)),
+                hint="upgrade openenv-hub: pip install -U openenv-hub",
+            )
+        )
         return ManifestInspection(None, errors, warnings, data)
     manifest: Manifest | None = None
     try:
         manifest = Manifest.model_validate({k: v for k, v in data.items() if isinstance(k, str)})
     except ValidationError as exc:
-        errors.extend(merge_by_field([problem_from_pydantic(err, lines, _HINTS) for err in exc.errors(include_url=False)]))
+        errors.extend(
+            merge_by_field([problem_from_pydantic(err, lines, _HINTS) for err in exc.errors(include_url=False)])
+        )
     if errors:
         return ManifestInspection(None, errors, warnings, data)
     return ManifestInspection(manifest, errors, warnings, data)
@@ -343,9 +425,17 @@ def load_manifest(path: str | Path) -> Manifest:
     try:
         raw = file.read_bytes()
     except FileNotFoundError:
-        raise ManifestError([ManifestProblem(
-            "missing_file", "", f"no {MANIFEST_FILE} in {file.parent}",
-            hint="is this an environment folder? `openenv init NAME` makes one")], str(file)) from None
+        raise ManifestError(
+            [
+                ManifestProblem(
+                    "missing_file",
+                    "",
+                    f"no {MANIFEST_FILE} in {file.parent}",
+                    hint="is this an environment folder? `openenv init NAME` makes one",
+                )
+            ],
+            str(file),
+        ) from None
     except OSError as exc:
         raise ManifestError([ManifestProblem("unreadable", "", f"cannot read it: {exc.strerror}")], str(file)) from None
     return parse_manifest(raw, str(file))

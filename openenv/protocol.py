@@ -17,17 +17,17 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 __all__ = [
-    "ErrorCode",
-    "MsgType",
-    "PROTOCOL_VERSION",
-    "PROTOCOL_HEADER",
     "EXTENSIONS",
+    "PROTOCOL_HEADER",
+    "PROTOCOL_VERSION",
+    "ErrorCode",
+    "JSONDecodeError",
+    "MsgType",
     "dumps",
+    "error_frame",
     "loads",
     "observation_json",
     "observation_payload",
-    "error_frame",
-    "JSONDecodeError",
 ]
 
 PROTOCOL_VERSION = 1
@@ -39,7 +39,7 @@ PROTOCOL_HEADER = "x-openenv-protocol"
 EXTENSIONS: tuple[str, ...] = ("step-timeout", "render")
 
 
-class MsgType(str, enum.Enum):
+class MsgType(enum.StrEnum):
     """`type` of a WebSocket frame."""
 
     RESET = "reset"
@@ -52,7 +52,7 @@ class MsgType(str, enum.Enum):
     ERROR = "error"
 
 
-class ErrorCode(str, enum.Enum):
+class ErrorCode(enum.StrEnum):
     """`code` of an error frame. The first seven are upstream's; the rest are ours."""
 
     INVALID_JSON = "INVALID_JSON"
@@ -133,7 +133,12 @@ def observation_json(obs: BaseModel) -> bytes:
     done = b"true" if getattr(obs, "done", False) else b"false"
     if metadata:  # upstream 0.10.0 reads it at the top level too (and rejects a null there: left out when empty)
         try:
-            return b'{"observation":%b,"reward":%b,"done":%b,"metadata":%b}' % (body, orjson.dumps(reward), done, dumps(metadata))
+            return b'{"observation":%b,"reward":%b,"done":%b,"metadata":%b}' % (
+                body,
+                orjson.dumps(reward),
+                done,
+                dumps(metadata),
+            )
         except (TypeError, ValueError):
             pass  # not JSON-able as is: it is still inside the observation, where pydantic wrote it
     return b'{"observation":%b,"reward":%b,"done":%b}' % (body, orjson.dumps(reward), done)

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Action", "Observation", "State", "StepResult", "EnvironmentMetadata"]
+__all__ = ["Action", "EnvironmentMetadata", "Observation", "State", "StepResult"]
 
 
 class Action(BaseModel):

@@ -27,12 +27,25 @@ OUT = ROOT / "docs" / "api"
 
 # (page, title, intro, module prefixes) in the index's order; a name goes to the first that matches.
 PAGES = [
-    ("models", "Models", "What travels on the wire: actions, observations, state, and the results clients get.",
-     ("openenv.types",)),
-    ("environments", "Environments and servers", "Writing an environment and serving it.", ("openenv.env", "openenv.server")),
+    (
+        "models",
+        "Models",
+        "What travels on the wire: actions, observations, state, and the results clients get.",
+        ("openenv.types",),
+    ),
+    (
+        "environments",
+        "Environments and servers",
+        "Writing an environment and serving it.",
+        ("openenv.env", "openenv.server"),
+    ),
     ("clients", "Clients", "Driving a server: async, blocking, or with plain dicts.", ("openenv.client",)),
-    ("tools", "MCP tools", "Exposing environment methods as MCP tools, and the actions and observations that call them.",
-     ("openenv.mcp",)),
+    (
+        "tools",
+        "MCP tools",
+        "Exposing environment methods as MCP tools, and the actions and observations that call them.",
+        ("openenv.mcp",),
+    ),
     ("rubrics", "Rubrics", "Composable reward functions.", ("openenv.rubrics",)),
     ("errors", "Errors", "Everything the SDK raises on purpose derives from `OpenEnvError`.", ("openenv.errors",)),
 ]
@@ -112,7 +125,12 @@ def _docstring(obj: Any) -> list[str]:
             items: list[str] = []
             while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
                 text = lines[i].strip()
-                if text and lines[i].startswith("    ") and not lines[i].startswith("        ") and (m := re.match(r"^([\w*.`\"' ,|\[\]]+?):\s*(.*)$", text)):
+                if (
+                    text
+                    and lines[i].startswith("    ")
+                    and not lines[i].startswith("        ")
+                    and (m := re.match(r"^([\w*.`\"' ,|\[\]]+?):\s*(.*)$", text))
+                ):
                     items.append(f"- `{m.group(1).strip('`')}`: {m.group(2)}")
                 elif text and items:
                     items[-1] += " " + text
@@ -158,8 +176,12 @@ def _fields(obj: Any) -> list[str]:
     """A table of a pydantic model's or a dataclass's fields (those it adds to its OpenEnv bases)."""
     rows: list[tuple[str, str, str, str]] = []
     if hasattr(obj, "model_fields"):
-        inherited = {n for base in obj.__mro__[1:] if hasattr(base, "model_fields") and _module_of(base).startswith("openenv")
-                     for n in base.model_fields}
+        inherited = {
+            n
+            for base in obj.__mro__[1:]
+            if hasattr(base, "model_fields") and _module_of(base).startswith("openenv")
+            for n in base.model_fields
+        }
         for name, info in obj.model_fields.items():
             if name in inherited and obj.__name__ not in ("Action", "Observation", "State"):
                 continue
@@ -223,25 +245,42 @@ def _entry(name: str, obj: Any, exported: dict[type, str]) -> list[str]:
         kind = "enum" if issubclass(obj, enum.Enum) else "model" if hasattr(obj, "model_fields") else "class"
         head = f"{kind} `{name}" + (f"({', '.join(bases)})`" if bases else "`")
         if not is_model and not issubclass(obj, (enum.Enum, BaseException)):
-            head = f"{kind} `{name}{_signature(obj)}`" + (f", a subclass of {', '.join(f'`{b}`' for b in bases)}" if bases else "")
+            head = f"{kind} `{name}{_signature(obj)}`" + (
+                f", a subclass of {', '.join(f'`{b}`' for b in bases)}" if bases else ""
+            )
         lines += [head, "", *_docstring(obj)]
         if issubclass(obj, enum.Enum):
             lines += ["", "Members: " + ", ".join(f"`{m.name}` (`{m.value!r}`)" for m in obj), ""]
         lines += _fields(obj)
         if not issubclass(obj, BaseException):
             if (base := _documented_base(obj, exported)) is not None and not issubclass(base, enum.Enum):
-                lines += ["", f"It also has the methods and properties of [`{base.__name__}`]({exported[base]}#{base.__name__.lower()}).", ""]
+                lines += [
+                    "",
+                    f"It also has the methods and properties of [`{base.__name__}`]({exported[base]}#{base.__name__.lower()}).",
+                    "",
+                ]
             for member_name, member, kind in sorted(_members(obj, exported), key=lambda m: m[0]):
                 target = member.fget if isinstance(member, property) else member
                 sig = "" if kind == "property" else _signature(target, drop_first=kind != "staticmethod")
-                lines += ["", f"### `{name}.{member_name}{sig}`", "", f"*{kind}*" + (f" — {_summary(target)}" if not inspect.getdoc(target) or "\n" not in (inspect.getdoc(target) or "") else ""), ""]
+                lines += [
+                    "",
+                    f"### `{name}.{member_name}{sig}`",
+                    "",
+                    f"*{kind}*"
+                    + (
+                        f" — {_summary(target)}"
+                        if not inspect.getdoc(target) or "\n" not in (inspect.getdoc(target) or "")
+                        else ""
+                    ),
+                    "",
+                ]
                 doc = _docstring(target)
                 if doc and "\n" in (inspect.getdoc(target) or ""):
                     lines += doc
     else:
         prefix = "async function" if inspect.iscoroutinefunction(obj) else "function"
         lines += [f"{prefix} `{name}{_signature(obj)}`", "", *_docstring(obj)]
-    return _squeeze(lines) + [""]
+    return [*_squeeze(lines), ""]
 
 
 def render() -> dict[str, str]:
@@ -258,9 +297,15 @@ def render() -> dict[str, str]:
             exported[obj] = f"{_page_of(obj)}.md"
     pages: dict[str, str] = {}
     note = "<!-- Generated by scripts/gen-api-docs from the docstrings; edit those, then run it. -->"
-    index = [note, "", "# API reference", "",
-             "Everything `openenv` exports (`from openenv import ...`), from the docstrings. Guides with runnable examples: "
-             "the [tutorial](../tutorial.md), [providers](../providers.md), [MCP tools](../mcp.md), [rubrics](../rubrics.md).", ""]
+    index = [
+        note,
+        "",
+        "# API reference",
+        "",
+        "Everything `openenv` exports (`from openenv import ...`), from the docstrings. Guides with runnable examples: "
+        "the [tutorial](../tutorial.md), [providers](../providers.md), [MCP tools](../mcp.md), [rubrics](../rubrics.md).",
+        "",
+    ]
     for page, title, intro, _ in PAGES:
         entries = grouped[page]
         if not entries:
@@ -268,8 +313,17 @@ def render() -> dict[str, str]:
         index += [f"## [{title}]({page}.md)", "", intro, "", "| name | what |", "|---|---|"]
         index += [f"| [`{n}`]({page}.md#{n.lower()}) | {_cell(_summary(o))} |" for n, o in entries]
         index.append("")
-        body = [note, "", f"# {title}", "", intro, "", "[API reference](index.md) · " + " · ".join(
-            f"[{t}]({p}.md)" for p, t, *_ in PAGES if p != page and grouped[p]), ""]
+        body = [
+            note,
+            "",
+            f"# {title}",
+            "",
+            intro,
+            "",
+            "[API reference](index.md) · "
+            + " · ".join(f"[{t}]({p}.md)" for p, t, *_ in PAGES if p != page and grouped[p]),
+            "",
+        ]
         for name, obj in entries:
             body += _entry(name, obj, exported)
         pages[f"{page}.md"] = "\n".join(_squeeze(body)) + "\n"

@@ -31,7 +31,9 @@ def upstream_python() -> str:
 @pytest.fixture(scope="session")
 def upstream010_python() -> str:
     """Python of the separate venv with upstream openenv 0.10.0 (made by `scripts/upstream-venv 0.10.0`)."""
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "upstream-venv"), "0.10.0"], capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "upstream-venv"), "0.10.0"], capture_output=True, text=True, timeout=900
+    )
     if out.returncode != 0:
         pytest.fail(f"could not make the upstream 0.10.0 venv:\n{out.stderr}")
     return out.stdout.strip()
@@ -54,8 +56,11 @@ def echo_url(echo_app) -> Iterator[str]:
 @pytest.fixture()
 def echo_process() -> Iterator[ProcessServer]:
     """envs/echo_env run the way a Space runs it: `python -m openenv.server server.app:app`."""
-    server = ProcessServer([sys.executable, "-m", "openenv.server", "server.app:app"], cwd=ROOT / "envs" / "echo_env",
-                           env={"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    server = ProcessServer(
+        [sys.executable, "-m", "openenv.server", "server.app:app"],
+        cwd=ROOT / "envs" / "echo_env",
+        env={"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
+    )
     try:
         server.wait()
         yield server
@@ -84,6 +89,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: object, exitstatus: int) -> None:
     if in_ci() and _skipped and os.environ.get("OPENENV_TEST_ALLOW_SKIPS") != "1":
         write = terminalreporter.write_line  # type: ignore[attr-defined]
-        write(f"CI is set and {len(_skipped)} test(s) were skipped; the run fails (every test must run in CI):", red=True)
+        write(
+            f"CI is set and {len(_skipped)} test(s) were skipped; the run fails (every test must run in CI):", red=True
+        )
         for line in _skipped[:50]:
             write(f"  SKIPPED {line}")

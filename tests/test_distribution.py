@@ -22,7 +22,10 @@ UV = ROOT / ".venv" / "bin" / "uv"
 
 def _uv(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     # From uv's cache, which scripts/bootstrap filled with exactly these dependencies: no index.
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}, "UV_OFFLINE": "1"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))},
+        "UV_OFFLINE": "1",
+    }
     out = subprocess.run([str(UV), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, f"uv {' '.join(args)}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
     return out
@@ -47,21 +50,39 @@ def test_the_sdist_builds_a_wheel_that_serves_the_hub(tmp_path: Path) -> None:
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENENV_", "PYTHONPATH", "VIRTUAL_ENV"))}
 
-    init = subprocess.run([str(openenv), "init", "demo_env"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+    init = subprocess.run(
+        [str(openenv), "init", "demo_env"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120
+    )
     assert init.returncode == 0, init.stderr
     assert (elsewhere / "demo_env" / "openenv.yaml").is_file() and (elsewhere / "demo_env" / "Dockerfile").is_file()
 
     port = free_port()
     log = open(tmp_path / "hub.log", "wb")  # noqa: SIM115 - closed below
-    hub = subprocess.Popen([str(openenv), "hub", "serve", "--port", str(port), "--data-dir", str(tmp_path / "data"), "--workers", "0"],
-                           cwd=elsewhere, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    hub = subprocess.Popen(
+        [str(openenv), "hub", "serve", "--port", str(port), "--data-dir", str(tmp_path / "data"), "--workers", "0"],
+        cwd=elsewhere,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=120, proc=hub)
         page = httpx.get(f"http://127.0.0.1:{port}/api/v1/envs", timeout=10)
         assert page.status_code == 200 and page.json()["total"] == 0  # migrated, empty (no envs/ beside a wheel)
         assert httpx.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 200
-        imported = subprocess.run([str(venv / "bin" / "python"), "-c", "import hub_service, openenv; print(hub_service.__file__, openenv.__file__)"],
-                                  cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
+        imported = subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import hub_service, openenv; print(hub_service.__file__, openenv.__file__)",
+            ],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert str(venv) in imported.stdout and str(ROOT) not in imported.stdout, imported.stdout
     finally:
         os.killpg(hub.pid, signal.SIGTERM)

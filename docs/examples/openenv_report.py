@@ -33,7 +33,9 @@ def summary(report: dict) -> str:
         for check in problems:
             where = f"{check['file']}:{check['line']}" if check.get("line") else (check.get("file") or "")
             mark = "❌" if check["status"] == "fail" else "⚠️"
-            lines.append(f"| {mark} `{check['id']}` | {where} | {check['message']} | {check.get('remediation') or ''} |")
+            lines.append(
+                f"| {mark} `{check['id']}` | {where} | {check['message']} | {check.get('remediation') or ''} |"
+            )
     return "\n".join(lines) + "\n"
 
 

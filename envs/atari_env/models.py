@@ -72,8 +72,8 @@ def decode_png(data: bytes) -> tuple[bytes, tuple[int, ...]]:
         raise ValueError("not a PNG")
     pos, header, idat = len(_PNG_SIGNATURE), b"", []
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         pos += 12 + length
         if kind == b"IHDR":
             header = body
@@ -87,5 +87,5 @@ def decode_png(data: bytes) -> tuple[bytes, tuple[int, ...]]:
     stride = width * channels + 1
     if len(raw) != stride * height or any(raw[r * stride] != 0 for r in range(height)):
         raise ValueError("PNG rows use a filter other than 0")
-    pixels = b"".join(raw[r * stride + 1:(r + 1) * stride] for r in range(height))
+    pixels = b"".join(raw[r * stride + 1 : (r + 1) * stride] for r in range(height))
     return pixels, (height, width, channels) if channels == 3 else (height, width)

@@ -27,10 +27,16 @@ class BlackjackObservation(Observation):
     player_cards: list[str] = Field(default_factory=list, description='Your cards, e.g. ["K♠", "7♥"].')
     player_total: int = Field(default=0, description="Best total of your hand (aces count 11 unless that busts).")
     usable_ace: bool = Field(default=False, description="Your hand holds an ace counted as 11.")
-    dealer_cards: list[str] = Field(default_factory=list, description="The dealer's visible cards (all of them once the hand is over).")
+    dealer_cards: list[str] = Field(
+        default_factory=list, description="The dealer's visible cards (all of them once the hand is over)."
+    )
     dealer_total: int = Field(default=0, description="Total of the dealer's visible cards.")
-    legal_actions: list[str] = Field(default_factory=list, description="What you may do now (empty once the hand is over).")
-    outcome: Literal["win", "blackjack", "push", "loss"] | None = Field(default=None, description="Result, once the hand is over.")
+    legal_actions: list[str] = Field(
+        default_factory=list, description="What you may do now (empty once the hand is over)."
+    )
+    outcome: Literal["win", "blackjack", "push", "loss"] | None = Field(
+        default=None, description="Result, once the hand is over."
+    )
 
 
 class BlackjackState(State):

@@ -28,7 +28,9 @@ class ChessObservation(Observation):
 
     fen: str = Field(default="", description="The position in Forsyth-Edwards Notation.")
     board: str = Field(default="", description="The board as text: upper case white, lower case black, rank 8 on top.")
-    legal_moves: list[str] = Field(default_factory=list, description="Your legal moves in UCI (empty once the game is over).")
+    legal_moves: list[str] = Field(
+        default_factory=list, description="Your legal moves in UCI (empty once the game is over)."
+    )
     agent_color: Literal["white", "black"] = Field(default="white", description="The side you play.")
     turn: Literal["white", "black"] = Field(default="white", description="The side to move.")
     last_move: str | None = Field(default=None, description="Your last move (UCI), if it was legal.")

@@ -25,7 +25,9 @@ class CodeObservation(Observation):
 
     stdout: str = Field(default="", description="Standard output (cut at the server's limit).")
     stderr: str = Field(default="", description="Standard error, including the traceback of an uncaught exception.")
-    exit_code: int = Field(default=0, description="0 on success, 1 on an uncaught exception, -N when killed by signal N.")
+    exit_code: int = Field(
+        default=0, description="0 on success, 1 on an uncaught exception, -N when killed by signal N."
+    )
     timed_out: bool = Field(default=False, description="The step ran past the time limit and was killed.")
     truncated: bool = Field(default=False, description="stdout or stderr was longer than the limit and was cut.")
     duration_s: float = Field(default=0.0, ge=0, description="Wall-clock seconds the step took.")

@@ -28,9 +28,13 @@ class GridObservation(Observation):
     grid: str = Field(default="", description="Rows of the grid: # wall, . floor, A you, G goal, X pit.")
     position: list[int] = Field(default_factory=list, description="Your [row, column] (0-based, row 0 at the top).")
     goal: list[int] = Field(default_factory=list, description="The goal's [row, column].")
-    legal_moves: list[Move] = Field(default_factory=list, description="Moves that do not walk into a wall or off the grid.")
+    legal_moves: list[Move] = Field(
+        default_factory=list, description="Moves that do not walk into a wall or off the grid."
+    )
     steps_left: int = Field(default=0, description="Steps before the episode is cut off.")
-    outcome: Literal["goal", "pit", "timeout"] | None = Field(default=None, description="How the episode ended, once it has.")
+    outcome: Literal["goal", "pit", "timeout"] | None = Field(
+        default=None, description="How the episode ended, once it has."
+    )
     text: str = Field(default="", description="The grid and your situation in words, for a language model.")
 
 

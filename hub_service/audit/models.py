@@ -13,11 +13,24 @@ from hub_service.db import Base, utcnow
 __all__ = ["EVENT_KINDS", "EnvEvent"]
 
 EVENT_KINDS = (
-    "indexed", "revision", "gone", "returned", "moved",            # the indexer
-    "validated", "built", "smoke_tested", "passed", "failed", "cancelled",  # the pipeline
-    "waiting",                                                     # the pipeline: waits for the infrastructure
-    "queued", "yanked", "unyanked", "deprecated", "undeprecated",  # maintainers (queued: a re-run)
-    "pr_checked",                                                  # the pull-request bot
+    "indexed",
+    "revision",
+    "gone",
+    "returned",
+    "moved",  # the indexer
+    "validated",
+    "built",
+    "smoke_tested",
+    "passed",
+    "failed",
+    "cancelled",  # the pipeline
+    "waiting",  # the pipeline: waits for the infrastructure
+    "queued",
+    "yanked",
+    "unyanked",
+    "deprecated",
+    "undeprecated",  # maintainers (queued: a re-run)
+    "pr_checked",  # the pull-request bot
 )
 
 

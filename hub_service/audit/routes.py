@@ -21,7 +21,9 @@ router = APIRouter(prefix="/api/v1", tags=["audit"])
 
 class EventView(BaseModel):
     id: int
-    kind: str = Field(description="indexed, revision, gone, returned, moved, validated, built, smoke_tested, passed, failed, cancelled, queued, yanked, unyanked, deprecated, undeprecated, pr_checked")
+    kind: str = Field(
+        description="indexed, revision, gone, returned, moved, validated, built, smoke_tested, passed, failed, cancelled, queued, yanked, unyanked, deprecated, undeprecated, pr_checked"
+    )
     summary: str
     cause: str = Field(description="What made it happen")
     actor: str = Field(description='"hub", or the maintainer who acted')
@@ -38,7 +40,10 @@ class EventPage(BaseModel):
 
 @router.get("/envs/{owner}/{name}/events", response_model=EventPage, summary="The env's audit trail, newest first")
 def events(
-    request: Request, owner: str, name: str, db: Annotated[Session, Depends(db_session)],
+    request: Request,
+    owner: str,
+    name: str,
+    db: Annotated[Session, Depends(db_session)],
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     before: Annotated[int | None, Query(ge=1, description="Only events older than this id")] = None,
     kind: Annotated[list[str], Query(description="Only these kinds (repeatable)")] = [],  # noqa: B006 - FastAPI reads it

@@ -14,8 +14,17 @@ from hub_service.errors import InvalidRequest
 __all__ = ["list_events", "record"]
 
 
-def record(session: Session, env: EnvRecord | int, kind: str, summary: str, *, cause: str, actor: str = "hub",
-           version: EnvVersion | None = None, **details: Any) -> EnvEvent:
+def record(
+    session: Session,
+    env: EnvRecord | int,
+    kind: str,
+    summary: str,
+    *,
+    cause: str,
+    actor: str = "hub",
+    version: EnvVersion | None = None,
+    **details: Any,
+) -> EnvEvent:
     """Append an event to `env`'s trail in the caller's transaction; returns it.
 
     Args:
@@ -26,7 +35,12 @@ def record(session: Session, env: EnvRecord | int, kind: str, summary: str, *, c
         raise ValueError(f"unknown event kind {kind!r}; add it to EVENT_KINDS")
     env_id = env if isinstance(env, int) else env.id
     event = EnvEvent(
-        env_id=env_id, kind=kind, summary=summary, cause=cause, actor=actor, details=details,
+        env_id=env_id,
+        kind=kind,
+        summary=summary,
+        cause=cause,
+        actor=actor,
+        details=details,
         version_id=version.id if version is not None else None,
         sha=version.sha if version is not None else None,
         ref=version.ref if version is not None else None,
@@ -35,8 +49,9 @@ def record(session: Session, env: EnvRecord | int, kind: str, summary: str, *, c
     return event
 
 
-def list_events(session: Session, env: EnvRecord, *, limit: int = 50, before: int | None = None,
-                kinds: list[str] | None = None) -> tuple[list[EnvEvent], int | None]:
+def list_events(
+    session: Session, env: EnvRecord, *, limit: int = 50, before: int | None = None, kinds: list[str] | None = None
+) -> tuple[list[EnvEvent], int | None]:
     """Events of `env`, newest first; returns a page and the `before` value of the next page."""
     unknown = sorted(set(kinds or []) - set(EVENT_KINDS))
     if unknown:

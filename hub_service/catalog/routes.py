@@ -27,21 +27,46 @@ def list_envs(
     request: Request,
     db: DB,
     settings: Settings,
-    q: Annotated[str | None, Query(max_length=200, description="Words to find in name, title, description, tags")] = None,
+    q: Annotated[
+        str | None, Query(max_length=200, description="Words to find in name, title, description, tags")
+    ] = None,
     tag: Annotated[list[str], Query(description="Only envs with all these tags")] = [],  # noqa: B006 - FastAPI reads it
     status: Annotated[str | None, Query(description="pending | passing | failing")] = None,
     source: Annotated[str | None, Query(description="hf | local")] = None,
-    sort: Annotated[str, Query(description="name, -name, likes, -likes, updated, -updated, cold_start, step_latency, -sessions")] = "name",
-    deterministic: Annotated[str | None, Query(max_length=10, description="true: only envs whose same-seed runs matched; false: only those checked and not deterministic")] = None,
-    reward_checked: Annotated[str | None, Query(max_length=10, description="true: only envs whose reward check passed; false: only those it flagged")] = None,
-    min_sessions: Annotated[int | None, Query(description="Only envs one server of which held at least this many concurrent sessions")] = None,
+    sort: Annotated[
+        str, Query(description="name, -name, likes, -likes, updated, -updated, cold_start, step_latency, -sessions")
+    ] = "name",
+    deterministic: Annotated[
+        str | None,
+        Query(
+            max_length=10,
+            description="true: only envs whose same-seed runs matched; false: only those checked and not deterministic",
+        ),
+    ] = None,
+    reward_checked: Annotated[
+        str | None,
+        Query(max_length=10, description="true: only envs whose reward check passed; false: only those it flagged"),
+    ] = None,
+    min_sessions: Annotated[
+        int | None, Query(description="Only envs one server of which held at least this many concurrent sessions")
+    ] = None,
     limit: Annotated[int | None, Query(ge=1, le=500)] = None,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
     include_gone: bool = False,
 ) -> Response:
-    query = service.ListQuery(q=q, tags=tag, status=status, source=source, sort=sort, limit=limit or settings.page_size, cursor=cursor,
-                              include_gone=include_gone, deterministic=service.parse_flag("deterministic", deterministic),
-                              reward_checked=service.parse_flag("reward_checked", reward_checked), min_sessions=min_sessions)
+    query = service.ListQuery(
+        q=q,
+        tags=tag,
+        status=status,
+        source=source,
+        sort=sort,
+        limit=limit or settings.page_size,
+        cursor=cursor,
+        include_gone=include_gone,
+        deterministic=service.parse_flag("deterministic", deterministic),
+        reward_checked=service.parse_flag("reward_checked", reward_checked),
+        min_sessions=min_sessions,
+    )
     query.check(500)
     envs, next_cursor, total = service.list_envs(db, query)
     page = EnvPage(items=[service.summary(e) for e in envs], next_cursor=next_cursor, total=total)
@@ -71,7 +96,11 @@ def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
     return etag_json(request, detail)
 
 
-@router.get("/envs/{owner}/{name}/versions/{revision}", response_model=VersionDetail, summary="One revision: report, stages, figures")
+@router.get(
+    "/envs/{owner}/{name}/versions/{revision}",
+    response_model=VersionDetail,
+    summary="One revision: report, stages, figures",
+)
 def get_version(request: Request, owner: str, name: str, revision: str, db: DB) -> Response:
     env = service.get_env(db, owner, name)
     version = service.get_version(db, env, None if revision in ("latest", "main") else revision)
@@ -79,11 +108,26 @@ def get_version(request: Request, owner: str, name: str, revision: str, db: DB) 
     base = f"/api/v1/envs/{owner}/{name}/versions/{version.sha}/logs"
     detail = VersionDetail(
         **service.version_summary(version).model_dump(),
-        capacity=version.capacity, determinism=version.determinism, reward_check=version.reward_check,
-        builder=version.builder, image_ref=version.image_ref, build_seconds=version.build_seconds,
-        validation=version.validation, manifest=version.manifest,
-        stages=[StageSummary(stage=s.stage, status=s.status, attempt=s.attempt, seconds=s.seconds, started_at=s.started_at,
-                             finished_at=s.finished_at, log_url=f"{base}/{s.stage}?attempt={s.attempt}") for s in stages],
+        capacity=version.capacity,
+        determinism=version.determinism,
+        reward_check=version.reward_check,
+        builder=version.builder,
+        image_ref=version.image_ref,
+        build_seconds=version.build_seconds,
+        validation=version.validation,
+        manifest=version.manifest,
+        stages=[
+            StageSummary(
+                stage=s.stage,
+                status=s.status,
+                attempt=s.attempt,
+                seconds=s.seconds,
+                started_at=s.started_at,
+                finished_at=s.finished_at,
+                log_url=f"{base}/{s.stage}?attempt={s.attempt}",
+            )
+            for s in stages
+        ],
     )
     return etag_json(request, detail)
 
@@ -97,7 +141,9 @@ def get_report(request: Request, owner: str, name: str, db: DB, revision: str | 
     return etag_json(request, version.validation)
 
 
-@router.get("/envs/{owner}/{name}/versions/{revision}/logs/{stage}", response_class=PlainTextResponse, summary="A stage's log")
+@router.get(
+    "/envs/{owner}/{name}/versions/{revision}/logs/{stage}", response_class=PlainTextResponse, summary="A stage's log"
+)
 def get_log(owner: str, name: str, revision: str, stage: str, db: DB, attempt: int | None = None) -> PlainTextResponse:
     env = service.get_env(db, owner, name)
     version = service.get_version(db, env, None if revision in ("latest", "main") else revision)
@@ -106,10 +152,14 @@ def get_log(owner: str, name: str, revision: str, stage: str, db: DB, attempt: i
         stmt = stmt.where(StageRun.attempt == attempt)
     run = db.scalars(stmt.order_by(StageRun.id.desc()).limit(1)).first()
     if run is None:
-        raise NotFound(f"no {stage!r} stage recorded for {env.repo_id}@{version.sha[:12]}; stages: fetch, validate, build, smoke, publish")
+        raise NotFound(
+            f"no {stage!r} stage recorded for {env.repo_id}@{version.sha[:12]}; stages: fetch, validate, build, smoke, publish"
+        )
     return PlainTextResponse(run.log)
 
 
 @router.get("/envs/{owner}/{name}/resolve", response_model=ResolveRecord, summary="What a client needs to connect")
-def resolve(request: Request, owner: str, name: str, db: DB, settings: Settings, revision: str | None = None) -> Response:
+def resolve(
+    request: Request, owner: str, name: str, db: DB, settings: Settings, revision: str | None = None
+) -> Response:
     return etag_json(request, service.resolve(db, settings, owner, name, revision))

@@ -19,25 +19,42 @@ class EnvSummary(BaseModel):
     description: str | None = None
     tags: list[str] = []
     likes: int = 0
-    status: str = Field(description=(
-        "pending | waiting | passing | failing: the latest main version's verdict; before one, waiting means that its run "
-        "waits for the infrastructure (engine, registry, source), not on the env"))
+    status: str = Field(
+        description=(
+            "pending | waiting | passing | failing: the latest main version's verdict; before one, waiting means that its run "
+            "waits for the infrastructure (engine, registry, source), not on the env"
+        )
+    )
     stage: str | None = Field(default=None, description="Runtime stage reported by the source (RUNNING, SLEEPING, ...)")
     sha: str | None = None
     url: str | None = Field(default=None, description="Where the Space runs, from the Hub's own subdomain")
     cold_start_s: float | None = None
     step_p50_ms: float | None = None
-    badges: list[str] = Field(default=[], description=(
-        "Trust badges of the current passing revision: deterministic (same seed, same trajectory), reward_checked "
-        "(rewards within the declared range, not constant, not won by a random policy), capacity (a capacity card exists)"))
-    deterministic: bool | None = Field(default=None, description=(
-        "true: the same seed gave the same trajectory twice; false: it did not, or the env declares itself stochastic; "
-        "null: not checked"))
-    reward_checked: bool | None = Field(default=None, description="true: the reward sanity check passed; false: it flagged something; null: not checked")
-    sessions_held: int | None = Field(default=None, description="Concurrent sessions one server held in the smoke stage's ramp; null: not measured")
+    badges: list[str] = Field(
+        default=[],
+        description=(
+            "Trust badges of the current passing revision: deterministic (same seed, same trajectory), reward_checked "
+            "(rewards within the declared range, not constant, not won by a random policy), capacity (a capacity card exists)"
+        ),
+    )
+    deterministic: bool | None = Field(
+        default=None,
+        description=(
+            "true: the same seed gave the same trajectory twice; false: it did not, or the env declares itself stochastic; "
+            "null: not checked"
+        ),
+    )
+    reward_checked: bool | None = Field(
+        default=None, description="true: the reward sanity check passed; false: it flagged something; null: not checked"
+    )
+    sessions_held: int | None = Field(
+        default=None, description="Concurrent sessions one server held in the smoke stage's ramp; null: not measured"
+    )
     updated_at: dt.datetime
     gone: bool = False
-    health: str | None = Field(default=None, description="running, sleeping, building, error, stopped, unknown (from the health polls)")
+    health: str | None = Field(
+        default=None, description="running, sleeping, building, error, stopped, unknown (from the health polls)"
+    )
     deprecated: bool = False
     successor: str | None = Field(default=None, description="The env to use instead, when deprecated")
 
@@ -60,9 +77,13 @@ class VersionSummary(BaseModel):
     step_p95_ms: float | None = None
     failure_stage: str | None = None
     failure_reason: str | None = None
-    waiting_code: str | None = Field(default=None, description=(
-        "While the run waits for the infrastructure (state waiting, or running again after it): no_engine, engine_lost, "
-        "base_image, network, source or other"))
+    waiting_code: str | None = Field(
+        default=None,
+        description=(
+            "While the run waits for the infrastructure (state waiting, or running again after it): no_engine, engine_lost, "
+            "base_image, network, source or other"
+        ),
+    )
     waiting_reason: str | None = None
     waiting_since: dt.datetime | None = None
     yanked: bool = False
@@ -81,10 +102,16 @@ class StageSummary(BaseModel):
     log_url: str
 
 
-_CAPACITY = ("The capacity card (docs/hub-api.md, \"Trust signals\"): cold start, step latency, memory per session, "
-             "sessions one server held and why the ramp stopped; null: not measured")
-_DETERMINISM = "Same seed twice: verdict deterministic | nondeterministic | stochastic | unchecked, and the first difference"
-_REWARD_CHECK = "Reward sanity check: verdict ok | flagged | unchecked, the observed range, and its flags in plain words"
+_CAPACITY = (
+    'The capacity card (docs/hub-api.md, "Trust signals"): cold start, step latency, memory per session, '
+    "sessions one server held and why the ramp stopped; null: not measured"
+)
+_DETERMINISM = (
+    "Same seed twice: verdict deterministic | nondeterministic | stochastic | unchecked, and the first difference"
+)
+_REWARD_CHECK = (
+    "Reward sanity check: verdict ok | flagged | unchecked, the observed range, and its flags in plain words"
+)
 
 
 class VersionDetail(VersionSummary):
@@ -118,13 +145,22 @@ class ResolveRecord(BaseModel):
     status: str
     stage: str | None = None
     url: str | None = Field(default=None, description="Base URL of the running Space, when it runs")
-    image: str | None = Field(default=None, description="Container image reference (the Space's registry image, or one the Hub built)")
-    port: int = Field(default=8000, description="The port the env's server listens on inside the image (manifest `port`, else README `app_port`)")
+    image: str | None = Field(
+        default=None, description="Container image reference (the Space's registry image, or one the Hub built)"
+    )
+    port: int = Field(
+        default=8000,
+        description="The port the env's server listens on inside the image (manifest `port`, else README `app_port`)",
+    )
     source: str
     local: dict[str, Any] = Field(default_factory=dict, description="How to run it locally: docker / process commands")
     yanked: bool = False
     deprecated: bool = False
     successor: str | None = Field(default=None, description="The env to use instead, when deprecated")
     deprecation_reason: str | None = None
-    capacity: dict[str, Any] | None = Field(default=None, description=(
-        "The revision's capacity card, to size a pool: sessions_held is how many concurrent sessions one server held"))
+    capacity: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The revision's capacity card, to size a pool: sessions_held is how many concurrent sessions one server held"
+        ),
+    )

@@ -105,11 +105,17 @@ def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
     if query.q:
         for word in query.q.lower().split()[:8]:
             pattern = f"%{_like_escape(word)}%"
-            conds.append(or_(EnvRecord.search_text.like(pattern, escape="\\"), EnvRecord.manifest_text.like(pattern, escape="\\")))
+            conds.append(
+                or_(
+                    EnvRecord.search_text.like(pattern, escape="\\"), EnvRecord.manifest_text.like(pattern, escape="\\")
+                )
+            )
     for tag in query.tags:
         # tags are also in search_text (and manifest_text) as "#tag " tokens, which works on every backend
         pattern = f"%#{_like_escape(tag.lower())} %"
-        conds.append(or_(EnvRecord.search_text.like(pattern, escape="\\"), EnvRecord.manifest_text.like(pattern, escape="\\")))
+        conds.append(
+            or_(EnvRecord.search_text.like(pattern, escape="\\"), EnvRecord.manifest_text.like(pattern, escape="\\"))
+        )
     if query.status:
         conds.append(EnvRecord.status == query.status)
     if query.source:
@@ -307,7 +313,9 @@ def manifest_search_text(manifest: Any) -> str:
     description = manifest.get("description")
     tags = manifest.get("tags")
     words = description.lower()[:4000] if isinstance(description, str) else ""
-    tokens = "".join(f"#{t.lower()[:64]} " for t in (tags if isinstance(tags, list) else [])[:64] if isinstance(t, str) and t.strip())
+    tokens = "".join(
+        f"#{t.lower()[:64]} " for t in (tags if isinstance(tags, list) else [])[:64] if isinstance(t, str) and t.strip()
+    )
     return f"{words} {tokens}" if words or tokens else ""
 
 

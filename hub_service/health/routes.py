@@ -17,6 +17,11 @@ router = APIRouter(prefix="/api/v1", tags=["health"])
 
 
 @router.get("/envs/{owner}/{name}/health", response_model=HealthView, summary="Runtime health and its transitions")
-def health(request: Request, owner: str, name: str, db: Annotated[Session, Depends(db_session)],
-           limit: Annotated[int, Query(ge=1, le=1000, description="Transitions to return")] = 100) -> Response:
+def health(
+    request: Request,
+    owner: str,
+    name: str,
+    db: Annotated[Session, Depends(db_session)],
+    limit: Annotated[int, Query(ge=1, le=1000, description="Transitions to return")] = 100,
+) -> Response:
     return etag_json(request, env_health(db, owner, name, limit=limit))

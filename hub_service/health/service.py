@@ -27,11 +27,19 @@ __all__ = ["HealthReport", "HealthView", "Transition", "env_health", "health_of"
 log = logging.getLogger("hub_service.health")
 
 _STAGES = {
-    "RUNNING": "running", "RUNNING_BUILDING": "running", "RUNNING_APP_STARTING": "running",
+    "RUNNING": "running",
+    "RUNNING_BUILDING": "running",
+    "RUNNING_APP_STARTING": "running",
     "SLEEPING": "sleeping",
-    "BUILDING": "building", "APP_STARTING": "building",
-    "BUILD_ERROR": "error", "RUNTIME_ERROR": "error", "CONFIG_ERROR": "error", "NO_APP_FILE": "error",
-    "STOPPED": "stopped", "PAUSED": "stopped", "DELETING": "stopped",
+    "BUILDING": "building",
+    "APP_STARTING": "building",
+    "BUILD_ERROR": "error",
+    "RUNTIME_ERROR": "error",
+    "CONFIG_ERROR": "error",
+    "NO_APP_FILE": "error",
+    "STOPPED": "stopped",
+    "PAUSED": "stopped",
+    "DELETING": "stopped",
 }
 
 
@@ -78,8 +86,12 @@ def record_stages(factory: sessionmaker[Session], stages: Iterable[tuple[str, st
                 env.health, env.health_since = health, now
                 report.transitions += 1
         listed_ids = select(EnvRecord.id).where(EnvRecord.source == "hf", EnvRecord.gone.is_(False))
-        session.execute(update(EnvRecord).where(EnvRecord.id.in_(listed_ids)).values(health_checked_at=now)
-                        .execution_options(synchronize_session=False))
+        session.execute(
+            update(EnvRecord)
+            .where(EnvRecord.id.in_(listed_ids))
+            .values(health_checked_at=now)
+            .execution_options(synchronize_session=False)
+        )
     return report
 
 
@@ -94,11 +106,15 @@ class HealthView(BaseModel):
     """An env's runtime health now, its recent transitions, and how much of the window it ran."""
 
     id: str
-    health: str | None = Field(description="running, sleeping, building, error, stopped, unknown; null before the first poll")
+    health: str | None = Field(
+        description="running, sleeping, building, error, stopped, unknown; null before the first poll"
+    )
     stage: str | None = Field(default=None, description="The raw runtime stage from the Hub")
     since: dt.datetime | None = None
     checked_at: dt.datetime | None = Field(default=None, description="When the scheduler last polled")
-    running_share: float | None = Field(default=None, description="Share of the observed time in the window spent running (0..1)")
+    running_share: float | None = Field(
+        default=None, description="Share of the observed time in the window spent running (0..1)"
+    )
     window_days: int = 7
     history: list[Transition] = Field(default_factory=list, description="Newest first")
 
@@ -110,11 +126,22 @@ def env_health(session: Session, owner: str, name: str, *, limit: int = 100, win
         NotFound: no such environment.
     """
     env = get_env(session, owner, name)
-    rows = list(session.scalars(select(HealthTransition).where(HealthTransition.env_id == env.id)
-                                .order_by(HealthTransition.at.desc(), HealthTransition.id.desc()).limit(limit)))
+    rows = list(
+        session.scalars(
+            select(HealthTransition)
+            .where(HealthTransition.env_id == env.id)
+            .order_by(HealthTransition.at.desc(), HealthTransition.id.desc())
+            .limit(limit)
+        )
+    )
     return HealthView(
-        id=env.repo_id, health=env.health, stage=env.stage, since=env.health_since, checked_at=env.health_checked_at,
-        running_share=_running_share(session, env.id, window_days), window_days=window_days,
+        id=env.repo_id,
+        health=env.health,
+        stage=env.stage,
+        since=env.health_since,
+        checked_at=env.health_checked_at,
+        running_share=_running_share(session, env.id, window_days),
+        window_days=window_days,
         history=[Transition(health=r.health, previous=r.previous, stage=r.stage, at=r.at) for r in rows],
     )
 
@@ -122,10 +149,19 @@ def env_health(session: Session, owner: str, name: str, *, limit: int = 100, win
 def _running_share(session: Session, env_id: int, window_days: int) -> float | None:
     now = utcnow()
     start = now - dt.timedelta(days=window_days)
-    before = session.scalar(select(HealthTransition).where(HealthTransition.env_id == env_id, HealthTransition.at < start)
-                            .order_by(HealthTransition.at.desc()).limit(1))
-    inside = list(session.scalars(select(HealthTransition).where(HealthTransition.env_id == env_id, HealthTransition.at >= start)
-                                  .order_by(HealthTransition.at, HealthTransition.id)))
+    before = session.scalar(
+        select(HealthTransition)
+        .where(HealthTransition.env_id == env_id, HealthTransition.at < start)
+        .order_by(HealthTransition.at.desc())
+        .limit(1)
+    )
+    inside = list(
+        session.scalars(
+            select(HealthTransition)
+            .where(HealthTransition.env_id == env_id, HealthTransition.at >= start)
+            .order_by(HealthTransition.at, HealthTransition.id)
+        )
+    )
     points = ([(start, before.health)] if before else []) + [(t.at, t.health) for t in inside]
     if not points:
         return None

@@ -53,11 +53,17 @@ def _version_reply(version: object, event: object) -> VersionAction:
     return VersionAction(version=version_summary(version), event=EventView.model_validate(event, from_attributes=True))  # type: ignore[arg-type]
 
 
-@router.post("/envs/{owner}/{name}/versions/{revision}/rerun", response_model=VersionAction, status_code=202,
-             summary="Run the pipeline on a revision again")
+@router.post(
+    "/envs/{owner}/{name}/versions/{revision}/rerun",
+    response_model=VersionAction,
+    status_code=202,
+    summary="Run the pipeline on a revision again",
+)
 def rerun(request: Request, owner: str, name: str, revision: str, body: Action) -> VersionAction:
     with session_scope(request.app.state.sessionmaker) as session:
-        version, event = service.rerun(session, request.app.state.settings, owner, name, revision, actor=body.actor, reason=body.reason)
+        version, event = service.rerun(
+            session, request.app.state.settings, owner, name, revision, actor=body.actor, reason=body.reason
+        )
         session.flush()
         return _version_reply(version, event)
 
@@ -78,10 +84,14 @@ def unyank(request: Request, owner: str, name: str, revision: str, body: Action)
         return _version_reply(version, event)
 
 
-@router.post("/envs/{owner}/{name}/deprecate", response_model=EnvAction, summary="Deprecate an env, pointing at its successor")
+@router.post(
+    "/envs/{owner}/{name}/deprecate", response_model=EnvAction, summary="Deprecate an env, pointing at its successor"
+)
 def deprecate(request: Request, owner: str, name: str, body: Deprecation) -> EnvAction:
     with session_scope(request.app.state.sessionmaker) as session:
-        env, event = service.deprecate(session, owner, name, successor=body.successor, actor=body.actor, reason=body.reason)
+        env, event = service.deprecate(
+            session, owner, name, successor=body.successor, actor=body.actor, reason=body.reason
+        )
         session.flush()
         return EnvAction(env=summary(env), event=EventView.model_validate(event, from_attributes=True))
 

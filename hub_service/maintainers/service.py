@@ -34,7 +34,9 @@ def check_token(settings: HubSettings, authorization: str | None) -> None:
     """
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("maintainer actions need `Authorization: Bearer <token>` (the service's OPENENV_HUB_MAINTAINER_TOKEN)")
+        raise Unauthorized(
+            "maintainer actions need `Authorization: Bearer <token>` (the service's OPENENV_HUB_MAINTAINER_TOKEN)"
+        )
     if settings.maintainer_token is None:
         raise Forbidden("maintainer actions are not enabled on this service: set OPENENV_HUB_MAINTAINER_TOKEN")
     expected = settings.maintainer_token.get_secret_value().encode("utf-8")
@@ -47,7 +49,9 @@ def _version(session: Session, owner: str, name: str, revision: str) -> tuple[En
     return env, get_version(session, env, None if revision in ("latest", "main") else revision)
 
 
-def rerun(session: Session, settings: HubSettings, owner: str, name: str, revision: str, *, actor: str, reason: str) -> tuple[EnvVersion, EnvEvent]:
+def rerun(
+    session: Session, settings: HubSettings, owner: str, name: str, revision: str, *, actor: str, reason: str
+) -> tuple[EnvVersion, EnvEvent]:
     """Queue the pipeline again for a revision; one that waits for the infrastructure runs now.
 
     Raises:
@@ -57,60 +61,115 @@ def rerun(session: Session, settings: HubSettings, owner: str, name: str, revisi
     return _rerun(session, settings, env, version, actor=actor, reason=reason)
 
 
-def rerun_failed(session: Session, settings: HubSettings, *, actor: str, reason: str) -> list[tuple[EnvVersion, EnvEvent]]:
+def rerun_failed(
+    session: Session, settings: HubSettings, *, actor: str, reason: str
+) -> list[tuple[EnvVersion, EnvEvent]]:
     """Re-run every env whose current main revision failed or waits for the infrastructure (envs
     the source still lists); returns what was queued."""
     current = (
         select(EnvVersion, EnvRecord)
         .join(EnvRecord, EnvRecord.id == EnvVersion.env_id)
-        .where(EnvRecord.gone.is_(False), EnvVersion.ref == "main", EnvVersion.sha == EnvRecord.sha,
-               EnvVersion.state.in_(("failed", "waiting")))
+        .where(
+            EnvRecord.gone.is_(False),
+            EnvVersion.ref == "main",
+            EnvVersion.sha == EnvRecord.sha,
+            EnvVersion.state.in_(("failed", "waiting")),
+        )
         .order_by(EnvRecord.owner, EnvRecord.name)
     )
-    return [_rerun(session, settings, env, version, actor=actor, reason=reason) for version, env in session.execute(current).all()]
+    return [
+        _rerun(session, settings, env, version, actor=actor, reason=reason)
+        for version, env in session.execute(current).all()
+    ]
 
 
-def _rerun(session: Session, settings: HubSettings, env: EnvRecord, version: EnvVersion, *, actor: str,
-           reason: str) -> tuple[EnvVersion, EnvEvent]:
-    busy = session.scalar(select(Job).where(Job.version_id == version.id, Job.kind == "pipeline", Job.state.in_(("queued", "running"))).limit(1))
+def _rerun(
+    session: Session, settings: HubSettings, env: EnvRecord, version: EnvVersion, *, actor: str, reason: str
+) -> tuple[EnvVersion, EnvEvent]:
+    busy = session.scalar(
+        select(Job)
+        .where(Job.version_id == version.id, Job.kind == "pipeline", Job.state.in_(("queued", "running")))
+        .limit(1)
+    )
     if busy is not None and version.state == "waiting" and busy.state == "queued":
         busy.run_after, busy.infra_retries = None, 0
-        event = record(session, env, "queued", f"{version.sha[:12]} runs again now (it waited for the infrastructure: {version.waiting_code})",
-                       cause=f"maintainer {actor}: {reason}", actor=actor, version=version, job=busy.id, previous=version.state)
+        event = record(
+            session,
+            env,
+            "queued",
+            f"{version.sha[:12]} runs again now (it waited for the infrastructure: {version.waiting_code})",
+            cause=f"maintainer {actor}: {reason}",
+            actor=actor,
+            version=version,
+            job=busy.id,
+            previous=version.state,
+        )
         return version, event
     if busy is not None:
-        raise Conflict(f"{env.repo_id}@{version.sha[:12]} is already queued or running (job {busy.id}); wait for it to finish", job=busy.id)
+        raise Conflict(
+            f"{env.repo_id}@{version.sha[:12]} is already queued or running (job {busy.id}); wait for it to finish",
+            job=busy.id,
+        )
     previous = version.state
     version.state, version.finished_at = "queued", None
     job = jobs.enqueue(session, version.id, priority=PRIORITY_RERUN, max_attempts=settings.job_max_attempts)
     session.flush()
-    event = record(session, env, "queued", f"{version.sha[:12]} queued for the pipeline again (was {previous})",
-                   cause=f"maintainer {actor}: {reason}", actor=actor, version=version, job=job.id, previous=previous)
+    event = record(
+        session,
+        env,
+        "queued",
+        f"{version.sha[:12]} queued for the pipeline again (was {previous})",
+        cause=f"maintainer {actor}: {reason}",
+        actor=actor,
+        version=version,
+        job=job.id,
+        previous=previous,
+    )
     return version, event
 
 
-def yank(session: Session, owner: str, name: str, revision: str, *, actor: str, reason: str) -> tuple[EnvVersion, EnvEvent]:
+def yank(
+    session: Session, owner: str, name: str, revision: str, *, actor: str, reason: str
+) -> tuple[EnvVersion, EnvEvent]:
     """Yank a revision: resolve refuses it unless it is asked for by sha."""
     env, version = _version(session, owner, name, revision)
     if version.yanked:
         raise Conflict(f"{env.repo_id}@{version.sha[:12]} is already yanked ({version.yank_reason})")
     version.yanked, version.yank_reason = True, reason
-    event = record(session, env, "yanked", f"{version.sha[:12]} yanked: {reason}", cause=f"maintainer {actor}: {reason}",
-                   actor=actor, version=version)
+    event = record(
+        session,
+        env,
+        "yanked",
+        f"{version.sha[:12]} yanked: {reason}",
+        cause=f"maintainer {actor}: {reason}",
+        actor=actor,
+        version=version,
+    )
     return version, event
 
 
-def unyank(session: Session, owner: str, name: str, revision: str, *, actor: str, reason: str) -> tuple[EnvVersion, EnvEvent]:
+def unyank(
+    session: Session, owner: str, name: str, revision: str, *, actor: str, reason: str
+) -> tuple[EnvVersion, EnvEvent]:
     env, version = _version(session, owner, name, revision)
     if not version.yanked:
         raise Conflict(f"{env.repo_id}@{version.sha[:12]} is not yanked")
     version.yanked, version.yank_reason = False, None
-    event = record(session, env, "unyanked", f"{version.sha[:12]} is usable again", cause=f"maintainer {actor}: {reason}",
-                   actor=actor, version=version)
+    event = record(
+        session,
+        env,
+        "unyanked",
+        f"{version.sha[:12]} is usable again",
+        cause=f"maintainer {actor}: {reason}",
+        actor=actor,
+        version=version,
+    )
     return version, event
 
 
-def deprecate(session: Session, owner: str, name: str, *, successor: str | None, actor: str, reason: str) -> tuple[EnvRecord, EnvEvent]:
+def deprecate(
+    session: Session, owner: str, name: str, *, successor: str | None, actor: str, reason: str
+) -> tuple[EnvRecord, EnvEvent]:
     """Mark an env deprecated, pointing at its successor (an env in the catalog).
 
     Raises:
@@ -127,8 +186,15 @@ def deprecate(session: Session, owner: str, name: str, *, successor: str | None,
         get_env(session, s_owner, s_name)
     env.deprecated, env.deprecation_reason, env.successor = True, reason, successor
     pointer = f"; use {successor} instead" if successor else ""
-    event = record(session, env, "deprecated", f"{env.repo_id} deprecated{pointer}: {reason}", cause=f"maintainer {actor}: {reason}",
-                   actor=actor, successor=successor)
+    event = record(
+        session,
+        env,
+        "deprecated",
+        f"{env.repo_id} deprecated{pointer}: {reason}",
+        cause=f"maintainer {actor}: {reason}",
+        actor=actor,
+        successor=successor,
+    )
     return env, event
 
 
@@ -137,5 +203,12 @@ def undeprecate(session: Session, owner: str, name: str, *, actor: str, reason: 
     if not env.deprecated:
         raise Conflict(f"{env.repo_id} is not deprecated")
     env.deprecated, env.deprecation_reason, env.successor = False, None, None
-    event = record(session, env, "undeprecated", f"{env.repo_id} is no longer deprecated", cause=f"maintainer {actor}: {reason}", actor=actor)
+    event = record(
+        session,
+        env,
+        "undeprecated",
+        f"{env.repo_id} is no longer deprecated",
+        cause=f"maintainer {actor}: {reason}",
+        actor=actor,
+    )
     return env, event

@@ -12,15 +12,25 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 __all__ = ["stage_passed", "version_finished", "version_waiting"]
 
 
-def stage_passed(session: Session, env_id: int, version: EnvVersion, kind: str, summary: str, *, cause: str, **details: Any) -> None:
+def stage_passed(
+    session: Session, env_id: int, version: EnvVersion, kind: str, summary: str, *, cause: str, **details: Any
+) -> None:
     """A stage passed (kind: validated, built, smoke_tested): one audit event."""
     record(session, env_id, kind, summary, cause=cause, version=version, **details)
 
 
 def version_waiting(session: Session, env: EnvRecord, version: EnvVersion, *, cause: str) -> None:
     """`version` began to wait for the infrastructure (or waits for another reason now): one event."""
-    record(session, env, "waiting", f"{version.sha[:12]} ({version.ref}) waits for the infrastructure ({version.waiting_code}): "
-           f"{(version.waiting_reason or '')[:300]}", cause=cause, version=version, waiting_code=version.waiting_code)
+    record(
+        session,
+        env,
+        "waiting",
+        f"{version.sha[:12]} ({version.ref}) waits for the infrastructure ({version.waiting_code}): "
+        f"{(version.waiting_reason or '')[:300]}",
+        cause=cause,
+        version=version,
+        waiting_code=version.waiting_code,
+    )
 
 
 def version_finished(session: Session, env: EnvRecord, version: EnvVersion, *, cause: str) -> None:

@@ -29,11 +29,17 @@ _FINISHED = ("passed", "failed", "cancelled")
 def _doomed(session: Session, env: EnvRecord, keep: int) -> list[tuple[int, str]]:
     """(version id, image) pairs to remove, newest first."""
     versions = session.scalars(
-        select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.builder == "docker", EnvVersion.image_ref.is_not(None))
+        select(EnvVersion)
+        .where(EnvVersion.env_id == env.id, EnvVersion.builder == "docker", EnvVersion.image_ref.is_not(None))
         .order_by(EnvVersion.created_at.desc(), EnvVersion.id.desc())
     ).all()
-    open_heads = set(session.scalars(select(PullRequestCheck.version_id).where(
-        PullRequestCheck.env_id == env.id, PullRequestCheck.status.in_(("open", "draft")))))
+    open_heads = set(
+        session.scalars(
+            select(PullRequestCheck.version_id).where(
+                PullRequestCheck.env_id == env.id, PullRequestCheck.status.in_(("open", "draft"))
+            )
+        )
+    )
     protected = {env.latest_version_id} | open_heads
     kept: set[str] = set()
     fallbacks = 0

@@ -19,8 +19,21 @@ from hub_service.catalog.service import apply_verdict
 from hub_service.db import session_scope, utcnow
 from hub_service.pipeline.models import Job
 
-__all__ = ["Claim", "cancel", "claim", "defer", "enqueue", "enqueue_task", "finish", "heartbeat", "next_due_in", "reclaim_stale",
-           "requeue", "wait_for_infrastructure", "wake_waiting"]
+__all__ = [
+    "Claim",
+    "cancel",
+    "claim",
+    "defer",
+    "enqueue",
+    "enqueue_task",
+    "finish",
+    "heartbeat",
+    "next_due_in",
+    "reclaim_stale",
+    "requeue",
+    "wait_for_infrastructure",
+    "wake_waiting",
+]
 
 
 @dataclass(frozen=True)
@@ -32,15 +45,18 @@ class Claim:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
-def enqueue(session: Session, version_id: int, *, priority: int = 100, max_attempts: int = 3, kind: str = "pipeline") -> Job:
+def enqueue(
+    session: Session, version_id: int, *, priority: int = 100, max_attempts: int = 3, kind: str = "pipeline"
+) -> Job:
     """Queue a pipeline job for a version (in the caller's transaction)."""
     job = Job(version_id=version_id, priority=priority, max_attempts=max_attempts, kind=kind)
     session.add(job)
     return job
 
 
-def enqueue_task(session: Session, kind: str, subject: str, payload: dict[str, Any], *, priority: int = 50,
-                 max_attempts: int = 5) -> tuple[Job, bool]:
+def enqueue_task(
+    session: Session, kind: str, subject: str, payload: dict[str, Any], *, priority: int = 50, max_attempts: int = 5
+) -> tuple[Job, bool]:
     """Queue a task job unless one for the same kind and subject is already waiting.
 
     A waiting job takes the newer payload (tasks read the current state when they run, so one run
@@ -67,7 +83,8 @@ def cancel(session: Session, job_ids: list[int], reason: str) -> int:
     if not job_ids:
         return 0
     result = session.execute(
-        update(Job).where(Job.id.in_(job_ids), Job.state.in_(("queued", "running")))
+        update(Job)
+        .where(Job.id.in_(job_ids), Job.state.in_(("queued", "running")))
         .values(state="cancelled", finished_at=utcnow(), error=reason)
     )
     return result.rowcount or 0
@@ -100,14 +117,18 @@ def claim(factory: sessionmaker[Session], worker_id: str, kinds: tuple[str, ...]
             return None
         if row.kind == "pipeline":
             session.execute(update(EnvVersion).where(EnvVersion.id == row.version_id).values(state="running"))
-        return Claim(job_id=row.id, version_id=row.version_id, attempt=row.attempts, kind=row.kind, payload=row.payload or {})
+        return Claim(
+            job_id=row.id, version_id=row.version_id, attempt=row.attempts, kind=row.kind, payload=row.payload or {}
+        )
 
 
 def heartbeat(factory: sessionmaker[Session], job_id: int, worker_id: str) -> bool:
     """Record that the worker still runs the job; False when the job was taken away or cancelled."""
     with session_scope(factory) as session:
         result = session.execute(
-            update(Job).where(Job.id == job_id, Job.worker_id == worker_id, Job.state == "running").values(heartbeat_at=utcnow())
+            update(Job)
+            .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == "running")
+            .values(heartbeat_at=utcnow())
         )
         return result.rowcount == 1
 
@@ -131,7 +152,11 @@ def requeue(factory: sessionmaker[Session], job_id: int, worker_id: str, error: 
         if job is None or job.worker_id != worker_id or job.state != "running":
             return "lost"
         if job.attempts >= job.max_attempts:
-            job.state, job.finished_at, job.error = "failed", utcnow(), f"gave up after {job.attempts} attempts: {error}"
+            job.state, job.finished_at, job.error = (
+                "failed",
+                utcnow(),
+                f"gave up after {job.attempts} attempts: {error}",
+            )
         else:
             job.state, job.worker_id, job.error = "queued", None, error
             job.run_after = utcnow() + dt.timedelta(seconds=delay_s) if delay_s > 0 else None
@@ -145,14 +170,20 @@ def defer(factory: sessionmaker[Session], job_id: int, worker_id: str, delay_s: 
         result = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == "running")
-            .values(state="queued", worker_id=None, attempts=Job.attempts - 1, error=reason,
-                    run_after=utcnow() + dt.timedelta(seconds=delay_s))
+            .values(
+                state="queued",
+                worker_id=None,
+                attempts=Job.attempts - 1,
+                error=reason,
+                run_after=utcnow() + dt.timedelta(seconds=delay_s),
+            )
         )
         return result.rowcount == 1
 
 
-def wait_for_infrastructure(factory: sessionmaker[Session], job_id: int, worker_id: str, reason: str, *, first_s: float,
-                            max_s: float) -> float | None:
+def wait_for_infrastructure(
+    factory: sessionmaker[Session], job_id: int, worker_id: str, reason: str, *, first_s: float, max_s: float
+) -> float | None:
     """Give a job back because the infrastructure failed it: queued again after a backoff that
     doubles with each such retry (`first_s`, twice that, four times, ... up to `max_s`), without using up an
     attempt. Returns the delay, or None if the job was no longer ours."""
@@ -177,7 +208,8 @@ def wake_waiting(factory: sessionmaker[Session], codes: frozenset[str] | set[str
         waiting = waiting.where(EnvVersion.waiting_code.in_(sorted(codes)))
     with session_scope(factory) as session:
         result = session.execute(
-            update(Job).where(Job.kind == "pipeline", Job.state == "queued", Job.version_id.in_(waiting))
+            update(Job)
+            .where(Job.kind == "pipeline", Job.state == "queued", Job.version_id.in_(waiting))
             .values(run_after=None, infra_retries=0)
         )
         return result.rowcount or 0
@@ -213,7 +245,11 @@ def reclaim_stale(factory: sessionmaker[Session], stale_after_s: float) -> list[
             reason = f"worker {job.worker_id} stopped responding during attempt {job.attempts}"
             pipeline = job.kind == "pipeline" and job.version_id is not None
             if job.attempts >= job.max_attempts:
-                job.state, job.finished_at, job.error = "failed", utcnow(), f"{reason}; gave up after {job.attempts} attempts"
+                job.state, job.finished_at, job.error = (
+                    "failed",
+                    utcnow(),
+                    f"{reason}; gave up after {job.attempts} attempts",
+                )
                 version = session.get(EnvVersion, job.version_id) if pipeline else None
                 if version is not None and version.state not in ("passed", "failed", "cancelled"):
                     version.state, version.finished_at = "failed", utcnow()

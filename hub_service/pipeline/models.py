@@ -29,7 +29,9 @@ class Job(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(32), default="pipeline")
-    version_id: Mapped[int | None] = mapped_column(ForeignKey("env_versions.id", ondelete="CASCADE"), index=True, default=None)
+    version_id: Mapped[int | None] = mapped_column(
+        ForeignKey("env_versions.id", ondelete="CASCADE"), index=True, default=None
+    )
     payload: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     # What the job is about ("repo:hf:owner/name", "pr:12:3"): a queued job per subject is enough.
     subject: Mapped[str | None] = mapped_column(String(300), default=None)

@@ -329,7 +329,9 @@ class JobRunner:
             version.state, version.finished_at = "passed", utcnow()
             version.waiting_code = version.waiting_reason = version.waiting_since = None
             baseline = (version.reward_check or {}).get("baseline_returns")
-            if baseline and not session.scalar(select(Eval.id).where(Eval.version_id == version.id, Eval.source == "baseline")):
+            if baseline and not session.scalar(
+                select(Eval.id).where(Eval.version_id == version.id, Eval.source == "baseline")
+            ):
                 row = record_eval(session, env, version, source="baseline", model="random", returns=baseline)
                 lg(f"random baseline: mean return {row.mean_return:.3f} over {row.episodes} episodes")
             if env.sha == version.sha and version.ref == "main":

@@ -55,7 +55,13 @@ def run_task(settings: HubSettings, factory: sessionmaker[Session], worker_id: s
     """Run a claimed task job; returns "done", "failed", "retry" or "deferred"."""
     handler = handlers().get(claim.kind)
     if handler is None:
-        jobs.finish(factory, claim.job_id, worker_id, ok=False, error=f"no handler for job kind {claim.kind!r}; is this worker older than the service?")
+        jobs.finish(
+            factory,
+            claim.job_id,
+            worker_id,
+            ok=False,
+            error=f"no handler for job kind {claim.kind!r}; is this worker older than the service?",
+        )
         return "failed"
     ctx = TaskContext(settings, factory, worker_id, claim.job_id, claim.attempt)
     try:
@@ -64,7 +70,7 @@ def run_task(settings: HubSettings, factory: sessionmaker[Session], worker_id: s
         jobs.defer(factory, claim.job_id, worker_id, exc.delay_s, exc.reason)
         return "deferred"
     except (Transient, SourceError) as exc:
-        delay = min(60.0, 2.0 ** claim.attempt)
+        delay = min(60.0, 2.0**claim.attempt)
         state = jobs.requeue(factory, claim.job_id, worker_id, str(exc), delay_s=delay)
         log.warning("%s job %s: %s; %s", claim.kind, claim.job_id, exc, "retrying" if state == "queued" else state)
         return "retry" if state == "queued" else "failed"

@@ -37,8 +37,13 @@ class Worker:
     """Runs jobs; `kinds` limits it to some job kinds (e.g. TASK_KINDS: a worker that keeps
     webhooks and pull-request comments moving while others build)."""
 
-    def __init__(self, settings: HubSettings, factory: sessionmaker[Session] | None = None, worker_id: str | None = None,
-                 kinds: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        settings: HubSettings,
+        factory: sessionmaker[Session] | None = None,
+        worker_id: str | None = None,
+        kinds: tuple[str, ...] | None = None,
+    ) -> None:
         self.settings = settings
         self.kinds = kinds
         self.factory = factory or sessionmaker_for(make_engine(settings.sqlalchemy_url))
@@ -70,8 +75,11 @@ class Worker:
             return
         self._probed_at = now
         with self.factory() as session:
-            waiting = session.scalar(select(EnvVersion.id).where(EnvVersion.state == "waiting",
-                                                                 EnvVersion.waiting_code.in_(sorted(Transient.ENGINE))).limit(1))
+            waiting = session.scalar(
+                select(EnvVersion.id)
+                .where(EnvVersion.state == "waiting", EnvVersion.waiting_code.in_(sorted(Transient.ENGINE)))
+                .limit(1)
+            )
         if waiting is not None and docker_available():
             woken = jobs.wake_waiting(self.factory, Transient.ENGINE)
             if woken:
@@ -113,7 +121,9 @@ def main() -> None:
     """`python -m hub_service.pipeline.worker [--tasks-only]`: one worker process with the environment's settings."""
     from hub_service.settings import get_settings
 
-    logging.basicConfig(level=os.environ.get("OPENENV_HUB_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("OPENENV_HUB_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     import sys
 
     worker = Worker(get_settings(), kinds=TASK_KINDS if "--tasks-only" in sys.argv[1:] else None)

@@ -31,8 +31,15 @@ async def _frame(session: PlaySession) -> Any:
         return None
 
 
-async def run_episodes(session: PlaySession, policy: Policy, *, episodes: int, max_steps: int,
-                       seed: int | None = None, render: bool = False) -> AsyncIterator[dict[str, Any]]:
+async def run_episodes(
+    session: PlaySession,
+    policy: Policy,
+    *,
+    episodes: int,
+    max_steps: int,
+    seed: int | None = None,
+    render: bool = False,
+) -> AsyncIterator[dict[str, Any]]:
     """Play `episodes` episodes of at most `max_steps` turns each; yields the events above."""
     from openenv.errors import EnvDisconnectedError, EnvServerError, InvalidActionError
 
@@ -50,9 +57,18 @@ async def run_episodes(session: PlaySession, policy: Policy, *, episodes: int, m
         while not done and turn < max_steps:
             turn += 1
             decision = await policy.act(observation, turn)
-            event: dict[str, Any] = {"type": "step", "episode": episode, "step": turn, "prompt": decision.prompt,
-                                     "raw": decision.raw, "action": decision.action, "observation": None,
-                                     "reward": None, "done": False, "error": decision.error}
+            event: dict[str, Any] = {
+                "type": "step",
+                "episode": episode,
+                "step": turn,
+                "prompt": decision.prompt,
+                "raw": decision.raw,
+                "action": decision.action,
+                "observation": None,
+                "reward": None,
+                "done": False,
+                "error": decision.error,
+            }
             if decision.action is not None:
                 try:
                     out = await session.step(decision.action)
@@ -93,11 +109,25 @@ async def run_episodes(session: PlaySession, policy: Policy, *, episodes: int, m
                 break
         returns.append(total)
         invalid_total += invalid
-        yield {"type": "episode_end", "episode": episode, "return": total, "steps": turn, "invalid": invalid, "reason": reason}
+        yield {
+            "type": "episode_end",
+            "episode": episode,
+            "return": total,
+            "steps": turn,
+            "invalid": invalid,
+            "reason": reason,
+        }
         if stopped:
             break
-    yield {"type": "summary", "episodes": len(returns), "returns": returns, "score": sum(returns) / len(returns) if returns else 0.0,
-           "invalid": invalid_total, "steps": steps_total, "stopped": stopped}
+    yield {
+        "type": "summary",
+        "episodes": len(returns),
+        "returns": returns,
+        "score": sum(returns) / len(returns) if returns else 0.0,
+        "invalid": invalid_total,
+        "steps": steps_total,
+        "stopped": stopped,
+    }
 
 
 def _first_line(exc: BaseException) -> str:

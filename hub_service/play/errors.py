@@ -35,7 +35,9 @@ class PlayStartError(PlayError):
 
 # " [http://127.0.0.1:32795]" after a client error, and any other address of a machine the Hub runs
 _URL_SUFFIX = re.compile(r"\s*\[(?:https?|wss?)://[^\]\s]*\]")
-_INTERNAL_URL = re.compile(r"(?:https?|wss?)://(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])(?::\d+)?[^\s\]\)\"']*")
+_INTERNAL_URL = re.compile(
+    r"(?:https?|wss?)://(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])(?::\d+)?[^\s\]\)\"']*"
+)
 
 
 def scrub_addresses(text: str) -> str:
@@ -57,13 +59,18 @@ def describe_env_failure(exc: BaseException) -> str:
     )
 
     if isinstance(exc, InvalidActionError):
-        details = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'action'}: {e.get('msg', '')}"
-                            for e in exc.errors[:5] if isinstance(e, dict))
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'action'}: {e.get('msg', '')}"
+            for e in exc.errors[:5]
+            if isinstance(e, dict)
+        )
         return scrub_addresses(f"the env refused this action: {details or exc.data.get('message') or exc}")
     if isinstance(exc, CapacityReachedError):
         return "the env's server has no room for another session now; try again in a few minutes"
     if isinstance(exc, EnvFactoryError):
-        return scrub_addresses(f"the env could not start a session: {exc.data.get('message') or exc}; press Reset to try again")
+        return scrub_addresses(
+            f"the env could not start a session: {exc.data.get('message') or exc}; press Reset to try again"
+        )
     if isinstance(exc, EnvServerError):
         words = str(exc.data.get("message") or "").strip() or str(exc)
         return scrub_addresses(f"the env says: {words}")

@@ -137,8 +137,10 @@ class InstancePool:
             await asyncio.gather(*self._stopping, return_exceptions=True)
 
     def running(self) -> list[dict[str, Any]]:
-        return [{"env": i.target.key, "how": i.target.how, "users": i.users, "started_here": i.started_here}
-                for i in self.instances.values()]
+        return [
+            {"env": i.target.key, "how": i.target.how, "users": i.users, "started_here": i.started_here}
+            for i in self.instances.values()
+        ]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -23,8 +23,16 @@ from hub_service.play.errors import PlayError
 from hub_service.schema_refs import deref
 from openenv.evaluation import observation_text, parse_action
 
-__all__ = ["Decision", "EndpointRefused", "LLMPolicy", "Policy", "RandomPolicy", "check_public_endpoint", "parse_action",
-           "random_action"]
+__all__ = [
+    "Decision",
+    "EndpointRefused",
+    "LLMPolicy",
+    "Policy",
+    "RandomPolicy",
+    "check_public_endpoint",
+    "parse_action",
+    "random_action",
+]
 
 _WORDS = ("hello", "world", "apple", "crane", "north", "seven", "green", "river", "stone", "light", "print(1)", "ok")
 _HISTORY_TURNS = 4
@@ -94,7 +102,9 @@ def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: 
         return {name: _random_value(props.get(name, {}), root, rng, depth + 1) for name in s.get("required") or []}
     if kind == "integer":
         low = int(s["minimum"] if "minimum" in s else s["exclusiveMinimum"] + 1 if "exclusiveMinimum" in s else 0)
-        high = int(s["maximum"] if "maximum" in s else s["exclusiveMaximum"] - 1 if "exclusiveMaximum" in s else low + 10)
+        high = int(
+            s["maximum"] if "maximum" in s else s["exclusiveMaximum"] - 1 if "exclusiveMaximum" in s else low + 10
+        )
         return rng.randint(low, max(low, high))
     if kind == "number":
         start = float(s.get("minimum", 0.0))
@@ -118,8 +128,19 @@ def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: 
 class LLMPolicy:
     """Asks a chat model behind an OpenAI-compatible endpoint for one JSON action per step."""
 
-    def __init__(self, *, base_url: str, model: str, token: str | None, schema: dict[str, Any], env_name: str,
-                 description: str, timeout_s: float = 60.0, temperature: float = 0.0, public_only: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        token: str | None,
+        schema: dict[str, Any],
+        env_name: str,
+        description: str,
+        timeout_s: float = 60.0,
+        temperature: float = 0.0,
+        public_only: bool = True,
+    ) -> None:
         """`public_only`: connect only to public addresses (an endpoint a visitor typed); False only
         for endpoints the operator configured, which may well be on a private network."""
         from openai import AsyncOpenAI
@@ -135,8 +156,9 @@ class LLMPolicy:
         transport = _PublicOnlyTransport() if public_only else httpx2.AsyncHTTPTransport(trust_env=False)
         http = httpx2.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout_s)
         # max_retries=0: a failing endpoint is shown at once; the visitor decides to try again.
-        self.client = AsyncOpenAI(base_url=base_url, api_key=token or "no-token", timeout=timeout_s, max_retries=0,
-                                  http_client=http)
+        self.client = AsyncOpenAI(
+            base_url=base_url, api_key=token or "no-token", timeout=timeout_s, max_retries=0, http_client=http
+        )
         self.system = (
             f"You are playing the reinforcement-learning environment {env_name}. {description}\n"
             "Each turn you see the latest observation as JSON. Reply with exactly one action: a JSON object "
@@ -149,9 +171,15 @@ class LLMPolicy:
         from openai import OpenAIError
 
         prompt = f"Step {step}. Observation: {observation_text(observation)}\nYour action (JSON only):"
-        messages = [{"role": "system", "content": self.system}, *self.turns[-2 * _HISTORY_TURNS:], {"role": "user", "content": prompt}]
+        messages = [
+            {"role": "system", "content": self.system},
+            *self.turns[-2 * _HISTORY_TURNS :],
+            {"role": "user", "content": prompt},
+        ]
         try:
-            reply = await self.client.chat.completions.create(model=self.model, messages=messages, temperature=self.temperature)  # type: ignore[arg-type]
+            reply = await self.client.chat.completions.create(
+                model=self.model, messages=messages, temperature=self.temperature
+            )  # type: ignore[arg-type]
         except OpenAIError as exc:
             fatal = _fatal_reason(exc, self.base_url, self.model)
             if fatal is not None:
@@ -172,8 +200,14 @@ class LLMPolicy:
             self.turns.append({"role": "assistant", "content": "Understood."})
 
 
-_STATUS_REASONS = {401: "the token was refused", 403: "access was refused", 404: "no such model or path at this endpoint",
-                   408: "it timed out", 413: "the request was too large for it", 429: "it is rate limiting; try again later"}
+_STATUS_REASONS = {
+    401: "the token was refused",
+    403: "access was refused",
+    404: "no such model or path at this endpoint",
+    408: "it timed out",
+    413: "the request was too large for it",
+    429: "it is rate limiting; try again later",
+}
 
 
 def _fatal_reason(exc: Exception, base_url: str, model: str) -> str | None:
@@ -199,8 +233,10 @@ def _fatal_reason(exc: Exception, base_url: str, model: str) -> str | None:
         if exc.status_code in (401, 403):
             return f"the model endpoint at {base_url} refused the token (HTTP {exc.status_code}); check the token"
         if exc.status_code == 404 or code == "model_not_found":
-            return (f"the model endpoint at {base_url} has no model {model!r} (HTTP {exc.status_code}); "
-                    "check the model's name and the base URL")
+            return (
+                f"the model endpoint at {base_url} has no model {model!r} (HTTP {exc.status_code}); "
+                "check the model's name and the base URL"
+            )
     return None
 
 
@@ -240,9 +276,15 @@ def _why_refused(address: str) -> str | None:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address):
         ip = ip.ipv4_mapped or ip.sixtofour or ip
-    for test, what in ((ip.is_loopback, "a loopback"), (ip.is_link_local, "a link-local"), (ip.is_private, "a private"),
-                       (ip.is_unspecified, "an unspecified"), (ip.is_multicast, "a multicast"), (ip.is_reserved, "a reserved"),
-                       (not ip.is_global, "a non-public")):
+    for test, what in (
+        (ip.is_loopback, "a loopback"),
+        (ip.is_link_local, "a link-local"),
+        (ip.is_private, "a private"),
+        (ip.is_unspecified, "an unspecified"),
+        (ip.is_multicast, "a multicast"),
+        (ip.is_reserved, "a reserved"),
+        (not ip.is_global, "a non-public"),
+    ):
         if test:
             return f"{ip}, {what} address"
     return None
@@ -257,14 +299,18 @@ async def _public_addresses(host: str, port: int) -> list[str]:
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        raise EndpointRefused(f"the model endpoint's host {host!r} does not resolve ({exc}); check the base URL") from None
+        raise EndpointRefused(
+            f"the model endpoint's host {host!r} does not resolve ({exc}); check the base URL"
+        ) from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     for address in addresses:
         why = _why_refused(address)
         if why is not None:
-            raise EndpointRefused(f"the model endpoint's host {host!r} resolves to {why}: this Hub lets visitors' models "
-                                  "play only through public endpoints (an operator can list a private one in "
-                                  "OPENENV_HUB_LLM_ALLOWED_ENDPOINTS)")
+            raise EndpointRefused(
+                f"the model endpoint's host {host!r} resolves to {why}: this Hub lets visitors' models "
+                "play only through public endpoints (an operator can list a private one in "
+                "OPENENV_HUB_LLM_ALLOWED_ENDPOINTS)"
+            )
     if not addresses:
         raise EndpointRefused(f"the model endpoint's host {host!r} has no address; check the base URL")
     return addresses
@@ -278,7 +324,9 @@ async def check_public_endpoint(base_url: str) -> None:
     """
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PlayError("the base URL must start with http:// or https:// and name a host (e.g. https://router.huggingface.co/v1)")
+        raise PlayError(
+            "the base URL must start with http:// or https:// and name a host (e.g. https://router.huggingface.co/v1)"
+        )
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
@@ -295,14 +343,22 @@ class _PublicOnlyBackend(httpcore2.AsyncNetworkBackend):
     def __init__(self) -> None:
         self._inner = httpcore2.AnyIOBackend()
 
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                          socket_options: Any = None) -> httpcore2.AsyncNetworkStream:
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore2.AsyncNetworkStream:
         addresses = await _public_addresses(host, port)
-        return await self._inner.connect_tcp(addresses[0], port, timeout=timeout, local_address=local_address,
-                                             socket_options=socket_options)
+        return await self._inner.connect_tcp(
+            addresses[0], port, timeout=timeout, local_address=local_address, socket_options=socket_options
+        )
 
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Any = None) -> httpcore2.AsyncNetworkStream:
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore2.AsyncNetworkStream:
         raise EndpointRefused("the model endpoint must be an http(s) URL")
 
     async def sleep(self, seconds: float) -> None:
@@ -314,11 +370,11 @@ class _PublicOnlyTransport(httpx2.AsyncHTTPTransport):
         super().__init__(trust_env=False)
         # The TLS handshake still names the original host (SNI, certificate check): only the TCP
         # connection goes to the checked address.
-        self._pool = httpcore2.AsyncConnectionPool(ssl_context=httpx2.create_ssl_context(), network_backend=_PublicOnlyBackend())
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=httpx2.create_ssl_context(), network_backend=_PublicOnlyBackend()
+        )
 
 
 def _lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     props = {k: v for k, v in (schema.get("properties") or {}).items() if k != "metadata"}
     return {**{k: v for k, v in schema.items() if k not in ("properties", "title")}, "properties": props}
-
-

@@ -111,9 +111,12 @@ class PlaySession:
         except EnvDisconnectedError as exc:
             if exc.close_code != 1009:  # MESSAGE_TOO_BIG: the client cut off a reply over its cap
                 raise
-            raise EnvDisconnectedError(f"the env sent a reply larger than this Hub's limit of {self.max_reply_mb:g} MB "
-                                       "(play_max_reply_mb), so its session was closed; press Reset to start a new one",
-                                       url=exc.url, close_code=exc.close_code) from None
+            raise EnvDisconnectedError(
+                f"the env sent a reply larger than this Hub's limit of {self.max_reply_mb:g} MB "
+                "(play_max_reply_mb), so its session was closed; press Reset to start a new one",
+                url=exc.url,
+                close_code=exc.close_code,
+            ) from None
 
 
 async def _read_capped(reply: Any, limit: int) -> bytes | None:
@@ -143,8 +146,14 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
     key = f"{record.repo_id}@{record.revision}"
     # Checked before the live Space too: a running Space whose revision failed is not offered.
     if version.state != "passed":
-        why = f"failed at {version.failure_stage}: {version.failure_reason}" if version.state == "failed" else f"is {version.state}"
-        raise NotPlayable(f"{record.repo_id} cannot be played: its latest revision {why}. Come back when it passes the Hub's checks.")
+        why = (
+            f"failed at {version.failure_stage}: {version.failure_reason}"
+            if version.state == "failed"
+            else f"is {version.state}"
+        )
+        raise NotPlayable(
+            f"{record.repo_id} cannot be played: its latest revision {why}. Come back when it passes the Hub's checks."
+        )
     if record.url:
         return Target(key=key, how="space", url=record.url)
     from openenv.client.providers import ProcessProvider
@@ -157,12 +166,24 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
         image, port = version.image_ref, version.port or 8000
         overrides, _ = grant(settings, read_declared(version.manifest))
         # Played envs are confined exactly like smoke tests (user, capabilities, limits, network).
-        return Target(key=key, how="docker", make_provider=lambda: confined_provider(
-            settings, image, startup_timeout_s=timeout, labels={"org.openenv.hub.play": "1"}, port=port, overrides=overrides))
+        return Target(
+            key=key,
+            how="docker",
+            make_provider=lambda: confined_provider(
+                settings,
+                image,
+                startup_timeout_s=timeout,
+                labels={"org.openenv.hub.play": "1"},
+                port=port,
+                overrides=overrides,
+            ),
+        )
     if env.trusted and env.location:
         folder = env.location
         return Target(key=key, how="process", make_provider=lambda: ProcessProvider(folder, startup_timeout_s=timeout))
-    raise NotPlayable(f"{record.repo_id} passed its checks but has no image this Hub can run and no live Space; try `openenv fork {record.repo_id}`")
+    raise NotPlayable(
+        f"{record.repo_id} passed its checks but has no image this Hub can run and no live Space; try `openenv fork {record.repo_id}`"
+    )
 
 
 class PlayManager:
@@ -218,9 +239,18 @@ class PlayManager:
             except BaseException:
                 await self.pool.release(instance)
                 raise
-            session = PlaySession(id=uuid.uuid4().hex[:12], tab=tab, kind=kind, visitor=visitor, env_id=f"{owner}/{name}",
-                                  instance=instance, client=client, action_schema=schema, description=description,
-                                  max_reply_mb=self.settings.play_max_reply_mb)
+            session = PlaySession(
+                id=uuid.uuid4().hex[:12],
+                tab=tab,
+                kind=kind,
+                visitor=visitor,
+                env_id=f"{owner}/{name}",
+                instance=instance,
+                client=client,
+                action_schema=schema,
+                description=description,
+                max_reply_mb=self.settings.play_max_reply_mb,
+            )
             self.sessions[key] = session
             log.info("play session %s opened on %s (%s)", session.id, target.key, target.how)
             return session
@@ -247,11 +277,17 @@ class PlayManager:
 
     def _check_caps(self, visitor: str) -> None:
         if len(self.sessions) + len(self._opening) >= self.settings.play_max_sessions:
-            raise PlayLimit(f"all {self.settings.play_max_sessions} play sessions of this Hub are in use; try again in a few minutes")
-        held = sum(1 for s in self.sessions.values() if s.visitor == visitor) + sum(1 for v in self._opening.values() if v == visitor)
+            raise PlayLimit(
+                f"all {self.settings.play_max_sessions} play sessions of this Hub are in use; try again in a few minutes"
+            )
+        held = sum(1 for s in self.sessions.values() if s.visitor == visitor) + sum(
+            1 for v in self._opening.values() if v == visitor
+        )
         if held >= self.visitor_cap():
-            raise PlayLimit(f"you already have {self.visitor_cap()} play sessions open or starting; "
-                            "close another tab (or wait for it to time out) first")
+            raise PlayLimit(
+                f"you already have {self.visitor_cap()} play sessions open or starting; "
+                "close another tab (or wait for it to time out) first"
+            )
 
     async def _connect(self, instance: Instance) -> tuple[Any, dict[str, Any]]:
         import httpx
@@ -268,12 +304,15 @@ class PlayManager:
                     reply.raise_for_status()
                     body = await _read_capped(reply, int(limit_mb * (1 << 20)))
                 if body is None:
-                    raise PlayStartError(f"{instance.target.key} did not accept a session: its /schema reply is larger than "
-                                         f"{limit_mb:g} MB (play_max_reply_mb); its author can slim it down")
+                    raise PlayStartError(
+                        f"{instance.target.key} did not accept a session: its /schema reply is larger than "
+                        f"{limit_mb:g} MB (play_max_reply_mb); its author can slim it down"
+                    )
                 document = json.loads(body)
                 schema = (document.get("action") if isinstance(document, dict) else None) or {}
-            client = GenericEnvClient(instance.url, message_timeout_s=timeout, connect_timeout_s=timeout,
-                                      max_message_size_mb=limit_mb)
+            client = GenericEnvClient(
+                instance.url, message_timeout_s=timeout, connect_timeout_s=timeout, max_message_size_mb=limit_mb
+            )
             await client.connect()
         except (OpenEnvError, httpx.HTTPError, ValueError) as exc:
             raise PlayStartError(f"{instance.target.key} did not accept a session: {exc}") from exc
@@ -313,7 +352,9 @@ class PlayManager:
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
 
     async def _reap_forever(self) -> None:
-        every = max(0.2, min(30.0, self.settings.play_idle_timeout_s / 4, self.settings.play_instance_linger_s / 2 or 30.0))
+        every = max(
+            0.2, min(30.0, self.settings.play_idle_timeout_s / 4, self.settings.play_instance_linger_s / 2 or 30.0)
+        )
         while True:
             await asyncio.sleep(every)
             try:
@@ -332,11 +373,13 @@ class PlayManager:
         await self.pool.aclose()
 
     def stats(self) -> dict[str, Any]:
-        return {"sessions": len(self.sessions), "visitors": len({s.visitor for s in self.sessions.values()}),
-                "instances": self.pool.running()}
+        return {
+            "sessions": len(self.sessions),
+            "visitors": len({s.visitor for s in self.sessions.values()}),
+            "instances": self.pool.running(),
+        }
 
 
 def _description(db: Session, owner: str, name: str) -> str:
     env = catalog.get_env(db, owner, name)
     return env.description or env.title or env.name
-

@@ -53,31 +53,54 @@ class HubPullRequests:
         self._me: str | None = None
 
     def info(self, repo_id: str, num: int) -> PullRequestInfo | None:
-        details = self._call(f"reading {repo_id} discussion #{num}", self.api.get_discussion_details, repo_id, num, repo_type="space")
+        details = self._call(
+            f"reading {repo_id} discussion #{num}", self.api.get_discussion_details, repo_id, num, repo_type="space"
+        )
         if details is None:
             return None
         head = None
         if details.is_pull_request and details.status in ("open", "draft"):
-            refs = self._call(f"reading the refs of {repo_id}", self.api.list_repo_refs, repo_id, repo_type="space", include_pull_requests=True)
+            refs = self._call(
+                f"reading the refs of {repo_id}",
+                self.api.list_repo_refs,
+                repo_id,
+                repo_type="space",
+                include_pull_requests=True,
+            )
             wanted = f"refs/pr/{num}"
-            head = next((r.target_commit for r in (refs.pull_requests or []) if r.ref == wanted), None) if refs else None
-        return PullRequestInfo(num=num, is_pull_request=details.is_pull_request, status=details.status, title=details.title, head_sha=head)
+            head = (
+                next((r.target_commit for r in (refs.pull_requests or []) if r.ref == wanted), None) if refs else None
+            )
+        return PullRequestInfo(
+            num=num, is_pull_request=details.is_pull_request, status=details.status, title=details.title, head_sha=head
+        )
 
     def post(self, repo_id: str, num: int, text: str) -> str:
         self._need_token()
-        comment = self._call(f"commenting on {repo_id} #{num}", self.api.comment_discussion, repo_id, num, text, repo_type="space")
+        comment = self._call(
+            f"commenting on {repo_id} #{num}", self.api.comment_discussion, repo_id, num, text, repo_type="space"
+        )
         if comment is None:
             raise SourceError(f"{repo_id} has no discussion #{num} to comment on")
         return str(comment.id)
 
     def edit(self, repo_id: str, num: int, comment_id: str, text: str) -> bool:
         self._need_token()
-        done = self._call(f"editing comment {comment_id} on {repo_id} #{num}", self.api.edit_discussion_comment, repo_id, num,
-                          comment_id, text, repo_type="space")
+        done = self._call(
+            f"editing comment {comment_id} on {repo_id} #{num}",
+            self.api.edit_discussion_comment,
+            repo_id,
+            num,
+            comment_id,
+            text,
+            repo_type="space",
+        )
         return done is not None
 
     def find(self, repo_id: str, num: int, marker: str) -> str | None:
-        details = self._call(f"reading {repo_id} discussion #{num}", self.api.get_discussion_details, repo_id, num, repo_type="space")
+        details = self._call(
+            f"reading {repo_id} discussion #{num}", self.api.get_discussion_details, repo_id, num, repo_type="space"
+        )
         if details is None:
             return None
         me = self._whoami()
@@ -94,7 +117,9 @@ class HubPullRequests:
 
     def _need_token(self) -> None:
         if not self.has_token:
-            raise SourceError("the pull-request bot needs a Hub token to comment: set OPENENV_HUB_HF_TOKEN (a token with write access to discussions)")
+            raise SourceError(
+                "the pull-request bot needs a Hub token to comment: set OPENENV_HUB_HF_TOKEN (a token with write access to discussions)"
+            )
 
     @staticmethod
     def _call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -37,12 +37,30 @@ class PullChecks(BaseModel):
     items: list[PullCheck]
 
 
-@router.get("/envs/{owner}/{name}/pulls", response_model=PullChecks, summary="Pull requests checked by the bot, newest first")
+@router.get(
+    "/envs/{owner}/{name}/pulls", response_model=PullChecks, summary="Pull requests checked by the bot, newest first"
+)
 def pulls(request: Request, owner: str, name: str, db: Annotated[Session, Depends(db_session)]) -> Response:
     env = get_env(db, owner, name)
-    rows = db.execute(select(PullRequestCheck, EnvVersion).outerjoin(EnvVersion, EnvVersion.id == PullRequestCheck.version_id)
-                      .where(PullRequestCheck.env_id == env.id).order_by(PullRequestCheck.num.desc()).limit(200)).all()
-    items = [PullCheck(num=c.num, ref=f"refs/pr/{c.num}", status=c.status, title=c.title, head_sha=c.head_sha,
-                       state=v.state if v else None, failure_stage=v.failure_stage if v else None,
-                       commented=c.comment_id is not None, updated_at=c.updated_at) for c, v in rows]
+    rows = db.execute(
+        select(PullRequestCheck, EnvVersion)
+        .outerjoin(EnvVersion, EnvVersion.id == PullRequestCheck.version_id)
+        .where(PullRequestCheck.env_id == env.id)
+        .order_by(PullRequestCheck.num.desc())
+        .limit(200)
+    ).all()
+    items = [
+        PullCheck(
+            num=c.num,
+            ref=f"refs/pr/{c.num}",
+            status=c.status,
+            title=c.title,
+            head_sha=c.head_sha,
+            state=v.state if v else None,
+            failure_stage=v.failure_stage if v else None,
+            commented=c.comment_id is not None,
+            updated_at=c.updated_at,
+        )
+        for c, v in rows
+    ]
     return etag_json(request, PullChecks(items=items))

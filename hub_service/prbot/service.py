@@ -56,7 +56,9 @@ def sync_pr(ctx: TaskContext, payload: dict[str, Any]) -> str:
         return f"{repo} #{num} is not a pull request"
     with session_scope(ctx.factory) as session:
         env = session.get(EnvRecord, env_id)
-        check = session.scalar(select(PullRequestCheck).where(PullRequestCheck.env_id == env_id, PullRequestCheck.num == num))
+        check = session.scalar(
+            select(PullRequestCheck).where(PullRequestCheck.env_id == env_id, PullRequestCheck.num == num)
+        )
         if check is None:
             check = PullRequestCheck(env_id=env_id, num=num)
             session.add(check)
@@ -74,15 +76,25 @@ def sync_pr(ctx: TaskContext, payload: dict[str, Any]) -> str:
         version, queued = _version_for(session, env, num, info.head_sha, ctx.settings.job_max_attempts)
         check.head_sha, check.version_id = info.head_sha, version.id
         if queued:
-            record(session, env, "pr_checked", f"pull request #{num} at {info.head_sha[:12]} queued for checks", cause=cause,
-                   version=version, pr=num)
+            record(
+                session,
+                env,
+                "pr_checked",
+                f"pull request #{num} at {info.head_sha[:12]} queued for checks",
+                cause=cause,
+                version=version,
+                pr=num,
+            )
         _queue_report(session, check)
         return f"{repo} #{num} head {info.head_sha[:12]}: version {version.state}"
 
 
 def _env_id(session: Session, owner: str, name: str) -> int | None:
-    return session.scalar(select(EnvRecord.id).where(EnvRecord.source == "hf", EnvRecord.owner == owner, EnvRecord.name == name,
-                                                     EnvRecord.gone.is_(False)))
+    return session.scalar(
+        select(EnvRecord.id).where(
+            EnvRecord.source == "hf", EnvRecord.owner == owner, EnvRecord.name == name, EnvRecord.gone.is_(False)
+        )
+    )
 
 
 def _version_for(session: Session, env: EnvRecord, num: int, sha: str, max_attempts: int) -> tuple[EnvVersion, bool]:
@@ -105,13 +117,31 @@ def _stop(session: Session, env: EnvRecord, check: PullRequestCheck, reason: str
     if check.version_id is None:
         return 0
     version = session.get(EnvVersion, check.version_id)
-    if version is None or version.state not in ("queued", "running") or not version.ref.startswith("refs/pr/") or version.sha == env.sha:
+    if (
+        version is None
+        or version.state not in ("queued", "running")
+        or not version.ref.startswith("refs/pr/")
+        or version.sha == env.sha
+    ):
         return 0
-    others = session.scalar(select(PullRequestCheck.id).where(
-        PullRequestCheck.version_id == version.id, PullRequestCheck.id != check.id, PullRequestCheck.status.in_(_OPEN)).limit(1))
+    others = session.scalar(
+        select(PullRequestCheck.id)
+        .where(
+            PullRequestCheck.version_id == version.id,
+            PullRequestCheck.id != check.id,
+            PullRequestCheck.status.in_(_OPEN),
+        )
+        .limit(1)
+    )
     if others is not None:
         return 0
-    job_ids = list(session.scalars(select(Job.id).where(Job.version_id == version.id, Job.kind == "pipeline", Job.state.in_(("queued", "running")))))
+    job_ids = list(
+        session.scalars(
+            select(Job.id).where(
+                Job.version_id == version.id, Job.kind == "pipeline", Job.state.in_(("queued", "running"))
+            )
+        )
+    )
     cancelled = jobs.cancel(session, job_ids, reason)
     version.state, version.finished_at = "cancelled", utcnow()
     from hub_service.pipeline.hooks import version_finished as finished
@@ -126,18 +156,28 @@ def _queue_report(session: Session, check: PullRequestCheck) -> None:
 
 def version_finished(session: Session, env: EnvRecord, version: EnvVersion) -> None:
     """Hook: `version` finished; queue a report for each open pull request at its sha."""
-    for check in session.scalars(select(PullRequestCheck).where(PullRequestCheck.env_id == env.id, PullRequestCheck.head_sha == version.sha,
-                                                               PullRequestCheck.status.in_(_OPEN))):
+    for check in session.scalars(
+        select(PullRequestCheck).where(
+            PullRequestCheck.env_id == env.id,
+            PullRequestCheck.head_sha == version.sha,
+            PullRequestCheck.status.in_(_OPEN),
+        )
+    ):
         _queue_report(session, check)
 
 
 def reconcile_open(session: Session, cause: str = "reconcile") -> int:
     """Queue a sync of every open pull request the bot follows (catches missed webhooks)."""
-    rows = session.execute(select(PullRequestCheck.num, EnvRecord.owner, EnvRecord.name).join(EnvRecord, EnvRecord.id == PullRequestCheck.env_id)
-                           .where(PullRequestCheck.status.in_(_OPEN), EnvRecord.gone.is_(False))).all()
+    rows = session.execute(
+        select(PullRequestCheck.num, EnvRecord.owner, EnvRecord.name)
+        .join(EnvRecord, EnvRecord.id == PullRequestCheck.env_id)
+        .where(PullRequestCheck.status.in_(_OPEN), EnvRecord.gone.is_(False))
+    ).all()
     for num, owner, name in rows:
         repo = f"{owner}/{name}"
-        jobs.enqueue_task(session, "pr_sync", f"pr:{repo}#{num}", {"repo": repo, "num": num, "cause": cause}, priority=40)
+        jobs.enqueue_task(
+            session, "pr_sync", f"pr:{repo}#{num}", {"repo": repo, "num": num, "cause": cause}, priority=40
+        )
     return len(rows)
 
 
@@ -174,8 +214,14 @@ def _take_lease(ctx: TaskContext, check_id: int) -> tuple[ReportView | None, str
     with session_scope(ctx.factory) as session:
         taken = session.execute(
             update(PullRequestCheck)
-            .where(PullRequestCheck.id == check_id,
-                   or_(PullRequestCheck.lease_by.is_(None), PullRequestCheck.lease_by == ctx.worker_id, PullRequestCheck.lease_at < stale))
+            .where(
+                PullRequestCheck.id == check_id,
+                or_(
+                    PullRequestCheck.lease_by.is_(None),
+                    PullRequestCheck.lease_by == ctx.worker_id,
+                    PullRequestCheck.lease_at < stale,
+                ),
+            )
             .values(lease_by=ctx.worker_id, lease_at=utcnow())
         ).rowcount
         check = session.get(PullRequestCheck, check_id)
@@ -200,8 +246,16 @@ def _release(ctx: TaskContext, check_id: int, comment_id: str | None, view: Repo
             return
         check.comment_id, check.reported = comment_id, view.key
         if view.state in ("passed", "failed"):
-            record(session, check.env_id, "pr_checked", f"pull request #{view.num} at {view.sha[:12]} {view.state}; commented on the Hub",
-                   cause=f"pull request bot (job {ctx.job_id})", pr=view.num, sha=view.sha, comment_id=comment_id)
+            record(
+                session,
+                check.env_id,
+                "pr_checked",
+                f"pull request #{view.num} at {view.sha[:12]} {view.state}; commented on the Hub",
+                cause=f"pull request bot (job {ctx.job_id})",
+                pr=view.num,
+                sha=view.sha,
+                comment_id=comment_id,
+            )
 
 
 def _view(session: Session, settings: HubSettings, check: PullRequestCheck) -> ReportView | None:
@@ -217,13 +271,30 @@ def _view(session: Session, settings: HubSettings, check: PullRequestCheck) -> R
     if check.status not in _OPEN and state in ("queued", "running"):
         state = "cancelled"
     return ReportView(
-        repo_id=env.repo_id, num=check.num, pr_status=check.status, sha=version.sha, state=state, report_url=base,
-        validation=version.validation, validation_status=version.validation_status, build_status=version.build_status,
-        smoke_status=version.smoke_status, failure_stage=version.failure_stage, failure_reason=version.failure_reason,
-        figures=_figures(version), main_sha=main.sha if main else None, main_figures=_figures(main) if main else {},
-        log_url=f"{base}/logs/{version.failure_stage}" if state == "failed" and version.failure_stage in ("fetch", "validate", "build", "smoke") else None,
+        repo_id=env.repo_id,
+        num=check.num,
+        pr_status=check.status,
+        sha=version.sha,
+        state=state,
+        report_url=base,
+        validation=version.validation,
+        validation_status=version.validation_status,
+        build_status=version.build_status,
+        smoke_status=version.smoke_status,
+        failure_stage=version.failure_stage,
+        failure_reason=version.failure_reason,
+        figures=_figures(version),
+        main_sha=main.sha if main else None,
+        main_figures=_figures(main) if main else {},
+        log_url=f"{base}/logs/{version.failure_stage}"
+        if state == "failed" and version.failure_stage in ("fetch", "validate", "build", "smoke")
+        else None,
     )
 
 
 def _figures(version: EnvVersion) -> dict[str, float | None]:
-    return {"cold_start_s": version.cold_start_s, "step_p50_ms": version.step_p50_ms, "step_p95_ms": version.step_p95_ms}
+    return {
+        "cold_start_s": version.cold_start_s,
+        "step_p50_ms": version.step_p50_ms,
+        "step_p95_ms": version.step_p95_ms,
+    }

@@ -24,6 +24,9 @@ def mount_website(app: Any) -> Any:
     play = PlayManager(settings, app.state.sessionmaker, getattr(app.state, "limiter", None))
     app.state.play = play
     blocks = build_site(settings, app.state.sessionmaker, play)
-    app.add_middleware(WebsiteGuard, limiter=RateLimiter({"web": (settings.rate_web_burst, settings.rate_web_per_minute)}))
-    return gr.mount_gradio_app(app, blocks, path="", theme=theme(), css=CSS, head=HEAD, footer_links=[],
-                               ssr_mode=False, show_error=True)
+    app.add_middleware(
+        WebsiteGuard, limiter=RateLimiter({"web": (settings.rate_web_burst, settings.rate_web_per_minute)})
+    )
+    return gr.mount_gradio_app(
+        app, blocks, path="", theme=theme(), css=CSS, head=HEAD, footer_links=[], ssr_mode=False, show_error=True
+    )

@@ -67,7 +67,10 @@ def field_specs(schema: dict[str, Any]) -> list[FieldSpec]:
         if isinstance(alts, list):
             real = [deref(a, schema) for a in alts if deref(a, schema).get("type") != "null"]
             if len(real) == 1:
-                s, nullable = {**real[0], **{k: v for k, v in s.items() if k in ("default", "description", "title")}}, True
+                s, nullable = (
+                    {**real[0], **{k: v for k, v in s.items() if k in ("default", "description", "title")}},
+                    True,
+                )
         if isinstance(s.get("enum"), list) and s["enum"]:
             specs.append(FieldSpec(name, "enum", s, name in required, nullable, list(s["enum"])))
         elif "const" in s:

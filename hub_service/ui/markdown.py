@@ -16,9 +16,46 @@ __all__ = ["render_markdown", "split_front_matter"]
 
 _FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.S)
 _TAGS = {
-    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em", "h1", "h2", "h3",
-    "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "summary", "sup",
-    "table", "tbody", "td", "th", "thead", "tr", "ul",
+    "a",
+    "abbr",
+    "b",
+    "blockquote",
+    "br",
+    "code",
+    "dd",
+    "del",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "img",
+    "kbd",
+    "li",
+    "ol",
+    "p",
+    "pre",
+    "s",
+    "span",
+    "strong",
+    "sub",
+    "summary",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "th",
+    "thead",
+    "tr",
+    "ul",
 }
 _ATTRS = {
     "a": {"href", "title"},
@@ -41,7 +78,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
         meta = yaml.safe_load(match.group(1))
     except Exception:  # a broken card is shown as text by the caller; never fail the page
         meta = None
-    return (meta if isinstance(meta, dict) else {}), text[match.end():]
+    return (meta if isinstance(meta, dict) else {}), text[match.end() :]
 
 
 @functools.lru_cache(maxsize=1)

@@ -56,8 +56,15 @@ def _component(spec: FieldSpec) -> Any:
     if spec.kind == "boolean":
         return gr.Checkbox(value=spec.initial(), label=label, info=spec.help, elem_id=elem_id)
     if spec.kind in ("integer", "number"):
-        return gr.Number(value=spec.initial(), label=label, info=spec.help, precision=0 if spec.kind == "integer" else None,
-                         minimum=spec.schema.get("minimum"), maximum=spec.schema.get("maximum"), elem_id=elem_id)
+        return gr.Number(
+            value=spec.initial(),
+            label=label,
+            info=spec.help,
+            precision=0 if spec.kind == "integer" else None,
+            minimum=spec.schema.get("minimum"),
+            maximum=spec.schema.get("maximum"),
+            elem_id=elem_id,
+        )
     if spec.kind == "string":
         long = spec.schema.get("maxLength") is None or spec.schema["maxLength"] > 200
         return gr.Textbox(value=spec.initial(), label=label, info=spec.help, lines=2 if long else 1, elem_id=elem_id)
@@ -80,8 +87,10 @@ def parse_options(text: str | None) -> dict[str, Any] | None:
     except ValueError:
         value = None
     if not isinstance(value, dict) or any(k in ("seed", "episode_id") for k in value):
-        raise PlayError('the episode options must be a JSON object of the env\'s reset arguments, e.g. {"max_plies": 20} '
-                        "(the seed has a box of its own)")
+        raise PlayError(
+            'the episode options must be a JSON object of the env\'s reset arguments, e.g. {"max_plies": 20} '
+            "(the seed has a box of its own)"
+        )
     return value
 
 
@@ -119,8 +128,10 @@ def choices_html(board: dict[str, Any] | None) -> str:
         key = choice.get("key")
         cls = "oe-act" + (f" {_key_class(key)}" if key else "")
         hint = f' title="key: {views.escape(_KEY_NAMES.get(key, key))}"' if key else ""
-        buttons.append(f'<button type="button" class="{views.escape(cls)}" data-choice="{board["serial"]}:{i}"{hint}'
-                       f'{" disabled" if done else ""}>{views.escape(choice["label"])}</button>')
+        buttons.append(
+            f'<button type="button" class="{views.escape(cls)}" data-choice="{board["serial"]}:{i}"{hint}'
+            f"{' disabled' if done else ''}>{views.escape(choice['label'])}</button>"
+        )
     keys = [f"{_KEY_NAMES.get(c['key'], c['key'])} {c['label']}" for c in board["choices"] if c.get("key")]
     line = f'<div class="oe-keys" id="oe-play-keys">Keys: {views.escape(" · ".join(keys))}</div>' if keys else ""
     return f'<div class="oe-choices" id="oe-play-choices">{"".join(buttons)}</div>{line}'
@@ -150,9 +161,16 @@ async def _shown(session: PlaySession, old_board: Any = None, old_form: Any = No
     form = _form_of(session, board)
     steps, ret = len(session.history), session.episode_return
     # The form is drawn again only when it changes (a reset, the episode's end): what was typed stays.
-    return [board, gr.skip() if form == old_form else form, "", views.play_figures(session.last, steps, ret),
-            await _picture(session), choices_html(board), views.observation_view(session.last, steps, ret, figures=False),
-            views.history_table(session.history)]
+    return [
+        board,
+        gr.skip() if form == old_form else form,
+        "",
+        views.play_figures(session.last, steps, ret),
+        await _picture(session),
+        choices_html(board),
+        views.observation_view(session.last, steps, ret, figures=False),
+        views.history_table(session.history),
+    ]
 
 
 def _unchanged(error: str) -> list[Any]:
@@ -165,12 +183,19 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
 
     board_state = gr.State(None)
     form_state = gr.State(None)
-    gr.Markdown("A session of your own on this environment: nobody else sees or changes it. It ends when you close "
-                "the tab or leave it unused for a while.")
+    gr.Markdown(
+        "A session of your own on this environment: nobody else sees or changes it. It ends when you close "
+        "the tab or leave it unused for a while."
+    )
     with gr.Row(equal_height=False):
         seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-play-seed", scale=1, min_width=110)
-        options = gr.Textbox(label="Episode options (JSON)", placeholder='the env\'s reset arguments, e.g. {"max_plies": 20}',
-                             elem_id="oe-play-options", scale=2, min_width=180)
+        options = gr.Textbox(
+            label="Episode options (JSON)",
+            placeholder='the env\'s reset arguments, e.g. {"max_plies": 20}',
+            elem_id="oe-play-options",
+            scale=2,
+            min_width=180,
+        )
         reset = gr.Button("Reset: new episode", variant="primary", elem_id="oe-play-reset", scale=1, min_width=140)
     error = gr.HTML(elem_id="oe-play-error")
     with gr.Row():
@@ -188,7 +213,9 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
             end = gr.Button("End my session", size="sm", elem_id="oe-play-end")
     shown = [board_state, form_state, error, status, picture, choices, observation, history]
 
-    async def do_reset(env_id: str | None, seed_text: str, options_text: str, old_form: Any, request: gr.Request) -> list[Any]:
+    async def do_reset(
+        env_id: str | None, seed_text: str, options_text: str, old_form: Any, request: gr.Request
+    ) -> list[Any]:
         tab = request.session_hash or "anonymous"
         try:
             owner, name = _env_parts(env_id)
@@ -239,22 +266,29 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
     go.click(do_choice, inputs=[pick, board_state, form_state], outputs=shown, trigger_mode="once")
 
     with form_slot:
+
         @gr.render(inputs=[form_state])
         def action_form(form: dict[str, Any] | None) -> None:
             if form:
                 _action_form(form["schema"], bool(form["done"]), board_state, form_state, step_with, shown)
 
 
-def _action_form(schema: dict[str, Any], done: bool, board_state: gr.State, form_state: gr.State, step_with: Any,
-                 shown: list[Any]) -> None:
+def _action_form(
+    schema: dict[str, Any], done: bool, board_state: gr.State, form_state: gr.State, step_with: Any, shown: list[Any]
+) -> None:
     """The form for a free-form action (one input per field, or JSON)."""
     specs = field_specs(schema)
     simple = all(s.kind != "json" for s in specs)
     inputs = [_component(s) for s in specs]
     as_json = gr.Checkbox(label="Edit the action as JSON", value=not simple, elem_id="oe-play-json-mode")
     example = collect(specs, [s.initial() for s in specs]) if specs else {}
-    json_box = gr.Code(value=json.dumps(example, indent=2), language="json", label="Action (JSON)",
-                       visible=not simple, elem_id="oe-play-json")
+    json_box = gr.Code(
+        value=json.dumps(example, indent=2),
+        language="json",
+        label="Action (JSON)",
+        visible=not simple,
+        elem_id="oe-play-json",
+    )
     as_json.change(lambda on: gr.Code(visible=on), inputs=as_json, outputs=json_box, show_progress="hidden")
     step = gr.Button("Step", variant="primary", elem_id="oe-play-step", interactive=not done)
 

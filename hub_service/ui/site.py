@@ -26,10 +26,25 @@ from openenv.render import ANSI_CSS
 
 __all__ = ["CSS", "HEAD", "build_site", "theme"]
 
-SORTS = [("Name (A→Z)", "name"), ("Name (Z→A)", "-name"), ("Most liked", "-likes"), ("Recently updated", "-updated"),
-         ("Fastest cold start", "cold_start"), ("Fastest step", "step_latency"), ("Most sessions per server", "-sessions")]
-STATUSES = [("any status", ""), ("passing", "passing"), ("failing", "failing"), ("pending", "pending"), ("waiting for infrastructure", "waiting")]
-HEAD = '<meta name="description" content="OpenEnv Hub: find RL environments that work, try them, and use them.">' + """
+SORTS = [
+    ("Name (A→Z)", "name"),
+    ("Name (Z→A)", "-name"),
+    ("Most liked", "-likes"),
+    ("Recently updated", "-updated"),
+    ("Fastest cold start", "cold_start"),
+    ("Fastest step", "step_latency"),
+    ("Most sessions per server", "-sessions"),
+]
+STATUSES = [
+    ("any status", ""),
+    ("passing", "passing"),
+    ("failing", "failing"),
+    ("pending", "pending"),
+    ("waiting for infrastructure", "waiting"),
+]
+HEAD = (
+    '<meta name="description" content="OpenEnv Hub: find RL environments that work, try them, and use them.">'
+    + """
 <script>
 // Play: an action button (plain HTML, see ui/play_panel.py) puts "serial:index" in the hidden
 // #oe-play-pick box and presses the hidden #oe-play-go button; a key presses the visible action
@@ -58,7 +73,9 @@ HEAD = '<meta name="description" content="OpenEnv Hub: find RL environments that
   });
 })();
 </script>"""
-CSS = """
+)
+CSS = (
+    """
 .oe-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px; }
 .oe-card { display: block; border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 12px; text-decoration: none !important; color: inherit !important; background: var(--background-fill-primary); }
 .oe-card:hover { border-color: var(--color-accent); }
@@ -101,7 +118,12 @@ button.oe-act:disabled { opacity: .45; cursor: not-allowed; }
 .oe-err { color: #cf222e; }
 .oe-readme img { max-width: 100%; }
 .oe-readme pre { overflow-x: auto; white-space: pre; }
-""" + trust_card.CSS + LEADERBOARD_CSS + "\n" + ANSI_CSS
+"""
+    + trust_card.CSS
+    + LEADERBOARD_CSS
+    + "\n"
+    + ANSI_CSS
+)
 
 
 def theme() -> Any:
@@ -123,11 +145,23 @@ class _Pages:
         self.settings = settings
         self.factory = factory
 
-    def search(self, q: str, tags: list[str], status: str, sort: str, trust: list[str] | None = None,
-               min_sessions: float | None = None) -> str:
-        query = catalog.ListQuery(q=(q or "").strip()[:200] or None, tags=list(tags or []), status=status or None,
-                                  sort=sort or "name", limit=self.settings.page_size,
-                                  **trust_card.query_options(trust, min_sessions))
+    def search(
+        self,
+        q: str,
+        tags: list[str],
+        status: str,
+        sort: str,
+        trust: list[str] | None = None,
+        min_sessions: float | None = None,
+    ) -> str:
+        query = catalog.ListQuery(
+            q=(q or "").strip()[:200] or None,
+            tags=list(tags or []),
+            status=status or None,
+            sort=sort or "name",
+            limit=self.settings.page_size,
+            **trust_card.query_options(trust, min_sessions),
+        )
         try:
             query.check(500)
             with self.factory() as db:
@@ -156,17 +190,22 @@ class _Pages:
             events, _ = list_events(db, env, limit=30)
         front, body = split_front_matter(version.readme if version and version.readme else "")
         subtitle = " · ".join(p for p in (summary.title, summary.description) if p)
-        header = (f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
-                  f'{views.badges(env, version)}{trust_card.badge_row(summary)}{views.health_line(health)}{views.deprecation_note(env)}')
+        header = (
+            f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
+            f"{views.badges(env, version)}{trust_card.badge_row(summary)}{views.health_line(health)}{views.deprecation_note(env)}"
+        )
         history = "".join(
             f"<tr><td><code>{views.escape(v.sha[:12])}</code></td><td>{views.escape(v.ref)}</td>"
             f"<td>{views.escape(v.state)}{' · yanked: ' + views.escape(v.yank_reason or '') if v.yanked else ''}</td>"
-            f"<td>{views.escape(str(v.created_at)[:19])}</td></tr>" for v in versions
+            f"<td>{views.escape(str(v.created_at)[:19])}</td></tr>"
+            for v in versions
         )
         return {
             "header": header,
             "readme": f'<div class="oe-readme">{render_markdown(body) if body.strip() else views.message("This environment has no README.")}</div>',
-            "manifest": json.dumps(version.manifest if version and version.manifest else front or {}, indent=2, default=str),
+            "manifest": json.dumps(
+                version.manifest if version and version.manifest else front or {}, indent=2, default=str
+            ),
             "figures": views.figures(version),
             "report": views.report_view(version.validation if version else None),
             "stages": views.stages_view(runs),
@@ -192,7 +231,11 @@ def _python_usage(env_id: str, hub_url: str, source: str, version: Any | None) -
         "    print(env.reset().observation)",
     ]
     if source == "local" and version is not None and version.image_ref:
-        lines += ["", "# on this machine, from the image the Hub built:", f'env = await GenericEnvClient.from_docker_image("{version.image_ref}")']
+        lines += [
+            "",
+            "# on this machine, from the image the Hub built:",
+            f'env = await GenericEnvClient.from_docker_image("{version.image_ref}")',
+        ]
     return "\n".join(lines)
 
 
@@ -206,13 +249,20 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
     cache = (settings.web_cache_max_age_s, settings.web_cache_max_age_s)
     with gr.Blocks(title="OpenEnv Hub", analytics_enabled=False, delete_cache=cache) as site:
         current = gr.State(None)
-        gr.HTML('<div style="display:flex;gap:12px;align-items:baseline"><h1 style="margin:0"><a href="./" style="text-decoration:none">'
-                'OpenEnv Hub</a></h1><span>Environments for agentic RL that pass their checks: browse them, play them, '
-                'let a model try. JSON API at <a href="api/v1/envs">/api/v1</a>, reference at <a href="docs">/docs</a>.</span></div>')
+        gr.HTML(
+            '<div style="display:flex;gap:12px;align-items:baseline"><h1 style="margin:0"><a href="./" style="text-decoration:none">'
+            "OpenEnv Hub</a></h1><span>Environments for agentic RL that pass their checks: browse them, play them, "
+            'let a model try. JSON API at <a href="api/v1/envs">/api/v1</a>, reference at <a href="docs">/docs</a>.</span></div>'
+        )
         with gr.Tabs(selected="catalog", overflow_behavior="wrap") as tabs:
             with gr.Tab("Catalog", id="catalog"):
                 with gr.Row():
-                    q = gr.Textbox(label="Search", placeholder="words in the name, description or tags", elem_id="oe-search", scale=3)
+                    q = gr.Textbox(
+                        label="Search",
+                        placeholder="words in the name, description or tags",
+                        elem_id="oe-search",
+                        scale=3,
+                    )
                     tags = gr.Dropdown(label="Tags", multiselect=True, choices=[], elem_id="oe-tags", scale=2)
                     status = gr.Dropdown(label="Status", choices=STATUSES, value="", elem_id="oe-status", scale=1)
                     sort = gr.Dropdown(label="Sort by", choices=SORTS, value="name", elem_id="oe-sort", scale=1)
@@ -249,7 +299,20 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                     with gr.Tab("Leaderboard", id="leaderboard"):
                         board_panel(site, factory, tried, current)
 
-        page_outputs = [current, tabs, header, readme, python, shell, manifest, figures, report, stages, revisions, history]
+        page_outputs = [
+            current,
+            tabs,
+            header,
+            readme,
+            python,
+            shell,
+            manifest,
+            figures,
+            report,
+            stages,
+            revisions,
+            history,
+        ]
 
         def open_page(request: gr.Request) -> list[Any]:
             env_id = dict(request.query_params).get("env") if request else None
@@ -259,9 +322,26 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
             try:
                 page = pages.env_page(env_id)
             except HubError as exc:
-                return [None, gr.Tabs(selected="env"), views.message(exc.message, "error"), *([gr.skip()] * (len(page_outputs) - 3))]
-            return [env_id, gr.Tabs(selected="env"), page["header"], page["readme"], page["python"], page["shell"],
-                    page["manifest"], page["figures"], page["report"], page["stages"], page["versions"], page["history"]]
+                return [
+                    None,
+                    gr.Tabs(selected="env"),
+                    views.message(exc.message, "error"),
+                    *([gr.skip()] * (len(page_outputs) - 3)),
+                ]
+            return [
+                env_id,
+                gr.Tabs(selected="env"),
+                page["header"],
+                page["readme"],
+                page["python"],
+                page["shell"],
+                page["manifest"],
+                page["figures"],
+                page["report"],
+                page["stages"],
+                page["versions"],
+                page["history"],
+            ]
 
         filters = [q, tags, status, sort, trust, min_sessions]
         site.load(open_page, inputs=None, outputs=page_outputs)

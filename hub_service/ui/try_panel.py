@@ -45,10 +45,14 @@ def choose_endpoint(settings: HubSettings, base_url: str, model: str, token: str
         if base_url not in trusted_endpoints(settings):
             if not settings.llm_allow_custom_endpoint:
                 offered = ", ".join(sorted(trusted_endpoints(settings))) or "none"
-                raise PlayError(f"this Hub lets models try only through the endpoints its operator lists ({offered}); "
-                                "leave the base URL empty to use its own")
+                raise PlayError(
+                    f"this Hub lets models try only through the endpoints its operator lists ({offered}); "
+                    "leave the base URL empty to use its own"
+                )
             if not base_url.startswith(("http://", "https://")):
-                raise PlayError("the base URL must start with http:// or https:// (e.g. https://router.huggingface.co/v1)")
+                raise PlayError(
+                    "the base URL must start with http:// or https:// (e.g. https://router.huggingface.co/v1)"
+                )
         chosen_token = token or None
     else:
         if not own:
@@ -68,15 +72,32 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
         with gr.Column(scale=2):
             policy = gr.Radio([BASELINE, LLM], value=BASELINE, label="Policy", elem_id="oe-try-policy")
             with gr.Group(visible=False) as llm_box:
-                base_url = gr.Textbox(label="Base URL", elem_id="oe-try-base-url",
-                                      placeholder=", ".join(sorted(trusted_endpoints(settings))) or "https://router.huggingface.co/v1")
+                base_url = gr.Textbox(
+                    label="Base URL",
+                    elem_id="oe-try-base-url",
+                    placeholder=", ".join(sorted(trusted_endpoints(settings))) or "https://router.huggingface.co/v1",
+                )
                 model = gr.Textbox(label="Model", value=default_model, elem_id="oe-try-model")
-                token = gr.Textbox(label="Token", type="password", elem_id="oe-try-token",
-                                   placeholder="the Hub's own token is used with its own endpoint" if settings.llm_token else "optional")
+                token = gr.Textbox(
+                    label="Token",
+                    type="password",
+                    elem_id="oe-try-token",
+                    placeholder="the Hub's own token is used with its own endpoint"
+                    if settings.llm_token
+                    else "optional",
+                )
             with gr.Row():
-                episodes = gr.Slider(1, settings.try_max_episodes, value=1, step=1, label="Episodes", elem_id="oe-try-episodes")
-                max_steps = gr.Slider(1, settings.try_max_steps, value=min(20, settings.try_max_steps), step=1,
-                                      label="Steps per episode at most", elem_id="oe-try-steps")
+                episodes = gr.Slider(
+                    1, settings.try_max_episodes, value=1, step=1, label="Episodes", elem_id="oe-try-episodes"
+                )
+                max_steps = gr.Slider(
+                    1,
+                    settings.try_max_steps,
+                    value=min(20, settings.try_max_steps),
+                    step=1,
+                    label="Steps per episode at most",
+                    elem_id="oe-try-steps",
+                )
             seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-try-seed")
             run = gr.Button("Run", variant="primary", elem_id="oe-try-run")
         with gr.Column(scale=3):
@@ -85,8 +106,17 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
 
     policy.change(lambda p: gr.Group(visible=p == LLM), inputs=policy, outputs=llm_box, show_progress="hidden")
 
-    async def do_run(env_id: str | None, kind: str, url: str, name: str, secret: str, n: float, steps: float,
-                     seed_text: str, request: gr.Request) -> AsyncIterator[list[str]]:
+    async def do_run(
+        env_id: str | None,
+        kind: str,
+        url: str,
+        name: str,
+        secret: str,
+        n: float,
+        steps: float,
+        seed_text: str,
+        request: gr.Request,
+    ) -> AsyncIterator[list[str]]:
         tab = request.session_hash or "anonymous"
         events: list[dict[str, Any]] = []
         session: PlaySession | None = None
@@ -100,31 +130,46 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
             play.check_rate("model", visitor_of(request))
             session = await play.open(tab, visitor_of(request), owner, env_name, kind="try")
             chosen = _policy(settings, session, endpoint, seed_value)
-            async for event in run_episodes(session, chosen, episodes=n_episodes, max_steps=n_steps,
-                                            seed=seed_value, render=True):
+            async for event in run_episodes(
+                session, chosen, episodes=n_episodes, max_steps=n_steps, seed=seed_value, render=True
+            ):
                 if event["type"] == "summary":
-                    if endpoint is not None and not event["stopped"]:  # a model's finished try is an eval of it (ui/leaderboard.py)
+                    if (
+                        endpoint is not None and not event["stopped"]
+                    ):  # a model's finished try is an eval of it (ui/leaderboard.py)
                         await store_try(play.factory, session, endpoint[1], endpoint[0], events, event)
                     yield [views.try_summary(event), views.trajectory_view(events)]
                 else:
                     _keep_recent_frames(events, event)
                     events.append(event)
-                    yield [views.try_summary(None, f"{chosen.name} is playing: episode {event['episode']}..."), views.trajectory_view(events)]
+                    yield [
+                        views.try_summary(None, f"{chosen.name} is playing: episode {event['episode']}..."),
+                        views.trajectory_view(events),
+                    ]
         except HubError as exc:
-            text = scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message  # no env server's address
+            text = (
+                scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message
+            )  # no env server's address
             yield [views.message(text, "error"), views.trajectory_view(events)]
         except Exception as exc:  # the env or endpoint failed mid-run: say so, keep what was played
             from openenv.errors import OpenEnvError
 
             if not isinstance(exc, OpenEnvError):
                 raise
-            yield [views.message(f"the run stopped: {describe_env_failure(exc)}", "error"), views.trajectory_view(events)]
+            yield [
+                views.message(f"the run stopped: {describe_env_failure(exc)}", "error"),
+                views.trajectory_view(events),
+            ]
         finally:
             if session is not None:
                 await play.close(tab, "try")
 
-    return run.click(do_run, inputs=[current, policy, base_url, model, token, episodes, max_steps, seed], outputs=[score, trajectory],
-                     concurrency_limit=None)
+    return run.click(
+        do_run,
+        inputs=[current, policy, base_url, model, token, episodes, max_steps, seed],
+        outputs=[score, trajectory],
+        concurrency_limit=None,
+    )
 
 
 FRAMES_SHOWN = 12  # pictures kept in a trajectory: the latest steps' (each can weigh as much as a screen)
@@ -140,7 +185,9 @@ def _keep_recent_frames(events: list[dict[str, Any]], event: dict[str, Any]) -> 
         old.pop("frame_html", None)
 
 
-async def _endpoint(settings: HubSettings, kind: str, url: str, name: str, secret: str) -> tuple[str, str, str | None, bool] | None:
+async def _endpoint(
+    settings: HubSettings, kind: str, url: str, name: str, secret: str
+) -> tuple[str, str, str | None, bool] | None:
     """(base URL, model, token, public only) for an LLM run, vetted; None for the baseline."""
     if kind != LLM:
         return None
@@ -151,10 +198,22 @@ async def _endpoint(settings: HubSettings, kind: str, url: str, name: str, secre
     return base_url, model, token, public_only
 
 
-def _policy(settings: HubSettings, session: PlaySession, endpoint: tuple[str, str, str | None, bool] | None,
-            seed_value: int | None) -> Policy:
+def _policy(
+    settings: HubSettings,
+    session: PlaySession,
+    endpoint: tuple[str, str, str | None, bool] | None,
+    seed_value: int | None,
+) -> Policy:
     if endpoint is None:
         return RandomPolicy(session.action_schema, seed=seed_value)
     base_url, model, token, public_only = endpoint
-    return LLMPolicy(base_url=base_url, model=model, token=token, schema=session.action_schema, env_name=session.env_id,
-                     description=session.description, timeout_s=settings.llm_timeout_s, public_only=public_only)
+    return LLMPolicy(
+        base_url=base_url,
+        model=model,
+        token=token,
+        schema=session.action_schema,
+        env_name=session.env_id,
+        description=session.description,
+        timeout_s=settings.llm_timeout_s,
+        public_only=public_only,
+    )

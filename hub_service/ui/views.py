@@ -19,8 +19,19 @@ from typing import Any
 from hub_service.ui.trust_card import badge_row
 
 __all__ = [
-    "badges", "catalog_cards", "figures", "frame_view", "history_table", "json_block", "message", "observation_view", "play_figures", "report_view",
-    "stages_view", "trajectory_view", "try_summary",
+    "badges",
+    "catalog_cards",
+    "figures",
+    "frame_view",
+    "history_table",
+    "json_block",
+    "message",
+    "observation_view",
+    "play_figures",
+    "report_view",
+    "stages_view",
+    "trajectory_view",
+    "try_summary",
 ]
 
 _IMAGE_MAGIC = {b"\x89PNG\r\n\x1a\n": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif"}
@@ -52,8 +63,17 @@ def _ago(when: dt.datetime | None) -> str:
 
 
 def _pill(label: str, state: str | None) -> str:
-    cls = {"passed": "ok", "pass": "ok", "passing": "ok", "warn": "warn", "failed": "bad", "fail": "bad", "failing": "bad", "live": "ok",
-           "waiting": "warn"}
+    cls = {
+        "passed": "ok",
+        "pass": "ok",
+        "passing": "ok",
+        "warn": "warn",
+        "failed": "bad",
+        "fail": "bad",
+        "failing": "bad",
+        "live": "ok",
+        "waiting": "warn",
+    }
     return f'<span class="oe-pill oe-{cls.get(state or "", "none")}" title="{escape(label)}: {escape(state or "not yet")}">{escape(label)}</span>'
 
 
@@ -69,11 +89,11 @@ def catalog_cards(items: list[Any], total: int) -> str:
         cards.append(
             f'<a class="oe-card" href="{escape(link)}" data-env="{escape(env.id)}">'
             f'<div class="oe-card-head"><b>{escape(env.id)}</b>{_pill(env.status, env.status)}'
-            f'{" <span class=oe-tag>deprecated</span>" if env.deprecated else ""}</div>'
+            f"{' <span class=oe-tag>deprecated</span>' if env.deprecated else ''}</div>"
             f'<div class="oe-card-desc">{desc}</div><div class="oe-tags">{tags}</div>{badge_row(env)}'
             f'<div class="oe-card-foot">cold start {_fmt(env.cold_start_s, " s")} · step p50 {_fmt(env.step_p50_ms, " ms")}'
-            f' · ♥ {env.likes} · {escape(env.source)}{" · " + escape(env.health) if env.health else ""}'
-            f' · updated {escape(_ago(env.updated_at))}</div></a>'
+            f" · ♥ {env.likes} · {escape(env.source)}{' · ' + escape(env.health) if env.health else ''}"
+            f" · updated {escape(_ago(env.updated_at))}</div></a>"
         )
     shown = f"{len(items)} of {total}" if total > len(items) else str(total)
     return f'<div class="oe-count">{shown} environment{"s" if total != 1 else ""}</div><div class="oe-cards">{"".join(cards)}</div>'
@@ -98,10 +118,16 @@ def health_line(health: Any) -> str:
     """The Space's runtime health now (`HealthView`): since when, and its share of time running."""
     if health.health is None:
         return '<div class="oe-health" id="oe-health">runtime: not polled yet</div>'
-    share = f" · running {health.running_share:.0%} of the last {health.window_days} days" if health.running_share is not None else ""
+    share = (
+        f" · running {health.running_share:.0%} of the last {health.window_days} days"
+        if health.running_share is not None
+        else ""
+    )
     state = f'<span class="oe-pill oe-{_HEALTH_CLASS.get(health.health, "none")}">{escape(health.health)}</span>'
-    return (f'<div class="oe-health" id="oe-health">runtime: {state} since {escape(_ago(health.since) or "–")}{share}'
-            f' · checked {escape(_ago(health.checked_at) or "–")}</div>')
+    return (
+        f'<div class="oe-health" id="oe-health">runtime: {state} since {escape(_ago(health.since) or "–")}{share}'
+        f" · checked {escape(_ago(health.checked_at) or '–')}</div>"
+    )
 
 
 def deprecation_note(env: Any) -> str:
@@ -118,15 +144,19 @@ def deprecation_note(env: Any) -> str:
 def history_view(health: Any, events: list[Any]) -> str:
     """Runtime transitions and the audit trail (newest first)."""
     if health.history:
-        rows = "".join(f"<tr><td>{escape(str(t.at)[:19])}</td><td>{escape(t.previous or '–')} → {escape(t.health)}</td>"
-                       f"<td>{escape(t.stage or '')}</td></tr>" for t in health.history)
+        rows = "".join(
+            f"<tr><td>{escape(str(t.at)[:19])}</td><td>{escape(t.previous or '–')} → {escape(t.health)}</td>"
+            f"<td>{escape(t.stage or '')}</td></tr>"
+            for t in health.history
+        )
         runtime = f'<table class="oe-table" id="oe-health-history"><tr><th>when</th><th>health</th><th>stage</th></tr>{rows}</table>'
     else:
         runtime = message("No runtime transition recorded yet.")
     if events:
         rows = "".join(
             f"<tr><td>{escape(str(e.created_at)[:19])}</td><td><code>{escape(e.kind)}</code></td><td>{escape(e.summary)}</td>"
-            f"<td>{escape(e.cause)}</td><td>{escape(e.actor)}</td></tr>" for e in events
+            f"<td>{escape(e.cause)}</td><td>{escape(e.actor)}</td></tr>"
+            for e in events
         )
         trail = f'<table class="oe-table" id="oe-events"><tr><th>when</th><th>event</th><th>what</th><th>cause</th><th>by</th></tr>{rows}</table>'
     else:
@@ -138,17 +168,26 @@ def figures(version: Any | None) -> str:
     if version is None:
         return message("Not checked yet: the pipeline has not run on this environment.")
     rows = [
-        ("state", escape(version.state)), ("revision", f"<code>{escape(version.sha[:12])}</code> ({escape(version.ref)})"),
-        ("cold start", _fmt(version.cold_start_s, " s")), ("step latency p50", _fmt(version.step_p50_ms, " ms")),
-        ("step latency p95", _fmt(version.step_p95_ms, " ms")), ("build time", _fmt(version.build_seconds, " s", 1)),
-        ("built with", escape(version.builder or "–")), ("image", f"<code>{escape(version.image_ref or '–')}</code>"),
+        ("state", escape(version.state)),
+        ("revision", f"<code>{escape(version.sha[:12])}</code> ({escape(version.ref)})"),
+        ("cold start", _fmt(version.cold_start_s, " s")),
+        ("step latency p50", _fmt(version.step_p50_ms, " ms")),
+        ("step latency p95", _fmt(version.step_p95_ms, " ms")),
+        ("build time", _fmt(version.build_seconds, " s", 1)),
+        ("built with", escape(version.builder or "–")),
+        ("image", f"<code>{escape(version.image_ref or '–')}</code>"),
     ]
     if version.failure_stage:
         rows.append(("failed at", f"{escape(version.failure_stage)}: {escape(version.failure_reason or '')}"))
     if version.waiting_code and version.state in ("waiting", "queued", "running"):
         since = escape(_ago(version.waiting_since))
-        rows.append(("waiting for infrastructure", f"{escape(version.waiting_code)} (not the env's failure; retried by itself), "
-                     f"since {since}: {escape(version.waiting_reason or '')}"))
+        rows.append(
+            (
+                "waiting for infrastructure",
+                f"{escape(version.waiting_code)} (not the env's failure; retried by itself), "
+                f"since {since}: {escape(version.waiting_reason or '')}",
+            )
+        )
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<table class="oe-kv" id="oe-figures">{body}</table>'
 
@@ -160,9 +199,11 @@ def report_view(report: dict[str, Any] | None) -> str:
     rows = []
     for check in report.get("checks") or []:
         status = str(check.get("status", ""))
-        rows.append(f'<tr><td>{_pill(status, status)}</td><td><code>{escape(str(check.get("id", "")))}</code></td>'
-                    f'<td>{escape(str(check.get("message", "")))}</td></tr>')
-    head = f'<div>overall: {_pill(str(report.get("status")), str(report.get("status")))}</div>'
+        rows.append(
+            f"<tr><td>{_pill(status, status)}</td><td><code>{escape(str(check.get('id', '')))}</code></td>"
+            f"<td>{escape(str(check.get('message', '')))}</td></tr>"
+        )
+    head = f"<div>overall: {_pill(str(report.get('status')), str(report.get('status')))}</div>"
     return f'{head}<table class="oe-table" id="oe-report"><tr><th>status</th><th>check</th><th>result</th></tr>{"".join(rows)}</table>'
 
 
@@ -176,12 +217,14 @@ def stages_view(runs: list[Any]) -> str:
         log = run.log or "(empty log)"
         if len(log) > 60_000:
             log = "… (head cut; the full log is in the API)\n" + log[-60_000:]
-        blocks.append(f'<details class="oe-log"><summary>{_pill(run.stage, run.status)} {summary}</summary><pre>{escape(log)}</pre></details>')
+        blocks.append(
+            f'<details class="oe-log"><summary>{_pill(run.stage, run.status)} {summary}</summary><pre>{escape(log)}</pre></details>'
+        )
     return f'<div id="oe-stages">{"".join(blocks)}</div>'
 
 
 def json_block(value: Any) -> str:
-    return f"<pre class=\"oe-json\">{escape(json.dumps(value, indent=2, default=str, ensure_ascii=False))}</pre>"
+    return f'<pre class="oe-json">{escape(json.dumps(value, indent=2, default=str, ensure_ascii=False))}</pre>'
 
 
 # -- observations ----------------------------------------------------------------------------
@@ -221,13 +264,19 @@ def _value(value: Any, depth: int = 0) -> str:
     if value is None or isinstance(value, (int, float, bool)):
         return _scalar(value)
     if isinstance(value, list):
-        if value and len(value) <= 64 and all(isinstance(r, list) and all(not isinstance(c, (list, dict)) for c in r) for r in value):
+        if (
+            value
+            and len(value) <= 64
+            and all(isinstance(r, list) and all(not isinstance(c, (list, dict)) for c in r) for r in value)
+        ):
             rows = "".join("<tr>" + "".join(f"<td>{_scalar(c)}</td>" for c in r[:64]) + "</tr>" for r in value)
             return f'<table class="oe-grid">{rows}</table>'
         if value and len(value) <= 200 and all(isinstance(r, dict) for r in value):
             keys = list(dict.fromkeys(k for r in value for k in r))[:12]
             head = "".join(f"<th>{escape(str(k))}</th>" for k in keys)
-            body = "".join("<tr>" + "".join(f"<td>{_value(r.get(k, ''), depth + 1)}</td>" for k in keys) + "</tr>" for r in value)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{_value(r.get(k, ''), depth + 1)}</td>" for k in keys) + "</tr>" for r in value
+            )
             return f'<table class="oe-table"><tr>{head}</tr>{body}</table>'
         if all(not isinstance(v, (list, dict)) for v in value):
             more = f", … {len(value) - 256} more" if len(value) > 256 else ""
@@ -247,20 +296,26 @@ def play_figures(payload: dict[str, Any] | None, steps: int = 0, episode_return:
     """Reward, done, steps and return of the episode so far; "episode over" once it is done."""
     if not payload:
         return ""
-    head = (f'<div class="oe-figs"><span>reward <b id="oe-reward">{_scalar(payload.get("reward"))}</b></span>'
-            f'<span>done <b id="oe-done">{_scalar(bool(payload.get("done")))}</b></span>'
-            f'<span>steps <b id="oe-steps">{steps}</b></span><span>return <b id="oe-return">{_scalar(episode_return)}</b></span></div>')
+    head = (
+        f'<div class="oe-figs"><span>reward <b id="oe-reward">{_scalar(payload.get("reward"))}</b></span>'
+        f'<span>done <b id="oe-done">{_scalar(bool(payload.get("done")))}</b></span>'
+        f'<span>steps <b id="oe-steps">{steps}</b></span><span>return <b id="oe-return">{_scalar(episode_return)}</b></span></div>'
+    )
     if payload.get("done"):
         head += '<div class="oe-msg oe-over" id="oe-play-over">episode over — reset to play again</div>'
     return head
 
 
-def observation_view(payload: dict[str, Any] | None, steps: int = 0, episode_return: float = 0.0, figures: bool = True) -> str:
+def observation_view(
+    payload: dict[str, Any] | None, steps: int = 0, episode_return: float = 0.0, figures: bool = True
+) -> str:
     """An observation with reward and done: text as text, grids and records as tables, images as images."""
     if not payload:
         return message("Press Reset to start an episode.")
     obs = payload.get("observation") or {}
-    return (play_figures(payload, steps, episode_return) if figures else "") + f'<div class="oe-obs">{_value(obs)}</div>'
+    return (
+        play_figures(payload, steps, episode_return) if figures else ""
+    ) + f'<div class="oe-obs">{_value(obs)}</div>'
 
 
 def frame_view(frame: Any, alt: str = "the environment now") -> str:
@@ -301,8 +356,10 @@ def trajectory_view(events: list[dict[str, Any]], limit: int = 200) -> str:
         if e["type"] == "episode":
             parts.append(f'<h4 class="oe-ep">Episode {e["episode"]}</h4>{e.get("frame_html") or ""}')
         elif e["type"] == "episode_end":
-            parts.append(f'<div class="oe-msg oe-info">episode {e["episode"]}: return {_scalar(e["return"])} in {e["steps"]} steps, '
-                         f'{e["invalid"]} unusable, {escape(e["reason"])}</div>')
+            parts.append(
+                f'<div class="oe-msg oe-info">episode {e["episode"]}: return {_scalar(e["return"])} in {e["steps"]} steps, '
+                f"{e['invalid']} unusable, {escape(e['reason'])}</div>"
+            )
         else:
             cls = "oe-step oe-step-bad" if e["error"] else "oe-step"
             rows = []
@@ -320,10 +377,14 @@ def trajectory_view(events: list[dict[str, Any]], limit: int = 200) -> str:
                 rows.append(f"<tr><th>observation</th><td>{_value(e['observation'], 1)}</td></tr>")
                 rows.append(f"<tr><th>reward</th><td>{_scalar(e['reward'])}{' · done' if e['done'] else ''}</td></tr>")
             is_open = " open" if e["error"] or id(e) in last_steps else ""
-            summary = f'step {e["step"]}: <code>{action}</code>' + (f" → reward {_scalar(e['reward'])}" if e["observation"] is not None else "")
+            summary = f"step {e['step']}: <code>{action}</code>" + (
+                f" → reward {_scalar(e['reward'])}" if e["observation"] is not None else ""
+            )
             if e["error"]:
                 summary += ' <span class="oe-err">unusable</span>'
-            parts.append(f'<details class="{cls}"{is_open}><summary>{summary}</summary><table class="oe-kv">{"".join(rows)}</table></details>')
+            parts.append(
+                f'<details class="{cls}"{is_open}><summary>{summary}</summary><table class="oe-kv">{"".join(rows)}</table></details>'
+            )
     return f'<div id="oe-trajectory">{"".join(parts)}</div>'
 
 
@@ -333,6 +394,8 @@ def try_summary(summary: dict[str, Any] | None, running: str = "") -> str:
     if summary.get("stopped"):  # the model could not be asked at all: no score to speak of
         return f'<div class="oe-msg oe-error" id="oe-try-stopped">{escape(summary["stopped"])}</div>'
     returns = ", ".join(_scalar(r) for r in summary["returns"])
-    return (f'<div class="oe-score" id="oe-score">score <b>{_scalar(summary["score"])}</b> (mean return over '
-            f'{summary["episodes"]} episode{"s" if summary["episodes"] != 1 else ""}: {returns}) · '
-            f'{summary["steps"]} steps · <span id="oe-invalid">{summary["invalid"]}</span> unusable answers</div>')
+    return (
+        f'<div class="oe-score" id="oe-score">score <b>{_scalar(summary["score"])}</b> (mean return over '
+        f"{summary['episodes']} episode{'s' if summary['episodes'] != 1 else ''}: {returns}) · "
+        f'{summary["steps"]} steps · <span id="oe-invalid">{summary["invalid"]}</span> unusable answers</div>'
+    )

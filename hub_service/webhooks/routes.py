@@ -16,10 +16,17 @@ router = APIRouter(tags=["webhooks"])
 
 
 @router.post(
-    "/webhooks/hf", status_code=202, summary="Receive a Hugging Face Hub webhook",
-    responses={200: {"description": "a duplicate, or nothing to do"}, 202: {"description": "work queued"},
-               401: {"description": "no X-Webhook-Secret"}, 403: {"description": "wrong secret"},
-               413: {"description": "body too large"}, 422: {"description": "not a webhook payload"}},
+    "/webhooks/hf",
+    status_code=202,
+    summary="Receive a Hugging Face Hub webhook",
+    responses={
+        200: {"description": "a duplicate, or nothing to do"},
+        202: {"description": "work queued"},
+        401: {"description": "no X-Webhook-Secret"},
+        403: {"description": "wrong secret"},
+        413: {"description": "body too large"},
+        422: {"description": "not a webhook payload"},
+    },
 )
 async def receive(request: Request, x_webhook_secret: Annotated[str | None, Header()] = None) -> JSONResponse:
     settings = request.app.state.settings

@@ -24,7 +24,10 @@ class _Loose(BaseModel):
 
 class Event(_Loose):
     action: Literal["create", "delete", "update", "move"]
-    scope: str = Field(pattern=r"^[a-z][a-z.]{0,63}$", description="repo, repo.content, repo.config, discussion, discussion.comment, ...")
+    scope: str = Field(
+        pattern=r"^[a-z][a-z.]{0,63}$",
+        description="repo, repo.content, repo.config, discussion, discussion.comment, ...",
+    )
 
 
 class Repo(_Loose):

@@ -20,8 +20,11 @@ def env_folder(path: str | None) -> tuple[Path, Manifest]:
     if not root.is_dir():
         raise CliError(f"{root} is not a folder", "pass an environment's folder, e.g. envs/echo_env", exit_code=2)
     if not (root / MANIFEST_FILE).is_file():
-        raise CliError(f"no {MANIFEST_FILE} in {root.resolve()}: not an environment folder",
-                       "pass the env's folder, or create one with `openenv init NAME`", exit_code=2)
+        raise CliError(
+            f"no {MANIFEST_FILE} in {root.resolve()}: not an environment folder",
+            "pass the env's folder, or create one with `openenv init NAME`",
+            exit_code=2,
+        )
     try:
         return root, load_manifest(root)
     except UnsupportedManifestError as exc:

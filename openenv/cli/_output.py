@@ -16,7 +16,13 @@ from openenv.errors import OpenEnvError
 
 __all__ = ["CliError", "Output"]
 
-_MARKS = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red"), "skip": ("-", "dim"), "info": ("•", "cyan")}
+_MARKS = {
+    "ok": ("✓", "green"),
+    "warn": ("!", "yellow"),
+    "fail": ("✗", "red"),
+    "skip": ("-", "dim"),
+    "info": ("•", "cyan"),
+}
 _PLAIN = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip", "info": "    "}
 
 
@@ -32,7 +38,14 @@ class CliError(OpenEnvError):
 class Output:
     """Where a command writes. `rich` is on when the library is installed and color is allowed."""
 
-    def __init__(self, *, json_mode: bool = False, color: str = "auto", stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        json_mode: bool = False,
+        color: str = "auto",
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
         self.json_mode = json_mode
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
@@ -46,7 +59,9 @@ class Output:
             except ImportError:  # rich is the optional `cli` extra: plain text is the fallback
                 Console = None
             if Console is not None:
-                self.console = Console(file=human, force_terminal=color == "always" or None, highlight=False, soft_wrap=True)
+                self.console = Console(
+                    file=human, force_terminal=color == "always" or None, highlight=False, soft_wrap=True
+                )
 
     @property
     def rich(self) -> bool:

@@ -27,7 +27,11 @@ def parse_pairs(items: list[str], option: str, *, from_environment: bool = False
             if not from_environment:
                 raise CliError(f"{option} {item!r} has no value", f"write it as {option} {key}=VALUE", exit_code=2)
             if key not in os.environ:
-                raise CliError(f"{option} {key}: no value given and ${key} is not set", f"export {key}=... first, or pass {option} {key}=VALUE", exit_code=2)
+                raise CliError(
+                    f"{option} {key}: no value given and ${key} is not set",
+                    f"export {key}=... first, or pass {option} {key}=VALUE",
+                    exit_code=2,
+                )
             value = os.environ[key]
         out[key] = value
     return out

@@ -21,10 +21,19 @@ openenv build . --base-image openenv-local/python:3.11 --json
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default=".", help="the env folder (default: the current folder)")
     parser.add_argument("-t", "--tag", help="image tag (default: openenv-<name>:latest)")
-    parser.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE", help="a Docker build argument (repeatable)")
-    parser.add_argument("--base-image", help="value of the Dockerfile's BASE_IMAGE argument (default: $OPENENV_BASE_IMAGE, else the Dockerfile's)")
-    parser.add_argument("--sdk", choices=["auto", "local", "published"], default="auto",
-                        help="which SDK the image gets: auto (local source when in a checkout), local, or published")
+    parser.add_argument(
+        "--build-arg", action="append", default=[], metavar="KEY=VALUE", help="a Docker build argument (repeatable)"
+    )
+    parser.add_argument(
+        "--base-image",
+        help="value of the Dockerfile's BASE_IMAGE argument (default: $OPENENV_BASE_IMAGE, else the Dockerfile's)",
+    )
+    parser.add_argument(
+        "--sdk",
+        choices=["auto", "local", "published"],
+        default="auto",
+        help="which SDK the image gets: auto (local source when in a checkout), local, or published",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="show every line of the build output")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -58,7 +67,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
     root, manifest = env_folder(args.path)
     dockerfile = find_dockerfile(root)
     if dockerfile is None:
-        raise CliError(f"no Dockerfile in {root.resolve()}", "add one (`openenv init` shows the shape) at the env's root")
+        raise CliError(
+            f"no Dockerfile in {root.resolve()}", "add one (`openenv init` shows the shape) at the env's root"
+        )
     tag = args.tag or default_tag(manifest.name)
     build_args = _build_args(args.build_arg)
     base_image = args.base_image or cli_settings().base_image
@@ -75,22 +86,42 @@ def run(args: argparse.Namespace, out: Output) -> int:
     with out.status(f"building {tag} from {root}"):
         try:
             result = build_image(
-                root, tag, build_args=build_args, base_image=base_image, sdk=args.sdk, on_log=on_log,
-                dockerfile=str(dockerfile.relative_to(root)), labels={"org.openenv.name": manifest.name},
+                root,
+                tag,
+                build_args=build_args,
+                base_image=base_image,
+                sdk=args.sdk,
+                on_log=on_log,
+                dockerfile=str(dockerfile.relative_to(root)),
+                labels={"org.openenv.name": manifest.name},
             )
         except ImageBuildError as exc:
             if exc.reason == ImageBuildError.BASE_IMAGE:
                 raise CliError(str(exc), "openenv build --base-image IMAGE (or OPENENV_BASE_IMAGE=IMAGE)") from None
             if exc.infrastructure:
-                raise CliError(str(exc), "start the Docker engine (or point DOCKER_HOST at one), then build again") from None
+                raise CliError(
+                    str(exc), "start the Docker engine (or point DOCKER_HOST at one), then build again"
+                ) from None
             if exc.log and not args.verbose:
                 for line in exc.log.splitlines()[-15:]:
                     out.line(f"    {line}", style="dim")
             raise CliError(str(exc), "see the build output above; --verbose shows all of it") from None
     if args.json:
-        out.json({"tag": result.tag, "image_id": result.image_id, "seconds": round(result.seconds, 2), "sdk": result.sdk, "builder": result.builder,
-                  "name": manifest.name, "port": manifest.port})
+        out.json(
+            {
+                "tag": result.tag,
+                "image_id": result.image_id,
+                "seconds": round(result.seconds, 2),
+                "sdk": result.sdk,
+                "builder": result.builder,
+                "name": manifest.name,
+                "port": manifest.port,
+            }
+        )
         return 0
-    out.mark("ok", f"built {result.tag} ({result.image_id[:19]}) in {result.seconds:.1f} s with {result.builder}, SDK: {result.sdk}")
+    out.mark(
+        "ok",
+        f"built {result.tag} ({result.image_id[:19]}) in {result.seconds:.1f} s with {result.builder}, SDK: {result.sdk}",
+    )
     out.line(f"  run it: docker run --rm -p 127.0.0.1:{manifest.port}:{manifest.port} {result.tag}")
     return 0

@@ -19,11 +19,19 @@ openenv fork openenv/chess_env --var LEVEL=hard --secret OPENAI_API_KEY
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="the Space to fork: owner/name or its page URL")
-    parser.add_argument("--repo-id", help="the new Space: owner/name, or a name under your user (default: the source's name)")
+    parser.add_argument(
+        "--repo-id", help="the new Space: owner/name, or a name under your user (default: the source's name)"
+    )
     parser.add_argument("--private", action="store_true", default=None, help="make the new Space private")
     parser.add_argument("--hardware", help="hardware for the new Space, e.g. cpu-basic")
     parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE", help="a Space variable (repeatable)")
-    parser.add_argument("--secret", action="append", default=[], metavar="KEY[=VALUE]", help="a Space secret; a bare KEY reads $KEY (repeatable)")
+    parser.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help="a Space secret; a bare KEY reads $KEY (repeatable)",
+    )
     parser.add_argument("--token", help="Hugging Face token (default: HF_TOKEN or the saved login)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -36,8 +44,15 @@ def run(args: argparse.Namespace, out: Output) -> int:
     secrets = parse_pairs(args.secret, "--secret", from_environment=True)
     with out.status(f"forking {args.source}"):
         try:
-            result = fork_space(args.source, repo_id=args.repo_id, private=args.private, hardware=args.hardware,
-                                variables=variables, secrets=secrets, token=args.token)
+            result = fork_space(
+                args.source,
+                repo_id=args.repo_id,
+                private=args.private,
+                hardware=args.hardware,
+                variables=variables,
+                secrets=secrets,
+                token=args.token,
+            )
         except ConfigurationError as exc:
             raise CliError(str(exc), exit_code=2) from None
         except HubRequestError as exc:

@@ -21,7 +21,9 @@ openenv gc --all --yes
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_filters(parser)
-    parser.add_argument("--all", action="store_true", help="also remove servers whose client still runs (or is on another host)")
+    parser.add_argument(
+        "--all", action="store_true", help="also remove servers whose client still runs (or is on another host)"
+    )
     parser.add_argument("--yes", action="store_true", help="confirm --all")
     parser.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -31,8 +33,14 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from openenv.client.providers import lifecycle
 
     if args.all and not (args.yes or args.dry_run):
-        raise CliError("--all also stops servers that running clients are using", "add --yes to confirm, or --dry-run to see them", exit_code=2)
-    removed = lifecycle.gc(everything=args.all, labels=parse_labels(args.label), dry_run=args.dry_run, docker=not args.no_docker)
+        raise CliError(
+            "--all also stops servers that running clients are using",
+            "add --yes to confirm, or --dry-run to see them",
+            exit_code=2,
+        )
+    removed = lifecycle.gc(
+        everything=args.all, labels=parse_labels(args.label), dry_run=args.dry_run, docker=not args.no_docker
+    )
     if out.json_mode:
         out.json({"dry_run": args.dry_run, "removed": [i.to_dict() for i in removed]})
         return 0
@@ -42,4 +50,3 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if not removed:
         out.line("nothing to remove" + ("" if args.all else " (no orphaned servers)"))
     return 0
-

@@ -35,22 +35,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=7860, help="port (default 7860)")
     serve.add_argument("--workers", type=int, default=None, help="pipeline worker processes to run (default 1)")
-    serve.add_argument("--reindex-every", type=float, default=600.0, metavar="SECONDS", help="re-index sources this often (0: once)")
+    serve.add_argument(
+        "--reindex-every", type=float, default=600.0, metavar="SECONDS", help="re-index sources this often (0: once)"
+    )
     _common(serve)
 
     index = sub.add_parser("index", help="index a source once")
-    index.add_argument("--source", default="local", help="'hf', 'local' (the configured folder), or a folder of env folders")
-    index.add_argument("--wait", action="store_true", help="then run the pipeline in this process until the queue is empty")
+    index.add_argument(
+        "--source", default="local", help="'hf', 'local' (the configured folder), or a folder of env folders"
+    )
+    index.add_argument(
+        "--wait", action="store_true", help="then run the pipeline in this process until the queue is empty"
+    )
     index.add_argument("--json", action="store_true", help="print the index report as JSON")
     _common(index)
 
     worker = sub.add_parser("worker", help="run a pipeline worker until interrupted")
-    worker.add_argument("--tasks-only", action="store_true", help="run only short tasks (webhooks, pull-request comments), never builds")
+    worker.add_argument(
+        "--tasks-only", action="store_true", help="run only short tasks (webhooks, pull-request comments), never builds"
+    )
     _common(worker)
 
     rerun = sub.add_parser("rerun", help="run the pipeline again on a revision (an operator on the Hub's machine)")
     rerun.add_argument("env", nargs="?", help="OWNER/NAME[@REVISION] (default revision: the current one on main)")
-    rerun.add_argument("--failed", action="store_true", help="every env whose current revision failed or waits for the infrastructure")
+    rerun.add_argument(
+        "--failed", action="store_true", help="every env whose current revision failed or waits for the infrastructure"
+    )
     rerun.add_argument("--reason", default="openenv hub rerun", help="recorded in the audit trail")
     rerun.add_argument("--json", action="store_true", help="print what was queued as JSON")
     _common(rerun)
@@ -94,8 +104,17 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
     settings = _settings(args)
     out.line(f"OpenEnv Hub on http://{args.host}:{args.port}  (API: /api/v1/envs, docs: /docs)")
-    out.line(f"data: {settings.data_dir}   database: {_redact(settings.sqlalchemy_url)}   local source: {settings.local_source or '-'}")
-    serve(settings, host=args.host, port=args.port, workers=args.workers, reindex_every_s=args.reindex_every, log_level=args.log_level)
+    out.line(
+        f"data: {settings.data_dir}   database: {_redact(settings.sqlalchemy_url)}   local source: {settings.local_source or '-'}"
+    )
+    serve(
+        settings,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        reindex_every_s=args.reindex_every,
+        log_level=args.log_level,
+    )
     return 0
 
 
@@ -111,7 +130,9 @@ def _index(args: argparse.Namespace, out: Output) -> int:
     if source_arg not in ("hf", "local"):
         folder = Path(source_arg).expanduser().resolve()
         if not folder.is_dir():
-            raise CliError(f"{source_arg} is neither 'hf', 'local' nor a folder", "pass --source hf, or a folder of env folders")
+            raise CliError(
+                f"{source_arg} is neither 'hf', 'local' nor a folder", "pass --source hf, or a folder of env folders"
+            )
         extra["local_source"] = str(folder)
         kind = "local"
     if kind == "hf":
@@ -126,10 +147,16 @@ def _index(args: argparse.Namespace, out: Output) -> int:
     if args.json:
         out.json({**report.as_dict(), "pipeline": {o: outcomes.count(o) for o in sorted(set(outcomes))}})
         return 0
-    out.mark("ok", f"indexed {report.source}: {report.seen} envs ({report.new} new, {report.changed} changed, "
-                   f"{report.gone} gone), {report.jobs} pipeline jobs queued in {report.seconds:.2f}s")
+    out.mark(
+        "ok",
+        f"indexed {report.source}: {report.seen} envs ({report.new} new, {report.changed} changed, "
+        f"{report.gone} gone), {report.jobs} pipeline jobs queued in {report.seconds:.2f}s",
+    )
     if args.wait:
-        out.mark("ok" if "failed" not in outcomes else "warn", f"pipeline: {outcomes.count('passed')} passed, {outcomes.count('failed')} failed")
+        out.mark(
+            "ok" if "failed" not in outcomes else "warn",
+            f"pipeline: {outcomes.count('passed')} passed, {outcomes.count('failed')} failed",
+        )
     return 0
 
 
@@ -165,7 +192,11 @@ def _rerun(args: argparse.Namespace, out: Output) -> int:
     from openenv.errors import ConfigurationError
 
     if bool(args.env) == bool(args.failed):
-        raise CliError("name one env or pass --failed", "openenv hub rerun OWNER/NAME[@REVISION], or openenv hub rerun --failed", exit_code=2)
+        raise CliError(
+            "name one env or pass --failed",
+            "openenv hub rerun OWNER/NAME[@REVISION], or openenv hub rerun --failed",
+            exit_code=2,
+        )
     try:
         env_id = parse_env_id(args.env) if args.env else None
     except ConfigurationError as exc:
@@ -177,11 +208,23 @@ def _rerun(args: argparse.Namespace, out: Output) -> int:
     try:
         with session_scope(sessionmaker_for(engine)) as session:
             if env_id is not None:
-                done = [rerun(session, settings, env_id.owner, env_id.name, env_id.revision or "latest", actor=actor, reason=args.reason)]
+                done = [
+                    rerun(
+                        session,
+                        settings,
+                        env_id.owner,
+                        env_id.name,
+                        env_id.revision or "latest",
+                        actor=actor,
+                        reason=args.reason,
+                    )
+                ]
             else:
                 done = rerun_failed(session, settings, actor=actor, reason=args.reason)
-            queued = [{"env": session.get(EnvRecord, version.env_id).repo_id, "sha": version.sha, "summary": event.summary}  # type: ignore[union-attr]
-                      for version, event in done]
+            queued = [
+                {"env": session.get(EnvRecord, version.env_id).repo_id, "sha": version.sha, "summary": event.summary}  # type: ignore[union-attr]
+                for version, event in done
+            ]
     except HubError as exc:
         raise CliError(str(exc), "see the env's page (GET /api/v1/envs/OWNER/NAME) for its revisions") from None
     finally:

@@ -41,7 +41,9 @@ def template_dir() -> Path:
     packaged = Path(__file__).resolve().parent / "_template"
     if packaged.is_dir():
         return packaged
-    raise CliError("this installation of openenv-hub has no Space template", "reinstall it: pip install -U 'openenv-hub[cli]'")
+    raise CliError(
+        "this installation of openenv-hub has no Space template", "reinstall it: pip install -U 'openenv-hub[cli]'"
+    )
 
 
 def check_name(name: str) -> None:
@@ -53,11 +55,23 @@ def check_name(name: str) -> None:
     suggestion = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
     if suggestion and suggestion[0].isdigit():
         suggestion = f"env_{suggestion}"
-    hint = f"try `openenv init {suggestion}`" if suggestion and suggestion != name else "use lowercase letters, digits and '_'"
+    hint = (
+        f"try `openenv init {suggestion}`"
+        if suggestion and suggestion != name
+        else "use lowercase letters, digits and '_'"
+    )
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name):
-        raise CliError(f"{name!r} is not a valid env name: use lowercase letters, digits and '_', starting with a letter", hint, exit_code=2)
+        raise CliError(
+            f"{name!r} is not a valid env name: use lowercase letters, digits and '_', starting with a letter",
+            hint,
+            exit_code=2,
+        )
     if keyword.iskeyword(name) or name in sys.stdlib_module_names or name in _RESERVED:
-        raise CliError(f"{name!r} would shadow a Python or OpenEnv module of the same name", "pick another name, e.g. my_env", exit_code=2)
+        raise CliError(
+            f"{name!r} would shadow a Python or OpenEnv module of the same name",
+            "pick another name, e.g. my_env",
+            exit_code=2,
+        )
 
 
 def class_prefix(name: str) -> str:

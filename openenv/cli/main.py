@@ -131,7 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         if settings.debug:
             raise
-        out.error(f"internal error: {type(exc).__name__}: {exc}", "this is a bug in openenv; rerun with OPENENV_DEBUG=1 for the traceback and report it")
+        out.error(
+            f"internal error: {type(exc).__name__}: {exc}",
+            "this is a bug in openenv; rerun with OPENENV_DEBUG=1 for the traceback and report it",
+        )
         return 3
 
 

@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_filters(parser: argparse.ArgumentParser) -> None:
     """Options shared with `openenv gc`."""
-    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="only items with this label (repeatable)")
+    parser.add_argument(
+        "--label", action="append", default=[], metavar="KEY=VALUE", help="only items with this label (repeatable)"
+    )
     parser.add_argument("--no-docker", action="store_true", help="do not ask the Docker engine (local processes only)")
 
 

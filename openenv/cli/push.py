@@ -24,12 +24,22 @@ openenv push . --var LEVEL=3 --secret OPENAI_API_KEY # a bare secret name reads 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default=".", help="the env folder (default: the current folder)")
-    parser.add_argument("--repo-id", help="the Space: owner/name, or a name under your user (default: the manifest's name)")
+    parser.add_argument(
+        "--repo-id", help="the Space: owner/name, or a name under your user (default: the manifest's name)"
+    )
     parser.add_argument("--private", action="store_true", default=None, help="create the Space private")
     parser.add_argument("--create-pr", action="store_true", help="upload as a pull request")
-    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="leave matching files out (repeatable)")
+    parser.add_argument(
+        "--exclude", action="append", default=[], metavar="GLOB", help="leave matching files out (repeatable)"
+    )
     parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE", help="a Space variable (repeatable)")
-    parser.add_argument("--secret", action="append", default=[], metavar="KEY[=VALUE]", help="a Space secret; a bare KEY reads $KEY (repeatable)")
+    parser.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help="a Space secret; a bare KEY reads $KEY (repeatable)",
+    )
     parser.add_argument("-m", "--message", help="the commit message")
     parser.add_argument("--no-validate", action="store_true", help="push even if `openenv validate` fails")
     parser.add_argument("--dry-run", action="store_true", help="show what would be uploaded, upload nothing")
@@ -47,7 +57,14 @@ def run(args: argparse.Namespace, out: Output) -> int:
         with tempfile.TemporaryDirectory(prefix="openenv-push-") as tmp:
             files = stage_folder(root, manifest, Path(tmp), args.exclude)
         if args.json:
-            out.json({"dry_run": True, "files": files, "variables": {**manifest.variables, **variables}, "secrets": sorted(secrets)})
+            out.json(
+                {
+                    "dry_run": True,
+                    "files": files,
+                    "variables": {**manifest.variables, **variables},
+                    "secrets": sorted(secrets),
+                }
+            )
         else:
             out.line(f"would upload {len(files)} files of {manifest.name}:")
             for f in files:
@@ -60,13 +77,28 @@ def run(args: argparse.Namespace, out: Output) -> int:
             report = validate_folder(root)
         if report.status not in ("pass", "warn"):
             for c in report.problems():
-                out.mark("fail" if c.status == "fail" else "warn", c.one_line(), f"fix: {c.remediation}" if c.remediation else None)
-            raise CliError(f"{manifest.name} does not pass validation ({report.summary.failed} failed)",
-                           "fix the problems above, or push anyway with --no-validate")
+                out.mark(
+                    "fail" if c.status == "fail" else "warn",
+                    c.one_line(),
+                    f"fix: {c.remediation}" if c.remediation else None,
+                )
+            raise CliError(
+                f"{manifest.name} does not pass validation ({report.summary.failed} failed)",
+                "fix the problems above, or push anyway with --no-validate",
+            )
     with out.status(f"pushing {root} to the Hub"):
         try:
-            result = push_space(root, repo_id=args.repo_id, private=args.private, create_pr=args.create_pr, excludes=args.exclude,
-                                variables=variables, secrets=secrets, commit_message=args.message, token=args.token)
+            result = push_space(
+                root,
+                repo_id=args.repo_id,
+                private=args.private,
+                create_pr=args.create_pr,
+                excludes=args.exclude,
+                variables=variables,
+                secrets=secrets,
+                commit_message=args.message,
+                token=args.token,
+            )
         except HubRequestError as exc:
             raise CliError(str(exc)) from None
     if args.json:

@@ -50,13 +50,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
         raise CliError("serving needs the server extra (uvicorn, fastapi)", "pip install 'openenv-hub[server]'")
     module = find_app_module(root, manifest.app_module)
     if module is None:
-        raise CliError(f"the app module {manifest.app_module!r} is not a file in {root}",
-                       f"fix `app:` in openenv.yaml; run `openenv validate {args.path}`")
+        raise CliError(
+            f"the app module {manifest.app_module!r} is not a file in {root}",
+            f"fix `app:` in openenv.yaml; run `openenv validate {args.path}`",
+        )
     port = args.port if args.port is not None else manifest.port
     if not 0 < port < 65536:
         raise CliError(f"port {port} is out of range", "pass --port with a number from 1 to 65535", exit_code=2)
     if not _port_free(args.host, port):
-        raise CliError(f"port {port} on {args.host} is already in use", f"pass --port {port + 1}, or stop the other server")
+        raise CliError(
+            f"port {port} on {args.host} is already in use", f"pass --port {port + 1}, or stop the other server"
+        )
     os.chdir(root)
     sys.path.insert(0, str(root))
     target = f"{module}:{manifest.app_attr}"
@@ -64,7 +68,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
     if not args.reload:  # import here, so a broken env gets one clear line instead of a uvicorn traceback
         app = _import_app(module, manifest.app_attr, root)
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{port}"
-    out.mark("ok", f"serving {manifest.name} on {url}  (WebSocket {url.replace('http', 'ws', 1)}/ws, API docs {url}/docs)")
+    out.mark(
+        "ok", f"serving {manifest.name} on {url}  (WebSocket {url.replace('http', 'ws', 1)}/ws, API docs {url}/docs)"
+    )
     out.line("Press Ctrl-C to stop.", style="dim")
     from openenv.server.run import serve
 
@@ -78,12 +84,19 @@ def _import_app(module: str, attr: str, root: Path) -> object:
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing.startswith(("openenv.core", "openenv_core")):
-            raise CliError(f"{module} is written for upstream openenv-core ({missing})",
-                           "run it in a virtualenv with openenv-core, or port its imports to `openenv`") from None
-        raise CliError(f"importing {module} failed: {exc}", f"install the env's dependencies (pip install {missing.split('.')[0]})") from None
+            raise CliError(
+                f"{module} is written for upstream openenv-core ({missing})",
+                "run it in a virtualenv with openenv-core, or port its imports to `openenv`",
+            ) from None
+        raise CliError(
+            f"importing {module} failed: {exc}", f"install the env's dependencies (pip install {missing.split('.')[0]})"
+        ) from None
     except Exception as exc:
         where = _where(exc, root)
-        raise CliError(f"importing {module} failed{where}: {type(exc).__name__}: {exc}", "fix the error; OPENENV_DEBUG=1 shows the traceback") from exc
+        raise CliError(
+            f"importing {module} failed{where}: {type(exc).__name__}: {exc}",
+            "fix the error; OPENENV_DEBUG=1 shows the traceback",
+        ) from exc
     app = getattr(mod, attr, None)
     if app is None or not callable(app):
         raise CliError(f"{module} has no ASGI app named {attr!r}", "fix `app:` in openenv.yaml (module:attribute)")

@@ -24,7 +24,9 @@ openenv validate my_env --json --strict          # for CI and bots: warnings fai
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", help="the env folder (default: the current folder, unless --url is given)")
     parser.add_argument("--url", help="also (or only) check the server running at this URL")
-    parser.add_argument("--run", action="store_true", help="serve the folder locally (no Docker) and run the runtime checks")
+    parser.add_argument(
+        "--run", action="store_true", help="serve the folder locally (no Docker) and run the runtime checks"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
     parser.add_argument("--strict", action="store_true", help="count warnings as failures")
     parser.add_argument("-q", "--quiet", action="store_true", help="show only problems and the verdict")
@@ -32,8 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", metavar="PATH", help="interpreter to import the app with (e.g. the env's venv)")
     parser.add_argument("--no-import", action="store_true", help="do not import the app (untrusted code)")
     parser.add_argument("--token", help="bearer token for --url (default: HF_TOKEN, sent to Hugging Face hosts only)")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds allowed for imports, startup and each request")
-    parser.add_argument("--steps", type=int, default=20, metavar="N", help="steps timed by the latency check (default 20)")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, metavar="S", help="seconds allowed for imports, startup and each request"
+    )
+    parser.add_argument(
+        "--steps", type=int, default=20, metavar="N", help="steps timed by the latency check (default 20)"
+    )
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
@@ -50,8 +56,16 @@ def run(args: argparse.Namespace, out: Output) -> int:
     target = " and ".join(t for t in (path, args.url) if t)
     with out.status(f"validating {target}"):
         report = validate(
-            path, url=args.url, run=args.run, space_id=args.space_id, import_app=not args.no_import,
-            python=args.python, strict=args.strict, token=token, timeout_s=args.timeout, latency_steps=args.steps,
+            path,
+            url=args.url,
+            run=args.run,
+            space_id=args.space_id,
+            import_app=not args.no_import,
+            python=args.python,
+            strict=args.strict,
+            token=token,
+            timeout_s=args.timeout,
+            latency_steps=args.steps,
         )
     if args.json:
         out.json(report.model_dump(mode="json"))
@@ -74,7 +88,13 @@ def _print_human(report, out: Output, path: str | None, *, quiet: bool = False) 
         detail = f"fix: {c.remediation}" if c.remediation and c.status in ("warn", "fail") else None
         out.mark(kind, f"{c.id:<{width}}  {where}{c.message}", detail)
     s = report.summary
-    verdict = {"pass": "PASS", "warn": "PASS with warnings", "fail": "FAIL", "unsupported": "NOT AN ENVIRONMENT", "error": "VALIDATOR ERROR"}[report.status]
+    verdict = {
+        "pass": "PASS",
+        "warn": "PASS with warnings",
+        "fail": "FAIL",
+        "unsupported": "NOT AN ENVIRONMENT",
+        "error": "VALIDATOR ERROR",
+    }[report.status]
     if report.status == "unsupported" and report.unsupported_reason:
         verdict += f": {report.unsupported_reason}"
     if report.status == "error" and report.error:
@@ -82,5 +102,8 @@ def _print_human(report, out: Output, path: str | None, *, quiet: bool = False) 
     strict = " (strict: warnings fail)" if report.strict and s.warned else ""
     out.line()
     style = {"pass": "bold green", "warn": "bold yellow"}.get(report.status, "bold red")
-    out.line(f"{name}: {verdict}{strict} — {s.passed} passed, {s.warned} warnings, {s.failed} failed, {s.skipped} skipped "
-             f"in {report.duration_ms / 1000:.1f} s", style=style)
+    out.line(
+        f"{name}: {verdict}{strict} — {s.passed} passed, {s.warned} warnings, {s.failed} failed, {s.skipped} skipped "
+        f"in {report.duration_ms / 1000:.1f} s",
+        style=style,
+    )

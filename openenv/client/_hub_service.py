@@ -52,7 +52,9 @@ def sessions_held(capacity: dict[str, Any] | None) -> int | None:
     return held if isinstance(held, int) and not isinstance(held, bool) and held > 0 else None
 
 
-def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str | None, timeout_s: float = 10.0) -> HubRecord:
+def fetch_record(
+    hub_url: str, repo_id: str, revision: str | None, *, token: str | None, timeout_s: float = 10.0
+) -> HubRecord:
     """Ask the service for `repo_id`'s record.
 
     Raises:
@@ -60,7 +62,9 @@ def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str
     """
     query = f"?{urllib.parse.urlencode({'revision': revision})}" if revision else ""
     url = f"{hub_url}/api/v1/envs/{urllib.parse.quote(repo_id, safe='/')}/resolve{query}"
-    request = urllib.request.Request(url, headers={"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})})
+    request = urllib.request.Request(
+        url, headers={"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    )
     # No proxies: the service is usually local or in-cluster, and a proxy would only get in the way.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
@@ -78,10 +82,17 @@ def fetch_record(hub_url: str, repo_id: str, revision: str | None, *, token: str
     if not isinstance(body, dict) or not isinstance(body.get("repo_id"), str):
         raise HubServiceError(f"{hub_url} answered something that is not a resolve record (no repo_id)")
     url, image, port = body.get("url"), body.get("image"), body.get("port")
-    return HubRecord(repo_id=body["repo_id"], sha=body.get("revision"), url=url if isinstance(url, str) and url else None,
-                     image=image if isinstance(image, str) and image else None, stage=body.get("stage"),
-                     status=body.get("status"), port=port if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536 else 8000,
-                     raw=body, capacity=body["capacity"] if isinstance(body.get("capacity"), dict) else None)
+    return HubRecord(
+        repo_id=body["repo_id"],
+        sha=body.get("revision"),
+        url=url if isinstance(url, str) and url else None,
+        image=image if isinstance(image, str) and image else None,
+        stage=body.get("stage"),
+        status=body.get("status"),
+        port=port if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536 else 8000,
+        raw=body,
+        capacity=body["capacity"] if isinstance(body.get("capacity"), dict) else None,
+    )
 
 
 def _detail(raw: bytes) -> str:

@@ -44,7 +44,9 @@ def hf_token() -> str | None:
     token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
     if token:
         return token.strip()
-    path = os.environ.get("HF_TOKEN_PATH") or str(Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "token")
+    path = os.environ.get("HF_TOKEN_PATH") or str(
+        Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "token"
+    )
     try:
         return Path(path).read_text().strip() or None
     except OSError:

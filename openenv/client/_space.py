@@ -79,8 +79,15 @@ def space_facts(api: Any, repo_id: str, revision: str | None) -> SpaceFacts:
     pinned = api.space_info(repo_id, revision=revision, expand=["sha"]) if revision else head
     runtime = getattr(head, "runtime", None)
     stage = getattr(runtime, "stage", None)
-    return SpaceFacts(repo_id=repo_id, sha=pinned.sha, head_sha=head.sha, stage=str(stage) if stage else None,
-                      url=space_url(head), sdk=getattr(head, "sdk", None), private=bool(getattr(head, "private", False)))
+    return SpaceFacts(
+        repo_id=repo_id,
+        sha=pinned.sha,
+        head_sha=head.sha,
+        stage=str(stage) if stage else None,
+        url=space_url(head),
+        sdk=getattr(head, "sdk", None),
+        private=bool(getattr(head, "private", False)),
+    )
 
 
 def wake(api: Any, repo_id: str) -> str:
@@ -116,6 +123,8 @@ def download_space(api: Any, repo_id: str, sha: str) -> Path:
     marker = target / ".openenv-complete"
     if marker.is_file():
         return target
-    snapshot_download(repo_id, repo_type="space", revision=sha, local_dir=target, endpoint=api.endpoint, token=api.token)
+    snapshot_download(
+        repo_id, repo_type="space", revision=sha, local_dir=target, endpoint=api.endpoint, token=api.token
+    )
     marker.write_text(sha)
     return target

@@ -19,7 +19,13 @@ from openenv.errors import EnvConnectionError, EnvServerError, NoTasksError, Pro
 
 __all__ = ["TasksMixin", "http_base"]
 
-_METHOD_OF = {"splits": "list_splits", "tasks": "list_tasks", "num_tasks": "num_tasks", "task": "get_task", "task_range": "get_task_range"}
+_METHOD_OF = {
+    "splits": "list_splits",
+    "tasks": "list_tasks",
+    "num_tasks": "num_tasks",
+    "task": "get_task",
+    "task_range": "get_task_range",
+}
 
 
 def http_base(base_url: str) -> str:
@@ -81,15 +87,22 @@ class TasksMixin:
         if self._env_name is None:
             names = await asyncio.to_thread(self._http, "GET", f"{base}/list_environments", None, route)
             if not isinstance(names, list) or not names or not isinstance(names[0], str):
-                raise ProtocolError(f"GET /list_environments did not name the environment ({str(names)[:120]}) [{self.base_url}]",
-                                    code="UNEXPECTED_REPLY", url=self.base_url)
+                raise ProtocolError(
+                    f"GET /list_environments did not name the environment ({str(names)[:120]}) [{self.base_url}]",
+                    code="UNEXPECTED_REPLY",
+                    url=self.base_url,
+                )
             self._env_name = names[0]
         url = f"{base}/{urllib.parse.quote(self._env_name, safe='')}/{route}"
         return await asyncio.to_thread(self._http, method, url, body, route)
 
     def _http(self, method: str, url: str, body: dict[str, Any] | None, route: str) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        headers = {**self._headers, "Accept": "application/json", **({"Content-Type": "application/json"} if data else {})}
+        headers = {
+            **self._headers,
+            "Accept": "application/json",
+            **({"Content-Type": "application/json"} if data else {}),
+        }
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
@@ -97,15 +110,23 @@ class TasksMixin:
                 return json.loads(reply.read())
         except urllib.error.HTTPError as exc:
             detail = _detail(exc.read())
-            if exc.code == 501 or (exc.code == 404 and url.endswith("/list_environments")):  # 404 there: no Task API (0.3.0)
+            if exc.code == 501 or (
+                exc.code == 404 and url.endswith("/list_environments")
+            ):  # 404 there: no Task API (0.3.0)
                 raise NoTasksError(_METHOD_OF.get(route, route)) from None
-            raise EnvServerError(f"{method} /{route} answered {exc.code}: {detail} [{self.base_url}]", code=f"HTTP_{exc.code}",
-                                 url=self.base_url) from None
+            raise EnvServerError(
+                f"{method} /{route} answered {exc.code}: {detail} [{self.base_url}]",
+                code=f"HTTP_{exc.code}",
+                url=self.base_url,
+            ) from None
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
             raise EnvConnectionError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}", url=self.base_url) from None
         except ValueError:
-            raise ProtocolError(f"{method} /{route} answered something that is not JSON [{self.base_url}]", code="INVALID_JSON",
-                                url=self.base_url) from None
+            raise ProtocolError(
+                f"{method} /{route} answered something that is not JSON [{self.base_url}]",
+                code="INVALID_JSON",
+                url=self.base_url,
+            ) from None
 
 
 def _detail(raw: bytes) -> str:

@@ -57,8 +57,11 @@ class ToolsMixin:
         result = await self._rpc("tools/list", {}, None)
         raw = result.get("tools") if isinstance(result, dict) else None
         if not isinstance(raw, list):
-            raise ProtocolError(f"tools/list replied without a tools list: {str(result)[:200]} [{self.base_url}]",
-                                code="UNEXPECTED_FRAME", url=self.base_url)
+            raise ProtocolError(
+                f"tools/list replied without a tools list: {str(result)[:200]} [{self.base_url}]",
+                code="UNEXPECTED_FRAME",
+                url=self.base_url,
+            )
         tools = [
             Tool(
                 name=str(t.get("name", "")),
@@ -83,8 +86,12 @@ class ToolsMixin:
         if not isinstance(result, dict):
             return result
         if result.get("isError") or result.get("is_error"):
-            raise ToolCallError(f"tool {name!r} failed: {_text(result)} [{self.base_url}]",
-                                error_type=ToolErrorType.EXECUTION_ERROR.value, tool_name=name, url=self.base_url)
+            raise ToolCallError(
+                f"tool {name!r} failed: {_text(result)} [{self.base_url}]",
+                error_type=ToolErrorType.EXECUTION_ERROR.value,
+                tool_name=name,
+                url=self.base_url,
+            )
         if "data" in result:  # ours and upstream's: the plain return value
             return result["data"]
         structured = result.get("structuredContent", result.get("structured_content"))
@@ -103,7 +110,10 @@ class ToolsMixin:
             what = f"tool {tool_name!r}" if tool_name else method
             raise ToolCallError(
                 f"{what} failed ({kind.value}): {error.get('message', 'unknown error')} [{self.base_url}]",
-                error_type=kind.value, tool_name=tool_name, code=error.get("code"), url=self.base_url,
+                error_type=kind.value,
+                tool_name=tool_name,
+                code=error.get("code"),
+                url=self.base_url,
             )
         return reply.get("result")
 

@@ -137,7 +137,10 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         if self._obs_model is None and type(self)._observation_cls is None:
             self._resolve_alias_types()
         self._conn = await Connection.open(
-            self.ws_url, headers=self._headers, timeout_s=self.connect_timeout_s, max_message_bytes=self.max_message_bytes
+            self.ws_url,
+            headers=self._headers,
+            timeout_s=self.connect_timeout_s,
+            max_message_bytes=self.max_message_bytes,
         )
         return self
 
@@ -200,7 +203,7 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         wait = self.message_timeout_s
         if timeout_s is not None:
             if "step-timeout" in conn.extensions:
-                frame = b"%s%s,\"timeout_s\":%s}" % (_STEP_PREFIX, body, dumps(float(timeout_s)))
+                frame = b'%s%s,"timeout_s":%s}' % (_STEP_PREFIX, body, dumps(float(timeout_s)))
             else:
                 frame = _STEP_PREFIX + body + b"}"
             wait = timeout_s + _GRACE_S
@@ -236,7 +239,11 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         try:
             return Frame.from_wire(data)
         except ValueError as exc:
-            raise ProtocolError(f"the server's render frame is not valid: {exc} [{self.base_url}]", code="UNEXPECTED_FRAME", url=self.base_url) from None
+            raise ProtocolError(
+                f"the server's render frame is not valid: {exc} [{self.base_url}]",
+                code="UNEXPECTED_FRAME",
+                url=self.base_url,
+            ) from None
 
     async def new_session(self) -> EnvClient[ActT, ObsT, StateT]:
         """Another session on the same server: its own WebSocket and environment instance, a
@@ -245,8 +252,13 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         Raises:
             EnvConnectionError, EnvTimeoutError: as for `connect`.
         """
-        child = type(self)(self.base_url, headers=dict(self._headers), connect_timeout_s=self.connect_timeout_s,
-                           message_timeout_s=self.message_timeout_s, max_message_size_mb=self.max_message_bytes / (1 << 20))
+        child = type(self)(
+            self.base_url,
+            headers=dict(self._headers),
+            connect_timeout_s=self.connect_timeout_s,
+            message_timeout_s=self.message_timeout_s,
+            max_message_size_mb=self.max_message_bytes / (1 << 20),
+        )
         await child.connect()
         self._children.append(child)
         return child
@@ -264,7 +276,11 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         provider, self.provider = self.provider, None
         if provider is not None:
             # Our providers stop in a worker thread (astop); others may offer a sync or async stop.
-            stop = getattr(provider, "astop", None) or getattr(provider, "stop", None) or getattr(provider, "stop_container", None)
+            stop = (
+                getattr(provider, "astop", None)
+                or getattr(provider, "stop", None)
+                or getattr(provider, "stop_container", None)
+            )
             if stop is not None:
                 result = stop()
                 if hasattr(result, "__await__"):
@@ -278,7 +294,9 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         await self.close()
 
     def __enter__(self) -> Any:
-        raise TypeError("EnvClient is async: use 'async with', or '.sync()' for blocking calls: 'with client.sync() as env:'")
+        raise TypeError(
+            "EnvClient is async: use 'async with', or '.sync()' for blocking calls: 'with client.sync() as env:'"
+        )
 
     def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ always raises
         return None
@@ -386,14 +404,20 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         try:
             msg = loads(raw)
         except ValueError:
-            raise ProtocolError(f"the server sent a frame that is not JSON [{self.base_url}]", code="INVALID_JSON", url=self.base_url) from None
+            raise ProtocolError(
+                f"the server sent a frame that is not JSON [{self.base_url}]", code="INVALID_JSON", url=self.base_url
+            ) from None
         kind = msg.get("type") if isinstance(msg, dict) else None
         if kind == expected:
             data = msg.get("data")
             return data if isinstance(data, dict) else {}
         if kind == "error":
             raise server_error_from_frame(msg.get("data"), self.base_url)
-        raise ProtocolError(f"expected a {expected!r} frame, got {raw[:200]!s} [{self.base_url}]", code="UNEXPECTED_FRAME", url=self.base_url)
+        raise ProtocolError(
+            f"expected a {expected!r} frame, got {raw[:200]!s} [{self.base_url}]",
+            code="UNEXPECTED_FRAME",
+            url=self.base_url,
+        )
 
     def __repr__(self) -> str:
         state = "connected" if self._conn is not None and not self._conn.closed else "not connected"

@@ -35,12 +35,18 @@ def parse_env_id(text: str, revision: str | None = None) -> EnvId:
         raise ConfigurationError("an env id looks like 'owner/name' or 'owner/name@revision'")
     repo, sep, pinned = text.strip().partition("@")
     if sep and not pinned:
-        raise ConfigurationError(f"{text!r} ends with '@' but names no revision; write owner/name@<branch, tag or commit>")
+        raise ConfigurationError(
+            f"{text!r} ends with '@' but names no revision; write owner/name@<branch, tag or commit>"
+        )
     owner, slash, name = repo.partition("/")
     if not slash or not _PART.match(owner) or not _PART.match(name) or "/" in name:
-        raise ConfigurationError(f"{text!r} is not an env id; write it as owner/name[@revision], e.g. 'openenv/echo_env@main'")
+        raise ConfigurationError(
+            f"{text!r} is not an env id; write it as owner/name[@revision], e.g. 'openenv/echo_env@main'"
+        )
     if pinned and revision and pinned != revision:
-        raise ConfigurationError(f"{text!r} pins revision {pinned!r} but revision={revision!r} was also given; pass one")
+        raise ConfigurationError(
+            f"{text!r} pins revision {pinned!r} but revision={revision!r} was also given; pass one"
+        )
     return EnvId(owner, name, pinned or revision or None)
 
 

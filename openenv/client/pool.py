@@ -92,27 +92,62 @@ class EnvPool(Generic[C]):
     # -- ways to build one --------------------------------------------------------------------------
 
     @classmethod
-    def docker(cls, image: str, size: int, *, client_cls: type[C] = GenericEnvClient, max_sessions_per_instance: int | None = None,  # type: ignore[assignment]
-               client_options: dict[str, Any] | None = None, **provider_options: Any) -> EnvPool[C]:
+    def docker(
+        cls,
+        image: str,
+        size: int,
+        *,
+        client_cls: type[C] = GenericEnvClient,
+        max_sessions_per_instance: int | None = None,  # type: ignore[assignment]
+        client_options: dict[str, Any] | None = None,
+        **provider_options: Any,
+    ) -> EnvPool[C]:
         """A pool of `size` containers of `image` (options go to `DockerProvider`)."""
         from openenv.client.providers.docker import DockerProvider
 
-        return cls(lambda: DockerProvider(image, **provider_options), size, client_cls=client_cls,
-                   max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+        return cls(
+            lambda: DockerProvider(image, **provider_options),
+            size,
+            client_cls=client_cls,
+            max_sessions_per_instance=max_sessions_per_instance,
+            client_options=client_options,
+        )
 
     @classmethod
-    def process(cls, env_dir: str | Path, size: int, *, client_cls: type[C] = GenericEnvClient, max_sessions_per_instance: int | None = None,  # type: ignore[assignment]
-                client_options: dict[str, Any] | None = None, **provider_options: Any) -> EnvPool[C]:
+    def process(
+        cls,
+        env_dir: str | Path,
+        size: int,
+        *,
+        client_cls: type[C] = GenericEnvClient,
+        max_sessions_per_instance: int | None = None,  # type: ignore[assignment]
+        client_options: dict[str, Any] | None = None,
+        **provider_options: Any,
+    ) -> EnvPool[C]:
         """A pool of `size` local server processes of an env folder (options go to `ProcessProvider`)."""
         from openenv.client.providers.process import ProcessProvider
 
-        return cls(lambda: ProcessProvider(env_dir, **provider_options), size, client_cls=client_cls,
-                   max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+        return cls(
+            lambda: ProcessProvider(env_dir, **provider_options),
+            size,
+            client_cls=client_cls,
+            max_sessions_per_instance=max_sessions_per_instance,
+            client_options=client_options,
+        )
 
     @classmethod
-    def ray(cls, env_dir: str | Path | None = None, size: int = 1, *, image: str | None = None, client_cls: type[C] = GenericEnvClient,  # type: ignore[assignment]
-            max_sessions_per_instance: int | None = None, client_options: dict[str, Any] | None = None,
-            health_interval_s: float = 0.5, **provider_options: Any) -> EnvPool[C]:
+    def ray(
+        cls,
+        env_dir: str | Path | None = None,
+        size: int = 1,
+        *,
+        image: str | None = None,
+        client_cls: type[C] = GenericEnvClient,  # type: ignore[assignment]
+        max_sessions_per_instance: int | None = None,
+        client_options: dict[str, Any] | None = None,
+        health_interval_s: float = 0.5,
+        **provider_options: Any,
+    ) -> EnvPool[C]:
         """A pool of `size` env servers as Ray actors spread over the cluster's nodes: an env folder
         run as a process in each actor, or `image` as a container on each actor's node (options go
         to `RayProvider`: address, num_cpus, ray_options...). A server whose actor or node dies is
@@ -121,14 +156,28 @@ class EnvPool(Generic[C]):
         from openenv.client.providers.ray import RayEnvPool, RayProvider
 
         provider = RayProvider(env_dir, image=image, replicas=size, **provider_options)
-        return RayEnvPool([provider], health_interval_s=health_interval_s, client_cls=client_cls,  # type: ignore[return-value]
-                          max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+        return RayEnvPool(
+            [provider],
+            health_interval_s=health_interval_s,
+            client_cls=client_cls,  # type: ignore[return-value]
+            max_sessions_per_instance=max_sessions_per_instance,
+            client_options=client_options,
+        )
 
     @classmethod
-    def from_hub(cls, repo_id: str, sessions: int | None = None, *, revision: str | None = None, size: int | None = None,
-                 client_cls: type[C] = GenericEnvClient, trust_remote_code: bool | None = None,  # type: ignore[assignment]
-                 max_sessions_per_instance: int | None = None, client_options: dict[str, Any] | None = None,
-                 **provider_options: Any) -> EnvPool[C]:
+    def from_hub(
+        cls,
+        repo_id: str,
+        sessions: int | None = None,
+        *,
+        revision: str | None = None,
+        size: int | None = None,
+        client_cls: type[C] = GenericEnvClient,
+        trust_remote_code: bool | None = None,  # type: ignore[assignment]
+        max_sessions_per_instance: int | None = None,
+        client_options: dict[str, Any] | None = None,
+        **provider_options: Any,
+    ) -> EnvPool[C]:
         """A pool of containers of the image the OpenEnv Hub service (OPENENV_HUB_URL) lists for
         `repo_id` (`owner/name[@revision]`), sized for `sessions` concurrent sessions.
 
@@ -161,25 +210,36 @@ class EnvPool(Generic[C]):
         if hub is None:
             raise ConfigurationError("EnvPool.from_hub asks an OpenEnv Hub service: set OPENENV_HUB_URL")
         if not (_settings.trust_remote_code() if trust_remote_code is None else trust_remote_code):
-            raise RemoteCodeError(f"the pool would run {env_id.repo_id}'s code on this machine; if you trust it, pass "
-                                  "trust_remote_code=True (or set OPENENV_TRUST_REMOTE_CODE=1)")
+            raise RemoteCodeError(
+                f"the pool would run {env_id.repo_id}'s code on this machine; if you trust it, pass "
+                "trust_remote_code=True (or set OPENENV_TRUST_REMOTE_CODE=1)"
+            )
         try:
             record = fetch_record(hub, env_id.repo_id, env_id.revision, token=None)
         except HubServiceError as exc:
             raise ResolutionError(str(exc), attempts=[("hub", str(exc))]) from None
         if record.image is None:
-            raise ConfigurationError(f"{hub} lists no image for {env_id.repo_id}; start a pool of its folder with EnvPool.process")
+            raise ConfigurationError(
+                f"{hub} lists no image for {env_id.repo_id}; start a pool of its folder with EnvPool.process"
+            )
         held = record.sessions_held
         if size is None:
             if held is None:
-                raise ConfigurationError(f"{hub} has no measured capacity for {env_id.repo_id}@{(record.sha or '?')[:12]}; "
-                                         "pass size= (how many servers) instead")
+                raise ConfigurationError(
+                    f"{hub} has no measured capacity for {env_id.repo_id}@{(record.sha or '?')[:12]}; "
+                    "pass size= (how many servers) instead"
+                )
             size = servers_for(sessions or 1, record.capacity)
         if max_sessions_per_instance is None and sessions is not None and held is not None:
             max_sessions_per_instance = held
         options = {"port": record.port, **provider_options}
-        pool: EnvPool[C] = cls(lambda: DockerProvider(record.image or "", **options), size, client_cls=client_cls,
-                               max_sessions_per_instance=max_sessions_per_instance, client_options=client_options)
+        pool: EnvPool[C] = cls(
+            lambda: DockerProvider(record.image or "", **options),
+            size,
+            client_cls=client_cls,
+            max_sessions_per_instance=max_sessions_per_instance,
+            client_options=client_options,
+        )
         pool.hub_info = record
         return pool
 
@@ -285,7 +345,9 @@ class EnvPool(Generic[C]):
                         raise EnvConnectionError("the pool is closed")
                     alive = [i for i in self.instances if i.alive]
                     if not alive:
-                        raise EnvConnectionError(f"no server of the pool can be reached ({len(self.instances)} were started); see their logs")
+                        raise EnvConnectionError(
+                            f"no server of the pool can be reached ({len(self.instances)} were started); see their logs"
+                        )
                     best = min(alive, key=lambda i: i.active)
                     if self.max_sessions_per_instance is None or best.active < self.max_sessions_per_instance:
                         best.active += 1
@@ -319,5 +381,7 @@ def servers_for(sessions: int, capacity: dict[str, Any] | None) -> int:
         raise ConfigurationError("sessions must be >= 1")
     held = sessions_held(capacity)
     if held is None:
-        raise ConfigurationError("the capacity card has no measured sessions_held; choose the number of servers yourself")
+        raise ConfigurationError(
+            "the capacity card has no measured sessions_held; choose the number of servers yourself"
+        )
     return math.ceil(sessions / held)

@@ -41,9 +41,18 @@ STEPS = ("hub", "space", "docker", "process")
 _REMOTE_STEPS = ("docker", "process")
 
 
-def from_hub(cls: type[C], repo_id: str, revision: str | None = None, *, trust_remote_code: bool | None = None,
-             steps: Sequence[str] | None = None, wake_timeout_s: float | None = None, health_timeout_s: float = 15.0,
-             hub_url: str | None = None, **options: Any) -> Launch[C]:
+def from_hub(
+    cls: type[C],
+    repo_id: str,
+    revision: str | None = None,
+    *,
+    trust_remote_code: bool | None = None,
+    steps: Sequence[str] | None = None,
+    wake_timeout_s: float | None = None,
+    health_timeout_s: float = 15.0,
+    hub_url: str | None = None,
+    **options: Any,
+) -> Launch[C]:
     """See `EnvClient.from_hub`. Options: client ones (token, message_timeout_s, ...) go to the
     client; the rest to the local provider (env, startup_timeout_s, ...). `hub_url`: the OpenEnv
     Hub service to ask first (default: OPENENV_HUB_URL)."""
@@ -54,18 +63,36 @@ def from_hub(cls: type[C], repo_id: str, revision: str | None = None, *, trust_r
         raise ConfigurationError(f"steps must be a non-empty choice of {STEPS}, got {list(chosen)}")
     trusted = _settings.trust_remote_code() if trust_remote_code is None else trust_remote_code
     client_options, provider_options = split_options(options)
-    resolver = Resolver(cls, env_id, steps=chosen, trust_remote_code=trusted, client_options=client_options,
-                        provider_options=provider_options, health_timeout_s=health_timeout_s, hub_url=hub_url,
-                        wake_timeout_s=_settings.space_wake_timeout_s() if wake_timeout_s is None else wake_timeout_s)
+    resolver = Resolver(
+        cls,
+        env_id,
+        steps=chosen,
+        trust_remote_code=trusted,
+        client_options=client_options,
+        provider_options=provider_options,
+        health_timeout_s=health_timeout_s,
+        hub_url=hub_url,
+        wake_timeout_s=_settings.space_wake_timeout_s() if wake_timeout_s is None else wake_timeout_s,
+    )
     return Launch(resolver.run)
 
 
 class Resolver:
     """One `from_hub` call: tries the steps in order, remembering what each found."""
 
-    def __init__(self, cls: type[Any], env_id: EnvId, *, steps: Sequence[str], trust_remote_code: bool,
-                 client_options: dict[str, Any], provider_options: dict[str, Any], wake_timeout_s: float,
-                 health_timeout_s: float, hub_url: str | None = None) -> None:
+    def __init__(
+        self,
+        cls: type[Any],
+        env_id: EnvId,
+        *,
+        steps: Sequence[str],
+        trust_remote_code: bool,
+        client_options: dict[str, Any],
+        provider_options: dict[str, Any],
+        wake_timeout_s: float,
+        health_timeout_s: float,
+        hub_url: str | None = None,
+    ) -> None:
         self.cls = cls
         self.env_id = env_id
         self.steps = steps
@@ -90,7 +117,9 @@ class Resolver:
                 last_step, outcome = self.attempts[-1]
                 log.info("from_hub %s: %s: %s; trying %s", self.env_id, last_step, outcome, step)
             if step in _REMOTE_STEPS and not self.trusted:
-                self.attempts.append((step, "skipped: it would run the Space's code on this machine (trust_remote_code is off)"))
+                self.attempts.append(
+                    (step, "skipped: it would run the Space's code on this machine (trust_remote_code is off)")
+                )
                 continue
             try:
                 client = await getattr(self, f"_{step}")()
@@ -142,7 +171,9 @@ class Resolver:
             raise _Skip(str(exc)) from None
         self.record = record
         if record.url is None:
-            raise _Skip(f"the service knows it ({record.status or 'no status'}, stage {record.stage or '?'}) but lists no running endpoint")
+            raise _Skip(
+                f"the service knows it ({record.status or 'no status'}, stage {record.stage or '?'}) but lists no running endpoint"
+            )
         try:
             return await self._connect_url(record.url, self.health_timeout_s)
         except OpenEnvError as exc:
@@ -166,7 +197,9 @@ class Resolver:
 
         facts = await self._space_facts()
         if self.env_id.revision and facts.sha != facts.head_sha:
-            raise _Skip(f"the Space runs {(facts.head_sha or '?')[:12]}, not the pinned revision {self.env_id.revision} ({(facts.sha or '?')[:12]})")
+            raise _Skip(
+                f"the Space runs {(facts.head_sha or '?')[:12]}, not the pinned revision {self.env_id.revision} ({(facts.sha or '?')[:12]})"
+            )
         if facts.url is None:
             raise _Skip("the Hub gives no URL for the Space (no domains, no subdomain)")
         stage = facts.stage
@@ -177,7 +210,9 @@ class Resolver:
                 note = await in_thread(_space.wake, self._api, self.env_id.repo_id)
             stage = await in_thread(_space.wait_for_stage, self._api, self.env_id.repo_id, self.wake_timeout_s)
             if stage not in _space.RUNNING:
-                raise _Skip(f"the Space was {facts.stage} and is {stage} after {self.wake_timeout_s:g}s ({note or 'waited'})")
+                raise _Skip(
+                    f"the Space was {facts.stage} and is {stage} after {self.wake_timeout_s:g}s ({note or 'waited'})"
+                )
         if stage not in _space.RUNNING:
             raise _Skip(f"the Space is {stage}" + (": paused by its owner" if stage == "PAUSED" else ""))
         timeout = self.health_timeout_s if not note else max(self.health_timeout_s, self.wake_timeout_s)
@@ -210,7 +245,9 @@ class Resolver:
             # enough to run it here, even when the Hugging Face Hub cannot be reached (an intranet Hub).
             options = {"port": record.port, **self.provider_options}
             try:
-                return await connect_with_provider(self.cls, DockerProvider(record.image, pull="missing", **options), self.client_options)
+                return await connect_with_provider(
+                    self.cls, DockerProvider(record.image, pull="missing", **options), self.client_options
+                )
             except OpenEnvError as exc:
                 notes.append(f"{record.image} (from the Hub service): {_first_line(exc)}")
         try:
@@ -226,19 +263,29 @@ class Resolver:
             candidates.append((local_tag, "never"))
         elif not self.env_id.revision or facts.sha == facts.head_sha:
             template = _settings.space_image_template()
-            reference = template.format(owner=owner, name=name.replace("_", "-"), subdomain=_subdomain(owner, name),
-                                        revision=facts.sha or "latest")
+            reference = template.format(
+                owner=owner,
+                name=name.replace("_", "-"),
+                subdomain=_subdomain(owner, name),
+                revision=facts.sha or "latest",
+            )
             candidates.append((reference, "missing"))
         for image, pull in candidates:
             try:
-                return await connect_with_provider(self.cls, DockerProvider(image, pull=pull, **self.provider_options), self.client_options)
+                return await connect_with_provider(
+                    self.cls, DockerProvider(image, pull=pull, **self.provider_options), self.client_options
+                )
             except OpenEnvError as exc:
                 notes.append(f"{image}: {_first_line(exc)}")
         folder = await self._space_files()
         if find_dockerfile(folder) is None:
             raise _Skip("; ".join([*notes, "the Space has no Dockerfile to build"]))
         try:
-            provider = await in_thread(lambda: DockerProvider.from_env_dir(folder, tag=local_tag, base_image=_settings.base_image(), **self.provider_options))
+            provider = await in_thread(
+                lambda: DockerProvider.from_env_dir(
+                    folder, tag=local_tag, base_image=_settings.base_image(), **self.provider_options
+                )
+            )
             return await connect_with_provider(self.cls, provider, self.client_options)
         except OpenEnvError as exc:
             raise _Skip("; ".join([*notes, f"built {local_tag} from the Space's files: {_first_line(exc)}"])) from None
@@ -247,7 +294,9 @@ class Resolver:
         from openenv.client.providers.process import ProcessProvider
 
         folder = await self._space_files()
-        return await connect_with_provider(self.cls, ProcessProvider(folder, **self.provider_options), self.client_options)
+        return await connect_with_provider(
+            self.cls, ProcessProvider(folder, **self.provider_options), self.client_options
+        )
 
 
 class _Skip(OpenEnvError):
@@ -261,8 +310,10 @@ class _Fatal(OpenEnvError):
 def _hub_error(exc: Exception, env_id: EnvId) -> OpenEnvError:
     kind = type(exc).__name__
     if kind == "RepositoryNotFoundError":
-        return _Fatal(f"no Space {env_id.repo_id} on the Hub ({_settings.hf_endpoint()}), or it is private and no token "
-                      "was given (HF_TOKEN); check the id")
+        return _Fatal(
+            f"no Space {env_id.repo_id} on the Hub ({_settings.hf_endpoint()}), or it is private and no token "
+            "was given (HF_TOKEN); check the id"
+        )
     if kind == "RevisionNotFoundError":
         return _Fatal(f"the Space {env_id.repo_id} has no revision {env_id.revision!r}")
     if isinstance(exc, OpenEnvError):

@@ -72,9 +72,9 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     """Blocking twin of an `EnvClient`; made by `client.sync()`.
 
-        with EchoEnv("http://127.0.0.1:8000").sync() as env:
-            env.reset()
-            env.step(EchoAction(message="hi"))
+    with EchoEnv("http://127.0.0.1:8000").sync() as env:
+        env.reset()
+        env.step(EchoAction(message="hi"))
     """
 
     def __init__(self, async_client: EnvClient[ActT, ObsT, StateT]) -> None:

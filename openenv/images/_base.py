@@ -18,14 +18,26 @@ __all__ = ["LOCAL_BASE_IMAGE", "ensure_base_images"]
 # `ARG BASE_IMAGE` default cannot be pulled builds on it when it is in the engine.
 LOCAL_BASE_IMAGE = "openenv-local/python:3.11"
 # Images the local base stands in for when a Dockerfile names one itself and no registry serves it.
-STAND_IN_FOR = frozenset({
-    "python:3.11", "python:3.11-slim", "python:3.11-bookworm", "python:3.11-slim-bookworm",
-    "ghcr.io/meta-pytorch/openenv-base:latest", "ghcr.io/huggingface/openenv-base:latest",
-})
+STAND_IN_FOR = frozenset(
+    {
+        "python:3.11",
+        "python:3.11-slim",
+        "python:3.11-bookworm",
+        "python:3.11-slim-bookworm",
+        "ghcr.io/meta-pytorch/openenv-base:latest",
+        "ghcr.io/huggingface/openenv-base:latest",
+    }
+)
 
 
-def ensure_base_images(client: Any, dockerfile_text: str, args: dict[str, str], *, explicit_base: bool,
-                        on_log: Callable[[str], None] | None) -> None:
+def ensure_base_images(
+    client: Any,
+    dockerfile_text: str,
+    args: dict[str, str],
+    *,
+    explicit_base: bool,
+    on_log: Callable[[str], None] | None,
+) -> None:
     """Make sure every base image is in the engine before the build: pull what is missing. When
     the `BASE_IMAGE` default cannot be pulled (no registry here) and nobody chose a base image,
     build on LOCAL_BASE_IMAGE if the engine has it; when the Dockerfile names an image of
@@ -46,22 +58,35 @@ def ensure_base_images(client: Any, dockerfile_text: str, args: dict[str, str], 
         if from_base and not explicit_base and _has_image(client, LOCAL_BASE_IMAGE):
             args["BASE_IMAGE"] = LOCAL_BASE_IMAGE
             if on_log is not None:
-                on_log(f"base image {image} cannot be pulled ({error}); building on {LOCAL_BASE_IMAGE}, made from Debian packages")
+                on_log(
+                    f"base image {image} cannot be pulled ({error}); building on {LOCAL_BASE_IMAGE}, made from Debian packages"
+                )
             continue
         if _normal(image) in STAND_IN_FOR and _has_image(client, LOCAL_BASE_IMAGE):
             repo, _, tag = _normal(image).rpartition(":")
             client.images.get(LOCAL_BASE_IMAGE).tag(repo, tag)
             if on_log is not None:
-                on_log(f"base image {image} cannot be pulled ({error}); {LOCAL_BASE_IMAGE} (Python 3.11 on Debian bookworm, with pip, "
-                       f"uv and curl) stands in for it in this engine")
+                on_log(
+                    f"base image {image} cannot be pulled ({error}); {LOCAL_BASE_IMAGE} (Python 3.11 on Debian bookworm, with pip, "
+                    f"uv and curl) stands in for it in this engine"
+                )
             continue
-        hint = ("pass another base image (`openenv build --base-image IMAGE`, OPENENV_BASE_IMAGE, or the Hub's OPENENV_HUB_BASE_IMAGE: "
+        hint = (
+            (
+                "pass another base image (`openenv build --base-image IMAGE`, OPENENV_BASE_IMAGE, or the Hub's OPENENV_HUB_BASE_IMAGE: "
                 "any image with Python >= 3.11 and pip), or make the registry-free one with `bash scripts/base-image` in an "
-                f"openenv-hub checkout ({LOCAL_BASE_IMAGE})") if from_base else (
+                f"openenv-hub checkout ({LOCAL_BASE_IMAGE})"
+            )
+            if from_base
+            else (
                 f"this Dockerfile names {image} itself; pull or load it into the engine (docker pull / docker load), or make the "
-                "Dockerfile take `ARG BASE_IMAGE` so another base can be passed")
-        raise ImageBuildError(f"base image {image} is not in the Docker engine and cannot be pulled ({error}); {hint}",
-                              reason=ImageBuildError.BASE_IMAGE)
+                "Dockerfile take `ARG BASE_IMAGE` so another base can be passed"
+            )
+        )
+        raise ImageBuildError(
+            f"base image {image} is not in the Docker engine and cannot be pulled ({error}); {hint}",
+            reason=ImageBuildError.BASE_IMAGE,
+        )
 
 
 def _normal(image: str) -> str:

@@ -14,7 +14,17 @@ from openenv.images._errors import ImageBuildError
 __all__ = ["SDK_DIR", "dockerfile_takes_sdk", "local_sdk_wheel", "source_checkout", "stage_context"]
 
 SDK_DIR = ".openenv-sdk"
-_IGNORED = (".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache", "*.egg-info", SDK_DIR)
+_IGNORED = (
+    ".git",
+    ".venv",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "*.egg-info",
+    SDK_DIR,
+)
 
 
 def source_checkout() -> Path | None:
@@ -43,15 +53,20 @@ def local_sdk_wheel(cache_dir: Path | None = None) -> Path:
     """
     root = source_checkout()
     if root is None:
-        raise ImageBuildError("the local SDK is not a source checkout; build with sdk='published'", reason=ImageBuildError.SDK)
+        raise ImageBuildError(
+            "the local SDK is not a source checkout; build with sdk='published'", reason=ImageBuildError.SDK
+        )
     out = (cache_dir or root / ".cache" / "sdk-wheels") / _source_digest(root)
     wheels = sorted(out.glob("openenv_hub-*.whl"))
     if wheels:
         return wheels[-1]
     out.mkdir(parents=True, exist_ok=True)
     uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
-    cmd = [uv, "build", "--wheel", "--out-dir", str(out), str(root)] if Path(uv).exists() else [
-        sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(out), str(root)]
+    cmd = (
+        [uv, "build", "--wheel", "--out-dir", str(out), str(root)]
+        if Path(uv).exists()
+        else [sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(out), str(root)]
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     wheels = sorted(out.glob("openenv_hub-*.whl"))
     if proc.returncode != 0 or not wheels:

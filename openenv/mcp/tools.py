@@ -58,7 +58,9 @@ class _Options:
 @overload
 def tool(fn: F, /) -> F: ...
 @overload
-def tool(*, name: str | None = None, description: str | None = None, timeout_s: float | None = None) -> Callable[[F], F]: ...
+def tool(
+    *, name: str | None = None, description: str | None = None, timeout_s: float | None = None
+) -> Callable[[F], F]: ...
 
 
 def tool(

@@ -87,7 +87,9 @@ class Rubric:
         if inspect.isawaitable(value):
             if inspect.iscoroutine(value):
                 value.close()
-            raise RubricError(f"{self.label}.forward returned an awaitable in a sync evaluation; use `await rubric.evaluate(...)`")
+            raise RubricError(
+                f"{self.label}.forward returned an awaitable in a sync evaluation; use `await rubric.evaluate(...)`"
+            )
         if isinstance(value, bool):
             value = float(value)
         if not isinstance(value, (int, float)) or isinstance(value, complex):

@@ -49,7 +49,9 @@ class WeightedSum(Rubric):
                 raise RubricError(f"WeightedSum takes (rubric, weight) pairs, got {item!r}")
             rubric, weight = as_rubric(item[0], label), item[1]
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
-                raise RubricError(f"the weight of {label or rubric.default_name()!r} must be a finite number, got {weight!r}")
+                raise RubricError(
+                    f"the weight of {label or rubric.default_name()!r} must be a finite number, got {weight!r}"
+                )
             name = label or _unique(self._children, rubric.default_name())
             self._adopt(name, rubric)
             self.weights[name] = float(weight)

@@ -90,7 +90,9 @@ class TrajectoryRubric(Rubric):
 
     def _step(self, action: Any, observation: Any) -> bool:
         if self.final_score is not None:
-            raise RubricError(f"{self.label}: the episode already ended; call reset() (Environment.reset_rubric()) before the next one")
+            raise RubricError(
+                f"{self.label}: the episode already ended; call reset() (Environment.reset_rubric()) before the next one"
+            )
         self._trajectory.append((action, observation))
         return _is_done(observation)
 

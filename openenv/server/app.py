@@ -58,7 +58,9 @@ class ObservationReply(BaseModel):
     observation: dict[str, Any] = Field(description="The observation's fields, except reward and done.")
     reward: float | None = None
     done: bool = False
-    metadata: dict[str, Any] | None = Field(default=None, description="The observation's metadata again, when it has any (as upstream 0.10.0 sends it).")
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="The observation's metadata again, when it has any (as upstream 0.10.0 sends it)."
+    )
 
 
 class HealthReply(BaseModel):
@@ -83,7 +85,7 @@ class EnvApp(FastAPI):
         if scope["type"] == "websocket" and self.openenv_ws is not None and not self.user_middleware:
             path, root = scope["path"], scope.get("root_path", "")
             if root and path.startswith(root):
-                path = path[len(root):]
+                path = path[len(root) :]
             if path == "/ws":
                 await self.openenv_ws(scope, receive, send)
                 return
@@ -226,14 +228,30 @@ def create_app(
         "/mcp",
         tags=["MCP"],
         summary="JSON-RPC 2.0: tools/list, tools/call, openenv/session/create, openenv/session/close",
-        openapi_extra={"requestBody": {"content": {"application/json": {"schema": {"type": "object"}, "example": {
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo_message", "arguments": {"message": "hi"}}
-        }}}}},
+        openapi_extra={
+            "requestBody": {
+                "content": {
+                    "application/json": {
+                        "schema": {"type": "object"},
+                        "example": {
+                            "jsonrpc": "2.0",
+                            "id": 1,
+                            "method": "tools/call",
+                            "params": {"name": "echo_message", "arguments": {"message": "hi"}},
+                        },
+                    }
+                }
+            }
+        },
     )
     async def mcp(request: Request) -> Response:
         raw = await request.body()
         if len(raw) > settings.max_message_bytes:
-            reply = rpc_error(None, RpcCode.INVALID_REQUEST, f"request of {len(raw)} bytes is over the limit of {settings.max_message_bytes}")
+            reply = rpc_error(
+                None,
+                RpcCode.INVALID_REQUEST,
+                f"request of {len(raw)} bytes is over the limit of {settings.max_message_bytes}",
+            )
         else:
             try:
                 reply = await runtime.mcp.rpc(loads(raw))
@@ -256,7 +274,12 @@ def create_app(
 def _add_stateless_routes(app: FastAPI, runtime: EnvRuntime, step_request: Any) -> None:
     """HTTP /reset, /step, /state and /render, each on a fresh environment (simulation mode only)."""
 
-    @app.post("/reset", response_model=ObservationReply, tags=["Environment Control"], summary="Reset a fresh environment (stateless)")
+    @app.post(
+        "/reset",
+        response_model=ObservationReply,
+        tags=["Environment Control"],
+        summary="Reset a fresh environment (stateless)",
+    )
     async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> Response:
         async with runtime.fresh_env() as env:
             return _json(await runtime.reset(env, request.model_dump(exclude_unset=True)))
@@ -270,7 +293,12 @@ def _add_stateless_routes(app: FastAPI, runtime: EnvRuntime, step_request: Any) 
     # The body model is built at run time, so the annotation is set by hand (this module's
     # annotations are strings that FastAPI could not resolve).
     step.__annotations__["request"] = step_request
-    app.post("/step", response_model=ObservationReply, tags=["Environment Control"], summary="Step a fresh environment (stateless)")(step)
+    app.post(
+        "/step",
+        response_model=ObservationReply,
+        tags=["Environment Control"],
+        summary="Step a fresh environment (stateless)",
+    )(step)
 
     @app.get("/state", tags=["State Management"], summary="State of a fresh environment (stateless)")
     async def state() -> Response:
@@ -322,7 +350,9 @@ async def _describe(runtime: EnvRuntime, name: str) -> dict[str, Any]:
 
 def _check_models(action_cls: Any, observation_cls: Any) -> None:
     if not (isinstance(action_cls, type) and issubclass(action_cls, BaseModel)):
-        raise ConfigurationError(f"action_cls must be a pydantic model class (subclass openenv.Action), got {action_cls!r}")
+        raise ConfigurationError(
+            f"action_cls must be a pydantic model class (subclass openenv.Action), got {action_cls!r}"
+        )
     if not (isinstance(observation_cls, type) and issubclass(observation_cls, Observation)):
         raise ConfigurationError(f"observation_cls must subclass openenv.Observation, got {observation_cls!r}")
 

@@ -117,7 +117,9 @@ class Executor:
         """
         return await self.call(self.policy(owner, name), fn, args, kwargs, timeout_s)
 
-    async def call(self, policy: _Policy, fn: Callable[..., T], args: tuple, kwargs: dict, timeout_s: float | None) -> T:
+    async def call(
+        self, policy: _Policy, fn: Callable[..., T], args: tuple, kwargs: dict, timeout_s: float | None
+    ) -> T:
         """Call `fn` inline or in the pool, as `policy` says (the form for cached policies)."""
         if policy.inline and timeout_s is None:
             start = time.perf_counter()

@@ -127,7 +127,8 @@ class McpService:
             return to_jsonable_python(value, fallback=_array_fallback)
         except Exception as exc:  # TypeError from the fallback, or pydantic_core's own errors
             raise ToolFailure(
-                ToolErrorType.EXECUTION_ERROR, f"tool {spec.name!r} returned a {type(value).__name__} that cannot be sent as JSON: {exc}"
+                ToolErrorType.EXECUTION_ERROR,
+                f"tool {spec.name!r} returned a {type(value).__name__} that cannot be sent as JSON: {exc}",
             ) from None
 
     async def _run(self, env: Environment, spec: ToolSpec, kwargs: dict[str, Any], limit: float) -> Any:
@@ -174,7 +175,9 @@ class McpService:
             if inspect.isawaitable(out):
                 out = await out
         except Exception as exc:
-            raise RequestError(ErrorCode.EXECUTION_ERROR, f"after_tool_call raised {type(exc).__name__}: {exc}") from exc
+            raise RequestError(
+                ErrorCode.EXECUTION_ERROR, f"after_tool_call raised {type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(out, CallToolObservation):
             raise RequestError(
                 ErrorCode.EXECUTION_ERROR,
@@ -194,11 +197,17 @@ class McpService:
         except Exception as exc:  # a bug here or in an env's tool declaration: report, keep serving
             log.exception("JSON-RPC request failed")
             rid = request.get("id") if isinstance(request, dict) else None
-            return rpc_error(rid if type(rid) in (str, int) else None, RpcCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            return rpc_error(
+                rid if type(rid) in (str, int) else None, RpcCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
+            )
 
     async def _rpc(self, request: Any, session: Session | None) -> dict[str, Any]:
         if not isinstance(request, dict):
-            return rpc_error(None, RpcCode.INVALID_REQUEST, 'a JSON-RPC request is an object: {"jsonrpc": "2.0", "method": ..., "id": ...}')
+            return rpc_error(
+                None,
+                RpcCode.INVALID_REQUEST,
+                'a JSON-RPC request is an object: {"jsonrpc": "2.0", "method": ..., "id": ...}',
+            )
         rid = request.get("id")
         if rid is not None and (type(rid) not in (str, int)):
             return rpc_error(None, RpcCode.INVALID_REQUEST, "id must be a string, an integer or null")
@@ -206,7 +215,9 @@ class McpService:
             return rpc_error(rid, RpcCode.INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"')
         method = request.get("method")
         if not isinstance(method, str):
-            return rpc_error(rid, RpcCode.INVALID_REQUEST, 'Invalid request: "method" must be a string such as "tools/list"')
+            return rpc_error(
+                rid, RpcCode.INVALID_REQUEST, 'Invalid request: "method" must be a string such as "tools/list"'
+            )
         params = request.get("params")
         if params is None:
             params = {}
@@ -217,7 +228,9 @@ class McpService:
         if method == "openenv/session/close":
             return await self._close_session(rid, params, session)
         if method not in _METHODS:
-            return rpc_error(rid, RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}; this server answers {', '.join(_METHODS)}")
+            return rpc_error(
+                rid, RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}; this server answers {', '.join(_METHODS)}"
+            )
         if method == "tools/list" and session is None and "session_id" not in params and self._env_cls is not None:
             return rpc_result(rid, {"tools": self._rpc_tools(self._env_cls)})
         try:
@@ -230,7 +243,10 @@ class McpService:
 
     def _rpc_tools(self, env_cls: type) -> list[dict[str, Any]]:
         # MCP spells the schema `inputSchema`; upstream's clients read either spelling.
-        return [{"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in self.list_tools(env_cls)]
+        return [
+            {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+            for t in self.list_tools(env_cls)
+        ]
 
     async def _rpc_call(self, rid: Any, env: Environment, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
@@ -242,12 +258,15 @@ class McpService:
             data = {**exc.error.model_dump(mode="json"), "tool_name": name}
             return rpc_error(rid, tool_error_code(exc.error.error_type), exc.error.message, data)
         text = value if isinstance(value, str) else dumps(value).decode()
-        return rpc_result(rid, {
-            "content": [{"type": "text", "text": text}],
-            "structuredContent": value if isinstance(value, dict) else {"result": value},
-            "isError": False,
-            "data": value,  # the plain value: what upstream's client returns from call_tool
-        })
+        return rpc_result(
+            rid,
+            {
+                "content": [{"type": "text", "text": text}],
+                "structuredContent": value if isinstance(value, dict) else {"result": value},
+                "isError": False,
+                "data": value,  # the plain value: what upstream's client returns from call_tool
+            },
+        )
 
     @contextlib.asynccontextmanager
     async def _env_for(self, params: dict[str, Any], session: Session | None) -> AsyncIterator[Environment]:
@@ -269,7 +288,8 @@ class McpService:
         found = self._http_session(session_id)
         if found is None:
             raise _RpcFailure(
-                RpcCode.INVALID_PARAMS, f"Unknown session_id: {session_id}; it expired or was closed: create one with openenv/session/create"
+                RpcCode.INVALID_PARAMS,
+                f"Unknown session_id: {session_id}; it expired or was closed: create one with openenv/session/create",
             )
         sess, lock = found
         async with lock:
@@ -298,7 +318,9 @@ class McpService:
         try:
             new = await self.runtime.open_session()
         except CapacityError as exc:
-            return rpc_error(rid, RpcCode.SERVER_ERROR, str(exc), {"active_sessions": exc.active, "max_sessions": exc.maximum})
+            return rpc_error(
+                rid, RpcCode.SERVER_ERROR, str(exc), {"active_sessions": exc.active, "max_sessions": exc.maximum}
+            )
         except FactoryError as exc:
             return rpc_error(rid, RpcCode.SERVER_ERROR, str(exc), {"factory_name": exc.factory_name})
         self._http_sessions[new.id] = asyncio.Lock()
@@ -312,10 +334,14 @@ class McpService:
         """
         found = self._http_session(session_id)
         if found is None:
-            raise AttachError(f"Unknown session_id: {session_id}; it expired or was closed: create one with openenv/session/create over POST /mcp")
+            raise AttachError(
+                f"Unknown session_id: {session_id}; it expired or was closed: create one with openenv/session/create over POST /mcp"
+            )
         sess, lock = found
         if sess.attached:
-            raise AttachError(f"session {session_id} is already attached to another WebSocket; one socket drives a session at a time")
+            raise AttachError(
+                f"session {session_id} is already attached to another WebSocket; one socket drives a session at a time"
+            )
         sess.attached = True
         return sess, lock
 
@@ -336,7 +362,9 @@ class McpService:
         if not session_id:
             return rpc_error(rid, RpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required")
         if session is not None and session_id == session.id:
-            return rpc_error(rid, RpcCode.INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method")
+            return rpc_error(
+                rid, RpcCode.INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method"
+            )
         found = self._http_session(session_id)
         if found is None:
             return rpc_error(rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {session_id}")

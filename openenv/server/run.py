@@ -69,7 +69,9 @@ def serve(
 
 
 @contextlib.contextmanager
-def serve_in_thread(app: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 30.0) -> Iterator[str]:
+def serve_in_thread(
+    app: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 30.0
+) -> Iterator[str]:
     """Serve `app` in a background thread for the duration of a `with` block.
 
     For notebooks, examples and tests: the server shares this process, so the environment's

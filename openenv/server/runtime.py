@@ -55,7 +55,9 @@ def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
     for err in exc.errors(include_url=False):
         ctx = err.get("ctx")
         if ctx:
-            err["ctx"] = {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for k, v in ctx.items()}
+            err["ctx"] = {
+                k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for k, v in ctx.items()
+            }
         out.append(err)
     return out
 
@@ -122,7 +124,7 @@ class EnvRuntime:
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise RequestError(ErrorCode.VALIDATION_ERROR, "reset data must be an object, e.g. {\"seed\": 1}")
+            raise RequestError(ErrorCode.VALIDATION_ERROR, 'reset data must be an object, e.g. {"seed": 1}')
         seed = data.get("seed")
         if seed is not None and (type(seed) is not int or seed < 0):
             raise RequestError(ErrorCode.VALIDATION_ERROR, f"seed must be a non-negative integer, got {seed!r}")
@@ -233,7 +235,9 @@ class EnvRuntime:
         try:
             return observation_json(obs)
         except Exception as exc:
-            raise RequestError(ErrorCode.EXECUTION_ERROR, f"the observation could not be encoded as JSON: {exc}") from exc
+            raise RequestError(
+                ErrorCode.EXECUTION_ERROR, f"the observation could not be encoded as JSON: {exc}"
+            ) from exc
 
     # -- session helpers ------------------------------------------------------------------------
 

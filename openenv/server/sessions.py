@@ -175,4 +175,3 @@ class SessionManager:
             spare, self._spare = self._spare, None
             await self.close_env(spare)
         self.executor.shutdown()
-

@@ -64,7 +64,9 @@ def add_task_routes(app: FastAPI, runtime: EnvRuntime, name: str) -> None:
 
     def known(env_name: str) -> None:
         if env_name.lower() != name.lower():
-            raise HTTPException(404, f"unknown environment {env_name!r}; this server serves {name!r} (GET /list_environments)")
+            raise HTTPException(
+                404, f"unknown environment {env_name!r}; this server serves {name!r} (GET /list_environments)"
+            )
 
     async def call(method: str, *args: Any) -> Any:
         async with runtime.fresh_env() as env:
@@ -80,7 +82,9 @@ def add_task_routes(app: FastAPI, runtime: EnvRuntime, name: str) -> None:
             except KeyError as exc:
                 raise HTTPException(404, _unknown_split(env, args[0] if args else None, exc)) from None
             except IndexError:
-                raise HTTPException(400, "Invalid task index: it is outside the split (POST /<env>/num_tasks says how many)") from None
+                raise HTTPException(
+                    400, "Invalid task index: it is outside the split (POST /<env>/num_tasks says how many)"
+                ) from None
         return to_jsonable_python(value, fallback=str)
 
     @app.get("/list_environments", tags=["Tasks"], summary="The environments this server serves (one)")

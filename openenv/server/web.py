@@ -72,7 +72,11 @@ def add_web_routes(app: Any, title: str) -> None:
 
     def page(request: Request) -> Response:
         root = request.scope.get("root_path", "").rstrip("/")
-        body = _read("index.html").replace("{{ROOT}}", html.escape(root, quote=True)).replace("{{TITLE}}", html.escape(title))
+        body = (
+            _read("index.html")
+            .replace("{{ROOT}}", html.escape(root, quote=True))
+            .replace("{{TITLE}}", html.escape(title))
+        )
         return Response(body, media_type="text/html; charset=utf-8", headers=_HEADERS)
 
     def asset(name: str) -> Response:
@@ -85,7 +89,9 @@ def add_web_routes(app: Any, title: str) -> None:
     async def view(request: Request) -> Response:
         raw = await request.body()
         if len(raw) > _VIEW_MAX_BYTES:
-            return JSONResponse({"detail": f"the request is over {_VIEW_MAX_BYTES} bytes"}, status_code=413, headers=_HEADERS)
+            return JSONResponse(
+                {"detail": f"the request is over {_VIEW_MAX_BYTES} bytes"}, status_code=413, headers=_HEADERS
+            )
         if not schema:
             runtime = getattr(app.state, "openenv_runtime", None)
             schema.update(runtime.action_cls.model_json_schema() if runtime is not None else {})

@@ -170,7 +170,9 @@ class WebSocketEndpoint(_Endpoint):
         try:
             if kind == "step":
                 if len(msg) > 2 and msg.keys() - _STEP_KEYS:
-                    raise RequestError(ErrorCode.VALIDATION_ERROR, f"unknown keys in step frame: {sorted(msg.keys() - _STEP_KEYS)}")
+                    raise RequestError(
+                        ErrorCode.VALIDATION_ERROR, f"unknown keys in step frame: {sorted(msg.keys() - _STEP_KEYS)}"
+                    )
                 timeout_s = msg.get("timeout_s")
                 if timeout_s is not None and (not isinstance(timeout_s, (int, float)) or timeout_s <= 0):
                     raise RequestError(ErrorCode.VALIDATION_ERROR, "timeout_s must be a positive number of seconds")
@@ -200,7 +202,9 @@ class WebSocketEndpoint(_Endpoint):
         except ToolActionRequest as request:  # a step frame carrying ListToolsAction / CallToolAction
             session.steps += 1
             try:
-                return b'{"type":"observation","data":%b}' % await runtime.mcp.step(env, request.action, msg.get("timeout_s"))
+                return b'{"type":"observation","data":%b}' % await runtime.mcp.step(
+                    env, request.action, msg.get("timeout_s")
+                )
             except RequestError as exc:
                 return error_frame(exc.code, exc.message, **exc.details)
 
@@ -228,7 +232,11 @@ class McpWebSocketEndpoint(_Endpoint):
                 if raw is None:
                     raw = message.get("bytes") or b""
                 if len(raw) > self.max_bytes:
-                    reply = rpc_error(None, RpcCode.INVALID_REQUEST, f"request of {len(raw)} bytes is over the limit of {self.max_bytes}")
+                    reply = rpc_error(
+                        None,
+                        RpcCode.INVALID_REQUEST,
+                        f"request of {len(raw)} bytes is over the limit of {self.max_bytes}",
+                    )
                 else:
                     session.busy = True
                     try:
@@ -272,7 +280,11 @@ def _protocol_refusal(exc: CapacityError | FactoryError) -> bytes:
 
 def _rpc_refusal(exc: CapacityError | FactoryError) -> bytes:
     if isinstance(exc, CapacityError):
-        return dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc), {"active_sessions": exc.active, "max_sessions": exc.maximum}))
+        return dumps(
+            rpc_error(
+                None, RpcCode.SERVER_ERROR, str(exc), {"active_sessions": exc.active, "max_sessions": exc.maximum}
+            )
+        )
     return dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc), {"factory_name": exc.factory_name}))
 
 

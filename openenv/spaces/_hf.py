@@ -44,7 +44,9 @@ def hub_error(exc: BaseException, action: str, repo_id: str | None = None) -> Hu
     from huggingface_hub import errors
 
     if isinstance(exc, errors.LocalTokenNotFoundError):
-        return HubRequestError(f"{action}: not logged in to the Hugging Face Hub; set HF_TOKEN or run `hf auth login`", 401)
+        return HubRequestError(
+            f"{action}: not logged in to the Hugging Face Hub; set HF_TOKEN or run `hf auth login`", 401
+        )
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
     server = ""
@@ -83,8 +85,16 @@ def whoami(api: Any) -> str:
         raise hub_error(exc, "checking who you are") from exc
 
 
-def duplicate_space(api: Any, from_id: str, to_id: str, *, private: bool | None = None, hardware: str | None = None,
-                    variables: list[dict[str, str]] | None = None, secrets: list[dict[str, str]] | None = None) -> str:
+def duplicate_space(
+    api: Any,
+    from_id: str,
+    to_id: str,
+    *,
+    private: bool | None = None,
+    hardware: str | None = None,
+    variables: list[dict[str, str]] | None = None,
+    secrets: list[dict[str, str]] | None = None,
+) -> str:
     """Duplicate a Space with whichever API this huggingface_hub has; returns the new Space's web URL.
 
     Raises:
@@ -92,10 +102,19 @@ def duplicate_space(api: Any, from_id: str, to_id: str, *, private: bool | None 
     """
     try:
         if hasattr(api, "duplicate_repo"):
-            url = api.duplicate_repo(from_id, to_id, repo_type="space", private=private, space_hardware=hardware,
-                                     space_variables=variables, space_secrets=secrets)
+            url = api.duplicate_repo(
+                from_id,
+                to_id,
+                repo_type="space",
+                private=private,
+                space_hardware=hardware,
+                space_variables=variables,
+                space_secrets=secrets,
+            )
         else:
-            url = api.duplicate_space(from_id, to_id, private=private, hardware=hardware, variables=variables, secrets=secrets)
+            url = api.duplicate_space(
+                from_id, to_id, private=private, hardware=hardware, variables=variables, secrets=secrets
+            )
     except Exception as exc:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         raise hub_error(exc, f"duplicating {from_id}", to_id if status in (403, 409) else from_id) from exc

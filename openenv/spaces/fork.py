@@ -29,7 +29,9 @@ def parse_space_id(source: str) -> str:
         if len(parts) >= 3 and parts[0] == "spaces":
             text = f"{parts[1]}/{parts[2]}"
         else:
-            raise ConfigurationError(f"{source!r} is not a Space page URL; use owner/name or https://huggingface.co/spaces/owner/name")
+            raise ConfigurationError(
+                f"{source!r} is not a Space page URL; use owner/name or https://huggingface.co/spaces/owner/name"
+            )
     text = text.removeprefix("spaces/")
     if not _ID.match(text):
         raise ConfigurationError(f"{source!r} is not a Space id; write it as owner/name")
@@ -72,10 +74,21 @@ def fork_space(
     if repo_id is None or "/" not in repo_id:
         repo_id = f"{whoami(api)}/{repo_id or src.split('/')[1]}"
     duplicate_space(
-        api, src, repo_id, private=private, hardware=hardware,
+        api,
+        src,
+        repo_id,
+        private=private,
+        hardware=hardware,
         variables=[{"key": k, "value": v} for k, v in (variables or {}).items()] or None,
         secrets=[{"key": k, "value": v} for k, v in (secrets or {}).items()] or None,
     )
     urls = space_urls(api, repo_id)
-    return ForkResult(source=src, repo_id=repo_id, url=urls.page, app_url=urls.app, stage=urls.stage,
-                      variables=dict(variables or {}), secrets=sorted(secrets or {}))
+    return ForkResult(
+        source=src,
+        repo_id=repo_id,
+        url=urls.page,
+        app_url=urls.app,
+        stage=urls.stage,
+        variables=dict(variables or {}),
+        secrets=sorted(secrets or {}),
+    )

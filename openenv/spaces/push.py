@@ -15,8 +15,21 @@ from openenv.spaces._hf import hf_api, hub_error, space_urls, whoami
 
 __all__ = ["DEFAULT_EXCLUDES", "PushResult", "push_space", "space_readme", "stage_folder"]
 
-DEFAULT_EXCLUDES = (".git", ".venv", "venv", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache",
-                    "*.egg-info", ".env", ".DS_Store", ".openenv-sdk", "node_modules")
+DEFAULT_EXCLUDES = (
+    ".git",
+    ".venv",
+    "venv",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "*.egg-info",
+    ".env",
+    ".DS_Store",
+    ".openenv-sdk",
+    "node_modules",
+)
 
 
 @dataclass
@@ -66,11 +79,15 @@ def space_readme(readme: str | None, manifest: Manifest) -> str:
     body = ""
     if readme is not None:
         lines = readme.splitlines(keepends=True)
-        end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None) if lines and lines[0].strip() == "---" else None
+        end = (
+            next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
+            if lines and lines[0].strip() == "---"
+            else None
+        )
         if end is not None:
             loaded = yaml.safe_load("".join(lines[1:end])) or {}
             front = loaded if isinstance(loaded, dict) else {}
-            body = "".join(lines[end + 1:])
+            body = "".join(lines[end + 1 :])
         else:
             body = readme
     else:
@@ -83,7 +100,12 @@ def space_readme(readme: str | None, manifest: Manifest) -> str:
         if tag not in tags:
             tags.append(tag)
     front["tags"] = tags
-    return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + (body if body.startswith("\n") else "\n" + body)
+    return (
+        "---\n"
+        + yaml.safe_dump(front, sort_keys=False, allow_unicode=True)
+        + "---\n"
+        + (body if body.startswith("\n") else "\n" + body)
+    )
 
 
 def stage_folder(root: Path, manifest: Manifest, dest: Path, excludes: Iterable[str] = ()) -> list[str]:
@@ -100,7 +122,9 @@ def stage_folder(root: Path, manifest: Manifest, dest: Path, excludes: Iterable[
         shutil.copy2(path, target)
         files.append(rel)
     readme = root / "README.md"
-    (dest / "README.md").write_text(space_readme(readme.read_text(encoding="utf-8") if readme.is_file() else None, manifest), encoding="utf-8")
+    (dest / "README.md").write_text(
+        space_readme(readme.read_text(encoding="utf-8") if readme.is_file() else None, manifest), encoding="utf-8"
+    )
     if "README.md" not in files:
         files.append("README.md")
     if not (dest / "Dockerfile").is_file() and (dest / "server" / "Dockerfile").is_file():
@@ -151,8 +175,9 @@ def push_space(
         files = stage_folder(root, manifest, staged, excludes)
         message = commit_message or f"Upload {manifest.name} with openenv push"
         try:
-            info = api.upload_folder(repo_id=repo_id, repo_type="space", folder_path=str(staged), commit_message=message,
-                                     create_pr=create_pr)
+            info = api.upload_folder(
+                repo_id=repo_id, repo_type="space", folder_path=str(staged), commit_message=message, create_pr=create_pr
+            )
         except Exception as exc:
             raise hub_error(exc, f"uploading to {repo_id}", repo_id) from exc
     result_vars = {**manifest.variables, **(variables or {})}
@@ -160,7 +185,9 @@ def push_space(
     secret_names: list[str] = []
     if create_pr:
         if result_vars or secrets:
-            notes.append("variables and secrets are not set for a pull request; set them after merging (push without --create-pr)")
+            notes.append(
+                "variables and secrets are not set for a pull request; set them after merging (push without --create-pr)"
+            )
         result_vars = {}
     else:
         try:
@@ -173,12 +200,23 @@ def push_space(
             raise hub_error(exc, f"setting variables/secrets of {repo_id}", repo_id) from exc
     missing = [s for s in manifest.secrets if s not in (secrets or {})]
     if missing and not create_pr:
-        notes.append(f"the manifest lists secrets not given here: {', '.join(missing)} "
-                     "(set them with --secret NAME=VALUE, or in the Space's settings, unless they are set already)")
+        notes.append(
+            f"the manifest lists secrets not given here: {', '.join(missing)} "
+            "(set them with --secret NAME=VALUE, or in the Space's settings, unless they are set already)"
+        )
     urls = space_urls(api, repo_id)
     pr_url = getattr(info, "pr_url", None)
     if create_pr and pr_url is None:
         notes.append("nothing changed since the last upload, so no pull request was opened")
-    return PushResult(repo_id=repo_id, url=urls.page, app_url=urls.app, commit=getattr(info, "oid", None), pr_url=pr_url,
-                      files=files, variables=result_vars, secrets=secret_names, stage=urls.stage, notes=notes)
-
+    return PushResult(
+        repo_id=repo_id,
+        url=urls.page,
+        app_url=urls.app,
+        commit=getattr(info, "oid", None),
+        pr_url=pr_url,
+        files=files,
+        variables=result_vars,
+        secrets=secret_names,
+        stage=urls.stage,
+        notes=notes,
+    )

@@ -46,7 +46,9 @@ class TurnFormat:
         """Token ids of the first prompt."""
         raise NotImplementedError
 
-    def feedback(self, instruction: Any, history: list[tuple[str, str]], observation: str, last_ids: list[int]) -> list[int]:
+    def feedback(
+        self, instruction: Any, history: list[tuple[str, str]], observation: str, last_ids: list[int]
+    ) -> list[int]:
         """Token ids that follow the model's last answer and show it the next observation.
 
         `history` holds (observation, answer) pairs so far; `last_ids` the last answer's tokens.
@@ -57,7 +59,7 @@ class TurnFormat:
 class TextFormat(TurnFormat):
     """Plain text, for base models and tokenizers without a chat template:
 
-        {instruction}\\n{observation}{cue}<answer>\\n{observation}{cue}<answer>...
+    {instruction}\\n{observation}{cue}<answer>\\n{observation}{cue}<answer>...
     """
 
     def __init__(self, tokenizer: Any, cue: str = "\nAction:") -> None:
@@ -68,7 +70,9 @@ class TextFormat(TurnFormat):
         head = f"{_text_of(instruction)}\n" if instruction else ""
         return list(self.tokenizer(f"{head}{observation}{self.cue}", add_special_tokens=True)["input_ids"])
 
-    def feedback(self, instruction: Any, history: list[tuple[str, str]], observation: str, last_ids: list[int]) -> list[int]:
+    def feedback(
+        self, instruction: Any, history: list[tuple[str, str]], observation: str, last_ids: list[int]
+    ) -> list[int]:
         return list(self.tokenizer(f"\n{observation}{self.cue}", add_special_tokens=False)["input_ids"])
 
 
@@ -83,7 +87,9 @@ class ChatFormat(TurnFormat):
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
 
-    def _messages(self, instruction: Any, history: list[tuple[str, str]], observation: str | None) -> list[dict[str, Any]]:
+    def _messages(
+        self, instruction: Any, history: list[tuple[str, str]], observation: str | None
+    ) -> list[dict[str, Any]]:
         if isinstance(instruction, list):
             base = [dict(m) for m in instruction]
         else:
@@ -104,16 +110,24 @@ class ChatFormat(TurnFormat):
         return [*base, {"role": "user", "content": observation}]
 
     def first(self, instruction: Any, observation: str) -> list[int]:
-        out = self.tokenizer.apply_chat_template(self._messages(instruction, [], observation), add_generation_prompt=True, tokenize=True)
+        out = self.tokenizer.apply_chat_template(
+            self._messages(instruction, [], observation), add_generation_prompt=True, tokenize=True
+        )
         return list(out["input_ids"] if hasattr(out, "keys") else out)
 
-    def feedback(self, instruction: Any, history: list[tuple[str, str]], observation: str, last_ids: list[int]) -> list[int]:
+    def feedback(
+        self, instruction: Any, history: list[tuple[str, str]], observation: str, last_ids: list[int]
+    ) -> list[int]:
         answered = self.tokenizer.apply_chat_template(self._messages(instruction, history, None), tokenize=False)
-        following = self.tokenizer.apply_chat_template(self._messages(instruction, history, observation), add_generation_prompt=True, tokenize=False)
+        following = self.tokenizer.apply_chat_template(
+            self._messages(instruction, history, observation), add_generation_prompt=True, tokenize=False
+        )
         answer = history[-1][1]
         cut = answered.rfind(answer) + len(answer) if answer else len(answered.rstrip())
         if not following.startswith(answered[:cut]):
-            raise ValueError("the chat template does not render earlier turns verbatim; use TextFormat or a simpler template")
+            raise ValueError(
+                "the chat template does not render earlier turns verbatim; use TextFormat or a simpler template"
+            )
         tail = following[cut:]
         if last_ids:
             emitted = self.tokenizer.decode(last_ids[-1:], skip_special_tokens=False)

@@ -194,7 +194,9 @@ class RolloutEngine:
         """
         if (episodes is None) == (seeds is None):
             raise ConfigurationError("give either episodes=N or seeds=[...]")
-        seed_list: list[int | None] = list(seeds) if seeds is not None else [base_seed + i for i in range(episodes or 0)]
+        seed_list: list[int | None] = (
+            list(seeds) if seeds is not None else [base_seed + i for i in range(episodes or 0)]
+        )
         records = [EpisodeRecord(index=i, seed=s) for i, s in enumerate(seed_list)]
         options = {**self.reset_kwargs, **(reset_kwargs or {})}
         pool = self._pool
@@ -312,7 +314,11 @@ class RolloutEngine:
         perf = time.perf_counter
         policy, prompt_fn, turns = self.policy, self.prompt, record.turns
         t0 = perf()
-        result = await client.reset(seed=record.seed, **options) if record.seed is not None else await client.reset(**options)
+        result = (
+            await client.reset(seed=record.seed, **options)
+            if record.seed is not None
+            else await client.reset(**options)
+        )
         record.env_s += perf() - t0
         observation = result.observation
         for turn in itertools.count():
@@ -371,7 +377,9 @@ class RolloutEngine:
             return out, self.parse_action(out.text, observation)
         if isinstance(out, dict | BaseModel):
             return None, out
-        raise TypeError(f"the policy returned a {type(out).__name__}; return an action (dict or model), text, or a Completion")
+        raise TypeError(
+            f"the policy returned a {type(out).__name__}; return an action (dict or model), text, or a Completion"
+        )
 
 
 def _components(observation: Any) -> dict[str, float] | None:
@@ -380,4 +388,3 @@ def _components(observation: Any) -> dict[str, float] | None:
         return None
     found = metadata.get("reward_components")
     return dict(found) if isinstance(found, dict) and found else None
-

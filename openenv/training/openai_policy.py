@@ -104,7 +104,9 @@ class OpenAIPolicy:
                     reply = await self.client.completions.create(prompt=prompt, **options)
                     text = reply.choices[0].text or ""
             except openai.APIConnectionError as exc:
-                raise PolicyEndpointError(f"cannot reach the model endpoint at {self.client.base_url}: {exc}; is it running?") from exc
+                raise PolicyEndpointError(
+                    f"cannot reach the model endpoint at {self.client.base_url}: {exc}; is it running?"
+                ) from exc
             except openai.APIStatusError as exc:
                 raise PolicyEndpointError(
                     f"the model endpoint at {self.client.base_url} answered {exc.status_code}: {exc.message}; "

@@ -41,13 +41,19 @@ def word_tokenizer(words: Iterable[str]) -> Any:
     core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
     core.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", bos_token="[BOS]", eos_token="[EOS]",
+        tokenizer_object=core,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        bos_token="[BOS]",
+        eos_token="[EOS]",
         padding_side="left",
     )
     return tokenizer
 
 
-def tiny_causal_lm(words: Iterable[str], *, hidden_size: int = 64, layers: int = 2, heads: int = 4, seed: int = 0) -> tuple[Any, Any]:
+def tiny_causal_lm(
+    words: Iterable[str], *, hidden_size: int = 64, layers: int = 2, heads: int = 4, seed: int = 0
+) -> tuple[Any, Any]:
     """A randomly initialised Llama-architecture model sized for a CPU, and its word-level tokenizer.
 
     Returns:

@@ -33,7 +33,9 @@ from openenv.training.records import EpisodeRecord, RolloutBatch, TokenPrompt
 __all__ = ["OpenEnvRollout", "env_reward", "openenv_grpo_kwargs"]
 
 
-def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[float | None], **kwargs: Any) -> list[float | None]:
+def env_reward(
+    prompts: list[Any], completions: list[Any], env_reward: list[float | None], **kwargs: Any
+) -> list[float | None]:
     """GRPO reward function: the episode's total reward from the environment (None when the episode failed)."""
     return list(env_reward)
 
@@ -69,7 +71,9 @@ class OpenEnvRollout:
         if not callable(parse_action):
             raise ConfigurationError("parse_action is required: it turns the model's text into an action")
         if isinstance(turn_format, str) and turn_format not in ("auto", "chat", "text"):
-            raise ConfigurationError("turn_format must be 'auto', 'chat', 'text', or a callable(tokenizer) -> TurnFormat")
+            raise ConfigurationError(
+                "turn_format must be 'auto', 'chat', 'text', or a callable(tokenizer) -> TurnFormat"
+            )
         self.providers: list[Any] = []
         self.env = self._start_servers(env, servers, provider_options or {}) if _is_env_folder(env) else env
         self.parse_action = parse_action
@@ -80,8 +84,12 @@ class OpenEnvRollout:
         self.concurrency = concurrency
         self.base_seed = base_seed
         self.engine_options: dict[str, Any] = {
-            "max_turns": max_turns, "step_timeout_s": step_timeout_s, "episode_timeout_s": episode_timeout_s,
-            "max_attempts": max_attempts, "reset_kwargs": reset_kwargs, "client_cls": client_cls,
+            "max_turns": max_turns,
+            "step_timeout_s": step_timeout_s,
+            "episode_timeout_s": episode_timeout_s,
+            "max_attempts": max_attempts,
+            "reset_kwargs": reset_kwargs,
+            "client_cls": client_cls,
             "client_options": client_options,
         }
         try:
@@ -124,14 +132,22 @@ class OpenEnvRollout:
         from openenv.training._sync import run_blocking
 
         training = bool(getattr(trainer.model, "training", True))
-        group = int(trainer.num_generations if training else getattr(trainer, "num_generations_eval", None) or trainer.num_generations)
+        group = int(
+            trainer.num_generations
+            if training
+            else getattr(trainer, "num_generations_eval", None) or trainer.num_generations
+        )
         if group < 1 or len(prompts) % group:
             raise ConfigurationError(f"{len(prompts)} prompts do not split into groups of num_generations={group}")
         seeds = self._seeds(len(prompts), group, trainer)
         policy, fmt = self._setup(trainer)
         engine = RolloutEngine(
-            self.env, policy, concurrency=self.concurrency or len(prompts), parse_action=self.parse_action,
-            prompt=self._prompt_fn(prompts, fmt), **self.engine_options,
+            self.env,
+            policy,
+            concurrency=self.concurrency or len(prompts),
+            parse_action=self.parse_action,
+            prompt=self._prompt_fn(prompts, fmt),
+            **self.engine_options,
         )
         batch = run_blocking(engine.run(seeds=seeds))
         self.last_batch = batch
@@ -160,10 +176,15 @@ class OpenEnvRollout:
         max_new = self.max_new_tokens or int(getattr(args, "max_completion_length", 32) or 32)
         if self._policy is None or self._policy.model is not model:
             self._policy = TransformersPolicy(
-                model, tokenizer, max_new_tokens=max_new,
+                model,
+                tokenizer,
+                max_new_tokens=max_new,
                 temperature=float(getattr(args, "temperature", 1.0) or 0.0),
-                top_p=getattr(args, "top_p", None), top_k=getattr(args, "top_k", None) or None,
-                chat=False, max_batch_size=10_000, batch_window_s=self.batch_window_s,
+                top_p=getattr(args, "top_p", None),
+                top_k=getattr(args, "top_k", None) or None,
+                chat=False,
+                max_batch_size=10_000,
+                batch_window_s=self.batch_window_s,
             )
             self._format = self._make_format(tokenizer)
         return self._policy, self._format  # type: ignore[return-value]
@@ -171,7 +192,9 @@ class OpenEnvRollout:
     def _make_format(self, tokenizer: Any) -> TurnFormat:
         if callable(self.turn_format):
             return self.turn_format(tokenizer)
-        use_chat = self.turn_format == "chat" or (self.turn_format == "auto" and bool(getattr(tokenizer, "chat_template", None)))
+        use_chat = self.turn_format == "chat" or (
+            self.turn_format == "auto" and bool(getattr(tokenizer, "chat_template", None))
+        )
         return ChatFormat(tokenizer) if use_chat else TextFormat(tokenizer)
 
     def _prompt_fn(self, instructions: list[Any], fmt: TurnFormat) -> Callable[[Any, EpisodeRecord], TokenPrompt]:
@@ -189,7 +212,9 @@ class OpenEnvRollout:
                 last = record.turns[-1]
                 transcript.add_completion(last.completion_ids or [], last.logprobs)
                 record.extra["history"].append((record.extra["last_text"], last.completion or ""))
-                transcript.add_feedback(fmt.feedback(instruction, record.extra["history"], text, last.completion_ids or []))
+                transcript.add_feedback(
+                    fmt.feedback(instruction, record.extra["history"], text, last.completion_ids or [])
+                )
             record.extra["last_text"] = text
             return TokenPrompt(transcript.context, text)
 
@@ -221,13 +246,22 @@ class OpenEnvRollout:
 
         tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
         policy = TransformersPolicy(
-            model, tokenizer, max_new_tokens=self.max_new_tokens or 32, temperature=temperature,
-            chat=False, max_batch_size=10_000, batch_window_s=self.batch_window_s,
+            model,
+            tokenizer,
+            max_new_tokens=self.max_new_tokens or 32,
+            temperature=temperature,
+            chat=False,
+            max_batch_size=10_000,
+            batch_window_s=self.batch_window_s,
         )
         seed_list = list(seeds)
         engine = RolloutEngine(
-            self.env, policy, concurrency=max(1, min(concurrency, len(seed_list))), parse_action=self.parse_action,
-            prompt=self._prompt_fn([instruction] * len(seed_list), self._make_format(tokenizer)), **self.engine_options,
+            self.env,
+            policy,
+            concurrency=max(1, min(concurrency, len(seed_list))),
+            parse_action=self.parse_action,
+            prompt=self._prompt_fn([instruction] * len(seed_list), self._make_format(tokenizer)),
+            **self.engine_options,
         )
         was_training = bool(getattr(model, "training", False))
         model.eval()
@@ -239,7 +273,18 @@ class OpenEnvRollout:
     # -- results ------------------------------------------------------------------------------------------
 
     def _to_trl(self, batch: RolloutBatch, fmt: TurnFormat, policy: Any) -> dict[str, Any]:
-        out: dict[str, list[Any]] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "episode_length", "turn_completions")}
+        out: dict[str, list[Any]] = {
+            k: []
+            for k in (
+                "prompt_ids",
+                "completion_ids",
+                "logprobs",
+                "env_mask",
+                "env_reward",
+                "episode_length",
+                "turn_completions",
+            )
+        }
         filler = [policy.pad_id if not policy.eos_ids else min(policy.eos_ids)]
         for record in batch:
             transcript: Transcript | None = record.extra.get("transcript")
@@ -327,7 +372,6 @@ def openenv_grpo_kwargs(
     """
     rollout = OpenEnvRollout(env, parse_action=parse_action, **options)
     return {"rollout_func": rollout, "reward_funcs": [env_reward, *(reward_funcs or [])]}
-
 
 
 def _is_env_folder(env: Any) -> bool:

@@ -54,15 +54,26 @@ def _name(ctx: FolderContext) -> str:
     return ctx.manifest.name if ctx.manifest is not None else ctx.root.name
 
 
-@register("package.pyproject", "pyproject.toml builds a package named like the env", severity="warning", stage="static",
-          remediation="add a pyproject.toml as `openenv init` makes one: [project] name = the env's name, and a [build-system]")
+@register(
+    "package.pyproject",
+    "pyproject.toml builds a package named like the env",
+    severity="warning",
+    stage="static",
+    remediation="add a pyproject.toml as `openenv init` makes one: [project] name = the env's name, and a [build-system]",
+)
 def _package_pyproject(ctx: FolderContext) -> Iterator[Finding]:
     if not (ctx.root / _PYPROJECT).is_file():
-        yield problem("no pyproject.toml: the env's client cannot be installed with pip (Spaces made before this convention lack one)")
+        yield problem(
+            "no pyproject.toml: the env's client cannot be installed with pip (Spaces made before this convention lack one)"
+        )
         return
     if ctx.pyproject is None:
-        yield problem(f"pyproject.toml is not valid TOML: {ctx.pyproject_error}", file=_PYPROJECT,
-                      remediation="fix the TOML syntax", line=ctx.pyproject_error_line)
+        yield problem(
+            f"pyproject.toml is not valid TOML: {ctx.pyproject_error}",
+            file=_PYPROJECT,
+            remediation="fix the TOML syntax",
+            line=ctx.pyproject_error_line,
+        )
         return
     project = ctx.pyproject.get("project")
     name = _name(ctx)
@@ -72,77 +83,120 @@ def _package_pyproject(ctx: FolderContext) -> Iterator[Finding]:
         yield problem("pyproject.toml has no [project] table with a name", file=_PYPROJECT)
     elif not _names_the_env(str(project["name"]), name):
         found += 1
-        yield problem(f"the package is named {project['name']!r}, not the env's name {name!r}", file=_PYPROJECT,
-                      line=_line_of(ctx, r"^\s*name\s*="), remediation=f'set name = "{name}" under [project]')
+        yield problem(
+            f"the package is named {project['name']!r}, not the env's name {name!r}",
+            file=_PYPROJECT,
+            line=_line_of(ctx, r"^\s*name\s*="),
+            remediation=f'set name = "{name}" under [project]',
+        )
     build = ctx.pyproject.get("build-system")
     if not isinstance(build, dict) or not build.get("build-backend"):
         found += 1
-        yield problem("pyproject.toml has no [build-system] with a build-backend, so pip cannot tell how to build it",
-                      file=_PYPROJECT, remediation='add [build-system] requires = ["hatchling>=1.25"], build-backend = "hatchling.build"')
+        yield problem(
+            "pyproject.toml has no [build-system] with a build-backend, so pip cannot tell how to build it",
+            file=_PYPROJECT,
+            remediation='add [build-system] requires = ["hatchling>=1.25"], build-backend = "hatchling.build"',
+        )
     if not found:
         assert isinstance(project, dict) and isinstance(build, dict)
         yield ok(f"package {project['name']!r} (built with {build['build-backend']})", file=_PYPROJECT)
 
 
-@register("package.layout", "The folder installs as the package `<name>`", severity="warning", stage="static",
-          remediation='map the folder to the package: [tool.hatch.build.targets.wheel.sources] "" = "<name>" '
-                      '(or setuptools package-dir = {"<name>" = "."}), with __init__.py at the root')
+@register(
+    "package.layout",
+    "The folder installs as the package `<name>`",
+    severity="warning",
+    stage="static",
+    remediation='map the folder to the package: [tool.hatch.build.targets.wheel.sources] "" = "<name>" '
+    '(or setuptools package-dir = {"<name>" = "."}), with __init__.py at the root',
+)
 def _package_layout(ctx: FolderContext) -> Finding:
     if ctx.pyproject is None:
         return skipped("no readable pyproject.toml (see package.pyproject)")
     name = _name(ctx)
     if not name.isidentifier():
-        return problem(f"the env's name {name!r} is not a Python identifier, so `import {name}` cannot work",
-                       remediation="rename the env to lowercase letters, digits and '_' (e.g. my_env)", file="openenv.yaml")
+        return problem(
+            f"the env's name {name!r} is not a Python identifier, so `import {name}` cannot work",
+            remediation="rename the env to lowercase letters, digits and '_' (e.g. my_env)",
+            file="openenv.yaml",
+        )
     if not (ctx.root / "__init__.py").is_file():
-        return problem("no __init__.py at the folder's root: the folder is not a package",
-                       remediation="add __init__.py exporting the client and models (see `openenv init`)")
+        return problem(
+            "no __init__.py at the folder's root: the folder is not a package",
+            remediation="add __init__.py exporting the client and models (see `openenv init`)",
+        )
     tool = ctx.pyproject.get("tool") or {}
     backend = str((ctx.pyproject.get("build-system") or {}).get("build-backend") or "")
-    hatch_sources = _dig(tool, "hatch", "build", "targets", "wheel", "sources") or _dig(tool, "hatch", "build", "sources")
+    hatch_sources = _dig(tool, "hatch", "build", "targets", "wheel", "sources") or _dig(
+        tool, "hatch", "build", "sources"
+    )
     package_dir = _dig(tool, "setuptools", "package-dir")
     if isinstance(hatch_sources, dict) and str(hatch_sources.get("", "")).strip("/") == name:
         return ok(f'hatch maps the folder to {name}/ (sources "" = "{name}")', file=_PYPROJECT)
     if isinstance(package_dir, dict) and str(package_dir.get(name, "")).rstrip("/") in (".", ""):
         return ok(f'setuptools maps the folder to {name} (package-dir "{name}" = ".")', file=_PYPROJECT)
     if backend.startswith("hatchling"):
-        return problem(f"hatchling would not install the folder as {name}/ (no sources mapping)", file=_PYPROJECT,
-                       remediation=f'add [tool.hatch.build.targets.wheel] include = ["/*.py", "/py.typed", "/server"] and '
-                                   f'[tool.hatch.build.targets.wheel.sources] "" = "{name}"')
+        return problem(
+            f"hatchling would not install the folder as {name}/ (no sources mapping)",
+            file=_PYPROJECT,
+            remediation=f'add [tool.hatch.build.targets.wheel] include = ["/*.py", "/py.typed", "/server"] and '
+            f'[tool.hatch.build.targets.wheel.sources] "" = "{name}"',
+        )
     if backend.startswith("setuptools"):
-        return problem(f"setuptools would not install the folder as {name} (no package-dir mapping)", file=_PYPROJECT,
-                       remediation=f'add [tool.setuptools] packages = ["{name}", "{name}.server"] and '
-                                   f'package-dir = {{"{name}" = ".", "{name}.server" = "server"}}')
+        return problem(
+            f"setuptools would not install the folder as {name} (no package-dir mapping)",
+            file=_PYPROJECT,
+            remediation=f'add [tool.setuptools] packages = ["{name}", "{name}.server"] and '
+            f'package-dir = {{"{name}" = ".", "{name}.server" = "server"}}',
+        )
     return skipped(f"build backend {backend or '(none)'}: its package layout is not checked")
 
 
-@register("package.client", "The package exports a typed client and its models", severity="warning", stage="static",
-          remediation="define `class MyEnv(EnvClient[MyAction, MyObservation, MyState])` in client.py and "
-                      "import it and the models in __init__.py (see `openenv init`)")
+@register(
+    "package.client",
+    "The package exports a typed client and its models",
+    severity="warning",
+    stage="static",
+    remediation="define `class MyEnv(EnvClient[MyAction, MyObservation, MyState])` in client.py and "
+    "import it and the models in __init__.py (see `openenv init`)",
+)
 def _package_client(ctx: FolderContext) -> Finding:
     init = ctx.root / "__init__.py"
     if not init.is_file():
         return skipped("no __init__.py (see package.layout)")
     clients = _typed_clients(ctx)
     if not clients:
-        return problem("no class in the folder's modules subclasses the SDK's EnvClient[Action, Observation, State] "
-                       "(or upstream's MCPToolClient)",
-                       file="client.py" if (ctx.root / "client.py").is_file() else None)
+        return problem(
+            "no class in the folder's modules subclasses the SDK's EnvClient[Action, Observation, State] "
+            "(or upstream's MCPToolClient)",
+            file="client.py" if (ctx.root / "client.py").is_file() else None,
+        )
     exported = _imported_names(init)
     name, file, params, base = next((c for c in clients if c[0] in exported), clients[0])
     if name not in exported:
-        return problem(f"{file} defines {name}, but __init__.py does not import it", file="__init__.py",
-                       remediation=f"add `from .{file.removesuffix('.py')} import {name}` to __init__.py")
+        return problem(
+            f"{file} defines {name}, but __init__.py does not import it",
+            file="__init__.py",
+            remediation=f"add `from .{file.removesuffix('.py')} import {name}` to __init__.py",
+        )
     missing = [p for p in params if p not in exported]
     if missing:
-        return problem(f"__init__.py exports {name} but not its models {', '.join(missing)}", file="__init__.py",
-                       remediation=f"import {', '.join(missing)} in __init__.py too")
+        return problem(
+            f"__init__.py exports {name} but not its models {', '.join(missing)}",
+            file="__init__.py",
+            remediation=f"import {', '.join(missing)} in __init__.py too",
+        )
     return ok(f"{name}({base})", file="__init__.py")
 
 
-@register("package.server_extra", "Server dependencies are an extra, not needed by the client", severity="warning", stage="static",
-          remediation='keep dependencies = ["openenv-hub"] and put the server\'s in [project.optional-dependencies] '
-                      'server = ["openenv-hub[server]", ...server/requirements.txt]')
+@register(
+    "package.server_extra",
+    "Server dependencies are an extra, not needed by the client",
+    severity="warning",
+    stage="static",
+    remediation='keep dependencies = ["openenv-hub"] and put the server\'s in [project.optional-dependencies] '
+    'server = ["openenv-hub[server]", ...server/requirements.txt]',
+)
 def _package_server_extra(ctx: FolderContext) -> Iterator[Finding]:
     if (skip := _need_project(ctx)) is not None:
         yield skip
@@ -155,19 +209,29 @@ def _package_server_extra(ctx: FolderContext) -> Iterator[Finding]:
     server_reqs = _requirements(ctx)
     upstream = [name + (f"[{','.join(sorted(ex))}]" if ex else "") for name, ex in base if name in _UPSTREAM_SDK_DISTS]
     if upstream and not any(name == "openenv-hub" for name, _ in base):
-        yield ok(f"built on upstream's SDK ({upstream[0]}), which installs client and server as one: there is nothing to split",
-                 file=_PYPROJECT)
+        yield ok(
+            f"built on upstream's SDK ({upstream[0]}), which installs client and server as one: there is nothing to split",
+            file=_PYPROJECT,
+        )
         return
     found = 0
-    heavy = [name + (f"[{','.join(sorted(ex))}]" if ex else "") for name, ex in base
-             if name in _SERVER_ONLY or name in server_reqs or (name in _SDK_DISTS and ex)]
+    heavy = [
+        name + (f"[{','.join(sorted(ex))}]" if ex else "")
+        for name, ex in base
+        if name in _SERVER_ONLY or name in server_reqs or (name in _SDK_DISTS and ex)
+    ]
     if heavy:
         found += 1
-        yield problem(f"dependencies pull in what only the server needs: {', '.join(heavy)}", file=_PYPROJECT,
-                      line=_line_of(ctx, r"^\s*dependencies\s*="))
+        yield problem(
+            f"dependencies pull in what only the server needs: {', '.join(heavy)}",
+            file=_PYPROJECT,
+            line=_line_of(ctx, r"^\s*dependencies\s*="),
+        )
     if not server:
         found += 1
-        yield problem("no `server` extra: `pip install '<env>[server]'` cannot install what serving it needs", file=_PYPROJECT)
+        yield problem(
+            "no `server` extra: `pip install '<env>[server]'` cannot install what serving it needs", file=_PYPROJECT
+        )
     else:
         names = {n for n, _ in server}
         if not any(n in _SDK_DISTS and ex & {"server", "core"} for n, ex in server):
@@ -176,10 +240,16 @@ def _package_server_extra(ctx: FolderContext) -> Iterator[Finding]:
         lacking = sorted(set(server_reqs) - names)
         if lacking:
             found += 1
-            yield problem(f"server/requirements.txt lists {', '.join(lacking)}, which the `server` extra lacks", file=_PYPROJECT,
-                          remediation="list the same packages in both: the image installs server/requirements.txt, pip the extra")
+            yield problem(
+                f"server/requirements.txt lists {', '.join(lacking)}, which the `server` extra lacks",
+                file=_PYPROJECT,
+                remediation="list the same packages in both: the image installs server/requirements.txt, pip the extra",
+            )
     if not found:
-        yield ok(f"the client needs {', '.join(n for n, _ in base) or 'nothing'}; `server` adds {len(server)} requirement(s)", file=_PYPROJECT)
+        yield ok(
+            f"the client needs {', '.join(n for n, _ in base) or 'nothing'}; `server` adds {len(server)} requirement(s)",
+            file=_PYPROJECT,
+        )
 
 
 # -- helpers ----------------------------------------------------------------------------------------

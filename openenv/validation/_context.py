@@ -21,7 +21,9 @@ __all__ = ["FolderContext", "need_front_matter", "need_manifest"]
 class FolderContext:
     """What the checks of one folder share; expensive parts are computed once, on demand."""
 
-    def __init__(self, root: Path, *, space_id: str | None, import_app: bool, python: str | None, timeout_s: float) -> None:
+    def __init__(
+        self, root: Path, *, space_id: str | None, import_app: bool, python: str | None, timeout_s: float
+    ) -> None:
         self.root = root
         self.space_id = space_id
         self.import_app = import_app
@@ -141,14 +143,24 @@ class FolderContext:
         top = module.split(".")[0]
         if top in self.package_names:
             return True
-        return (self.root / f"{top}.py").is_file() or (self.root / top).is_dir() or (self.root / "server" / f"{top}.py").is_file()
+        return (
+            (self.root / f"{top}.py").is_file()
+            or (self.root / top).is_dir()
+            or (self.root / "server" / f"{top}.py").is_file()
+        )
 
     @functools.cached_property
     def probe(self) -> AppProbe:
         assert self.manifest is not None and self.app_file is not None
         package = self.package_names[0] if self.package_names else None
-        return probe_app(self.root, self.app_file[0], self.manifest.app_attr, package=package, python=self.python,
-                         timeout_s=self.timeout_s)
+        return probe_app(
+            self.root,
+            self.app_file[0],
+            self.manifest.app_attr,
+            package=package,
+            python=self.python,
+            timeout_s=self.timeout_s,
+        )
 
 
 def need_manifest(ctx: FolderContext) -> Finding | None:

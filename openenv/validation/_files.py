@@ -25,7 +25,21 @@ __all__ = [
 ]
 
 # Folders never scanned for code or shipped as part of an env.
-SKIP_DIRS = frozenset({".git", ".venv", "venv", "__pycache__", "node_modules", ".pytest_cache", ".mypy_cache", ".ruff_cache", "build", "dist", ".openenv-sdk"})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "node_modules",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        "build",
+        "dist",
+        ".openenv-sdk",
+    }
+)
 _MAX_SCAN_FILES = 500
 
 
@@ -65,7 +79,9 @@ def read_front_matter(text: str) -> FrontMatter:
         return FrontMatter(None, f"the front matter is too large or too deep: {exc}", 2)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        return FrontMatter(None, f"the front matter is not valid YAML: {getattr(exc, 'problem', exc)}", (mark.line + 2) if mark else 2)
+        return FrontMatter(
+            None, f"the front matter is not valid YAML: {getattr(exc, 'problem', exc)}", (mark.line + 2) if mark else 2
+        )
     if not isinstance(data, dict):
         return FrontMatter(None, "the front matter must be a mapping of keys to values", 2)
     key_lines: dict[str, int] = {}
@@ -126,16 +142,34 @@ def declared_dependencies(root: Path, dockerfile: Path | None = None) -> dict[st
     return found
 
 
-_FLAGS_WITH_VALUE = frozenset({
-    "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "--extra-index-url",
-    "-f", "--find-links", "-t", "--target", "--prefix", "--python", "-p", "--root", "--src",
-})
+_FLAGS_WITH_VALUE = frozenset(
+    {
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "-e",
+        "--editable",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "-t",
+        "--target",
+        "--prefix",
+        "--python",
+        "-p",
+        "--root",
+        "--src",
+    }
+)
 
 
 def _pip_install_names(words: list[str]) -> list[str]:
     """Distribution names in one shell command, if it is a pip/uv install."""
     if "install" in words and any(w in ("pip", "pip3", "uv") or w.endswith(("/pip", "/pip3")) for w in words):
-        rest = words[words.index("install") + 1:]
+        rest = words[words.index("install") + 1 :]
     elif words[:2] == ["uv", "add"]:
         rest = words[2:]
     else:

@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = ["AppProbe", "probe_app"]
 
-_CHILD = r'''
+_CHILD = r"""
 import importlib, importlib.machinery, importlib.util, json, os, sys, traceback
 args = json.loads(sys.argv[1])
 root = os.path.abspath(args["root"])
@@ -131,7 +131,7 @@ else:
                 out["action_schema_error"] = str(exc)[:500]
 with open(args["out"], "w") as f:
     json.dump(out, f, default=str)
-'''
+"""
 
 
 @dataclass(slots=True)
@@ -184,11 +184,18 @@ def probe_app(
         out_file = Path(tmp) / "probe.json"
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-        args = json.dumps({"root": str(root.resolve()), "module": module, "attr": attr, "package": package, "out": str(out_file)})
+        args = json.dumps(
+            {"root": str(root.resolve()), "module": module, "attr": attr, "package": package, "out": str(out_file)}
+        )
         try:
             proc = subprocess.run(
-                [python or sys.executable, "-c", _CHILD, args], cwd=str(root), env=child_env,
-                capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                [python or sys.executable, "-c", _CHILD, args],
+                cwd=str(root),
+                env=child_env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
             return AppProbe(False, "timeout", f"importing {module} took longer than {timeout_s:g}s")
@@ -196,7 +203,12 @@ def probe_app(
             return AppProbe(False, "crash", f"cannot run {python or sys.executable}: {exc.strerror}")
         if not out_file.is_file():
             tail = (proc.stderr or proc.stdout or "").strip()[-1500:]
-            return AppProbe(False, "crash", f"the import process exited with {proc.returncode} before reporting", data={"output": tail})
+            return AppProbe(
+                False,
+                "crash",
+                f"the import process exited with {proc.returncode} before reporting",
+                data={"output": tail},
+            )
         data = json.loads(out_file.read_text())
     return AppProbe(
         ok=bool(data.get("ok")),

@@ -173,7 +173,9 @@ class _Generator:
         count = max(int(schema.get("minItems", 0)), len(prefix))
         if count == 0 and self.variant:
             count = 1
-        out = [self.value(prefix[i], depth + 1) if i < len(prefix) else self.value(items, depth + 1) for i in range(count)]
+        out = [
+            self.value(prefix[i], depth + 1) if i < len(prefix) else self.value(items, depth + 1) for i in range(count)
+        ]
         if schema.get("uniqueItems") and len(out) > 1 and all(isinstance(v, int) for v in out):
             out = [out[0] + i for i in range(len(out))]
         return out
@@ -219,7 +221,7 @@ def _sketch(body: str, i: int, stop: str = "") -> tuple[str, int]:
             piece, i = _ESCAPES.get(nxt, nxt), i + 2
         elif ch == "[":
             end = body.index("]", i + 2 if body[i + 1] == "]" else i + 1)
-            piece, i = _class_sample(body[i + 1:end]), end + 1
+            piece, i = _class_sample(body[i + 1 : end]), end + 1
         elif ch == "(":
             j = i + 1
             if body.startswith("?:", j):

@@ -23,8 +23,13 @@ from openenv.validation.static import validate_folder
 
 __all__ = ["LocalServerError", "serve_locally", "validate"]
 
-STARTS = define("runtime.starts", "The env's server starts locally (validate --run)", severity="error", stage="runtime",
-                remediation="run `openenv serve PATH` to see the server's error")
+STARTS = define(
+    "runtime.starts",
+    "The env's server starts locally (validate --run)",
+    severity="error",
+    stage="runtime",
+    remediation="run `openenv serve PATH` to see the server's error",
+)
 
 
 class LocalServerError(OpenEnvError):
@@ -64,9 +69,23 @@ def serve_locally(
             (Path(links.name) / package).symlink_to(Path(root).resolve(), target_is_directory=True)
             app_dir = links.name  # `python -m` keeps the folder itself on sys.path too
         # plain uvicorn: it is there for our SDK and for upstream's, so envs built on either can be run
-        cmd = [python or sys.executable, "-m", "uvicorn", app, "--app-dir", app_dir, "--host", "127.0.0.1", "--port", str(port),
-               "--log-level", "warning"]
-        proc = subprocess.Popen(cmd, cwd=str(root), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ))
+        cmd = [
+            python or sys.executable,
+            "-m",
+            "uvicorn",
+            app,
+            "--app-dir",
+            app_dir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
+        proc = subprocess.Popen(
+            cmd, cwd=str(root), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ)
+        )
     except OSError:
         log.close()
         links.cleanup()
@@ -83,7 +102,9 @@ def serve_locally(
                 break  # it answers (maybe 503 while warming): the runtime checks judge the rest
             except OSError:
                 if time.monotonic() > deadline:
-                    raise LocalServerError(f"the server did not answer on {url} within {timeout_s:g}s", _tail(log)) from None
+                    raise LocalServerError(
+                        f"the server did not answer on {url} within {timeout_s:g}s", _tail(log)
+                    ) from None
                 time.sleep(0.1)
         yield url
     finally:
@@ -131,23 +152,32 @@ def validate(
         raise ValueError("give a folder, a url, or both")
     report: Report | None = None
     if path is not None:
-        report = validate_folder(path, space_id=space_id, import_app=import_app, python=python, strict=strict, timeout_s=timeout_s)
+        report = validate_folder(
+            path, space_id=space_id, import_app=import_app, python=python, strict=strict, timeout_s=timeout_s
+        )
         if run and report.status in ("pass", "warn", "fail") and report.manifest is not None:
             report = report.merge(_run_locally(Path(path), report, python, strict, timeout_s, latency_steps))
     if url is not None:
-        remote = validate_url(url, token=token, timeout_s=min(timeout_s, 30.0), latency_steps=latency_steps, strict=strict)
+        remote = validate_url(
+            url, token=token, timeout_s=min(timeout_s, 30.0), latency_steps=latency_steps, strict=strict
+        )
         report = remote if report is None else report.merge(remote)
     assert report is not None
     return report
 
 
-def _run_locally(root: Path, folder_report: Report, python: str | None, strict: bool, timeout_s: float, steps: int) -> Report:
+def _run_locally(
+    root: Path, folder_report: Report, python: str | None, strict: bool, timeout_s: float, steps: int
+) -> Report:
     from openenv.manifest import Manifest, find_app_module
 
     manifest = Manifest.model_validate(folder_report.manifest)
     app_result = folder_report.results("app.module")
     if app_result and app_result[0].status == "fail":
-        return Report(strict=strict, checks=[to_result(REGISTRY[STARTS], problem("the app module was not found (see app.module)"))]).finish()
+        return Report(
+            strict=strict,
+            checks=[to_result(REGISTRY[STARTS], problem("the app module was not found (see app.module)"))],
+        ).finish()
     module = find_app_module(root, manifest.app_module) or manifest.app_module
     package = None
     imported = folder_report.results("app.import")
@@ -156,8 +186,12 @@ def _run_locally(root: Path, folder_report: Report, python: str | None, strict: 
         package = module.split(".")[0]
     started = time.perf_counter()
     try:
-        with serve_locally(root, f"{module}:{manifest.app_attr}", python=python, timeout_s=timeout_s, package=package) as url:
-            ok_result = to_result(REGISTRY[STARTS], ok(f"serving on {url}"), round((time.perf_counter() - started) * 1000, 1))
+        with serve_locally(
+            root, f"{module}:{manifest.app_attr}", python=python, timeout_s=timeout_s, package=package
+        ) as url:
+            ok_result = to_result(
+                REGISTRY[STARTS], ok(f"serving on {url}"), round((time.perf_counter() - started) * 1000, 1)
+            )
             remote = validate_url(url, timeout_s=min(timeout_s, 30.0), latency_steps=steps, strict=strict)
     except LocalServerError as exc:
         failed = to_result(REGISTRY[STARTS], problem(str(exc), log=exc.log))

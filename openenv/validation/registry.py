@@ -14,7 +14,19 @@ from typing import Any, Literal
 
 from openenv.validation.report import CheckResult, Severity
 
-__all__ = ["REGISTRY", "Check", "Finding", "checks", "define", "ok", "problem", "register", "run_check", "skipped", "to_result"]
+__all__ = [
+    "REGISTRY",
+    "Check",
+    "Finding",
+    "checks",
+    "define",
+    "ok",
+    "problem",
+    "register",
+    "run_check",
+    "skipped",
+    "to_result",
+]
 
 Stage = Literal["static", "runtime"]
 
@@ -109,8 +121,14 @@ def checks(stage: Stage | None = None) -> list[Check]:
     order = {cid: i for i, cid in enumerate(REGISTRY)}
     found = [c for c in REGISTRY.values() if stage is None or c.stage == stage]
     # by area (not by which module happened to load first); within an area, as registered
-    return sorted(found, key=lambda c: (_AREAS.index(c.id.split(".")[0]) if c.id.split(".")[0] in _AREAS else len(_AREAS),
-                                        c.id != "runtime.starts", order[c.id]))
+    return sorted(
+        found,
+        key=lambda c: (
+            _AREAS.index(c.id.split(".")[0]) if c.id.split(".")[0] in _AREAS else len(_AREAS),
+            c.id != "runtime.starts",
+            order[c.id],
+        ),
+    )
 
 
 def to_result(check: Check, finding: Finding, duration_ms: float | None = None) -> CheckResult:

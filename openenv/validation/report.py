@@ -40,7 +40,9 @@ class CheckResult(BaseModel):
 
     id: str = Field(description="Stable id of the check, e.g. 'manifest.schema'.")
     title: str = Field(description="What the check verifies, in a few words.")
-    status: Status = Field(description="pass; warn or fail (a problem of severity warning or error); skip (could not run).")
+    status: Status = Field(
+        description="pass; warn or fail (a problem of severity warning or error); skip (could not run)."
+    )
     severity: Severity = Field(description="How serious a problem found by this result is.")
     message: str = Field(description="What was found, in one sentence.")
     remediation: str | None = Field(default=None, description="What to do about it (absent when the check passed).")
@@ -82,11 +84,16 @@ class Report(BaseModel):
     tool_version: str = ""
     target: Target = Field(default_factory=Target)
     strict: bool = Field(default=False, description="Whether warnings counted as failures.")
-    status: Overall = Field(default="pass", description="pass | warn | fail | unsupported (not an env, or too new) | error (the validator failed).")
+    status: Overall = Field(
+        default="pass",
+        description="pass | warn | fail | unsupported (not an env, or too new) | error (the validator failed).",
+    )
     exit_code: int = Field(default=0, description="0 pass/warn, 1 fail, 2 unsupported, 3 internal error.")
     summary: Summary = Field(default_factory=Summary)
     checks: list[CheckResult] = Field(default_factory=list)
-    manifest: dict[str, Any] | None = Field(default=None, description="The manifest as read (with defaults), when valid.")
+    manifest: dict[str, Any] | None = Field(
+        default=None, description="The manifest as read (with defaults), when valid."
+    )
     unsupported_reason: str | None = None
     error: str | None = Field(default=None, description="The internal error, when status is 'error'.")
     created_at: str = Field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
@@ -105,7 +112,9 @@ class Report(BaseModel):
         counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
         for c in self.checks:
             counts[c.status] += 1
-        self.summary = Summary(passed=counts["pass"], warned=counts["warn"], failed=counts["fail"], skipped=counts["skip"])
+        self.summary = Summary(
+            passed=counts["pass"], warned=counts["warn"], failed=counts["fail"], skipped=counts["skip"]
+        )
         self.unsupported_reason = unsupported or self.unsupported_reason
         self.error = error or self.error
         if self.error:

@@ -19,8 +19,10 @@ HEAVY = ("fastapi", "pydantic", "yaml", "huggingface_hub", "docker", "rich", "uv
 
 
 def test_top_level_help_lists_every_command_and_imports_nothing_heavy() -> None:
-    code = ("import sys; from openenv.cli.main import main; rc = main(['--help']); "
-            f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
+    code = (
+        "import sys; from openenv.cli.main import main; rc = main(['--help']); "
+        f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0
     for name, (_, summary) in cli_main.COMMANDS.items():
@@ -38,7 +40,10 @@ def test_every_command_help_shows_an_example(command: str, capsys: pytest.Captur
 
 def test_unknown_commands_and_bad_options_fail_with_usage(run_cli: Run) -> None:
     proc = run_cli("valdate")
-    assert proc.returncode == 2 and proc.stderr.strip() == "error: unknown command 'valdate' — did you mean `openenv validate`?"
+    assert (
+        proc.returncode == 2
+        and proc.stderr.strip() == "error: unknown command 'valdate' — did you mean `openenv validate`?"
+    )
     proc = run_cli("validate", "--no-such-flag")
     assert proc.returncode == 2 and "unrecognized arguments" in proc.stderr
 
@@ -47,7 +52,9 @@ def test_errors_are_one_line_with_a_hint(run_cli: Run, tmp_path: Path) -> None:
     for args in (("serve", str(tmp_path / "nope")), ("build", str(tmp_path)), ("push", str(tmp_path))):
         proc = run_cli(*args)
         lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and " — " in lines[0], proc.stderr
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and " — " in lines[0], (
+            proc.stderr
+        )
 
 
 def test_an_unexpected_exception_is_an_internal_error_with_exit_3(capsys: pytest.CaptureFixture[str]) -> None:
@@ -69,13 +76,24 @@ def test_init_makes_a_working_env_and_refuses_what_it_should(run_cli: Run, tmp_p
     proc = run_cli("init", "maze_env", "--json")
     assert proc.returncode == 0, proc.stderr
     made = json.loads(proc.stdout)
-    assert made["name"] == "maze_env" and "server/environment.py" in made["files"] and "tests/test_environment.py" in made["files"]
+    assert (
+        made["name"] == "maze_env"
+        and "server/environment.py" in made["files"]
+        and "tests/test_environment.py" in made["files"]
+    )
     env = tmp_path / "maze_env"
     assert "class MazeAction(Action)" in (env / "models.py").read_text()
-    assert "name: maze_env" in (env / "openenv.yaml").read_text() and "__ENV" not in "".join(p.read_text() for p in env.rglob("*.py"))
+    assert "name: maze_env" in (env / "openenv.yaml").read_text() and "__ENV" not in "".join(
+        p.read_text() for p in env.rglob("*.py")
+    )
     again = run_cli("init", "maze_env")
     assert again.returncode == 2 and "already exists" in again.stderr
-    for bad, why in (("Maze-Env", "try `openenv init maze_env`"), ("2fast", "try `openenv init env_2fast`"), ("json", "shadow"), ("server", "shadow")):
+    for bad, why in (
+        ("Maze-Env", "try `openenv init maze_env`"),
+        ("2fast", "try `openenv init env_2fast`"),
+        ("json", "shadow"),
+        ("server", "shadow"),
+    ):
         proc = run_cli("init", bad)
         assert proc.returncode == 2 and why in proc.stderr, proc.stderr
         assert not (tmp_path / bad).exists()
@@ -85,7 +103,12 @@ def test_init_makes_a_working_env_and_refuses_what_it_should(run_cli: Run, tmp_p
 
 
 def test_class_names_follow_echo_envs_convention() -> None:
-    assert [class_prefix(n) for n in ("echo_env", "number_guess", "env", "a_b_env")] == ["Echo", "NumberGuess", "Env", "AB"]
+    assert [class_prefix(n) for n in ("echo_env", "number_guess", "env", "a_b_env")] == [
+        "Echo",
+        "NumberGuess",
+        "Env",
+        "AB",
+    ]
 
 
 def test_validate_human_output_json_document_and_exit_codes(run_cli: Run, tmp_path: Path) -> None:
@@ -100,7 +123,11 @@ def test_validate_human_output_json_document_and_exit_codes(run_cli: Run, tmp_pa
     failed = [c for c in doc["checks"] if c["status"] == "fail"]
     assert failed[0]["id"] == "manifest.schema" and failed[0]["line"] == 3 and failed[0]["file"] == "openenv.yaml"
     human = run_cli("validate", "ok_env", "-q")
-    assert "FAIL manifest.schema" in human.stdout and "openenv.yaml:3:" in human.stdout and "fix: use a port number" in human.stdout
+    assert (
+        "FAIL manifest.schema" in human.stdout
+        and "openenv.yaml:3:" in human.stdout
+        and "fix: use a port number" in human.stdout
+    )
     assert "ok   " not in human.stdout
     not_env = run_cli("validate", str(tmp_path / "hf-home"), "--json")
     assert not_env.returncode == 2 and json.loads(not_env.stdout)["status"] == "unsupported"
@@ -124,8 +151,13 @@ def test_schema_command_prints_the_published_schemas(run_cli: Run) -> None:
 def test_serve_runs_the_env_and_refuses_a_busy_port(run_cli: Run, tmp_path: Path) -> None:
     assert run_cli("init", "live_env").returncode == 0
     port = free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "openenv"), "serve", "live_env", "--port", str(port)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "openenv"), "serve", "live_env", "--port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/health", timeout=30, proc=proc)
         busy = run_cli("serve", "live_env", "--port", str(port))

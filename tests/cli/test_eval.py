@@ -86,8 +86,15 @@ def setup(tmp_path: Path, echo_url: str) -> Iterator[Setup]:
             yield Setup(hub, f"{llm}/v1", hf.token, app, standin)
 
 
-def _eval(run_cli: Run, setup: Setup, *more: str, env: dict[str, str] | None = None, episodes: int = 2,
-          max_steps: int = 3, token: bool = True):
+def _eval(
+    run_cli: Run,
+    setup: Setup,
+    *more: str,
+    env: dict[str, str] | None = None,
+    episodes: int = 2,
+    max_steps: int = 3,
+    token: bool = True,
+):
     args = [
         "eval",
         "local/echo_env",

@@ -23,8 +23,12 @@ from tests.support.hf_hub import HubStandIn
 def hub_python(request: pytest.FixtureRequest) -> str:
     """The Python whose `openenv` runs, checked to carry the huggingface_hub major it claims."""
     python = sys.executable if request.param == "hub-2.x" else request.getfixturevalue("hf1_python")
-    major = subprocess.run([python, "-c", "import huggingface_hub as h; print(h.__version__.split('.')[0])"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    major = subprocess.run(
+        [python, "-c", "import huggingface_hub as h; print(h.__version__.split('.')[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert major == request.param[-3], f"{python} has huggingface_hub {major}.x"
     return python
 
@@ -35,16 +39,32 @@ def _front_matter(text: bytes) -> dict:
     return yaml.safe_load("\n".join(lines[1:end]))
 
 
-def test_push_publishes_a_new_env_as_a_docker_space(run_cli: Run, hf_hub: HubStandIn, hub_python: str, tmp_path: Path) -> None:
+def test_push_publishes_a_new_env_as_a_docker_space(
+    run_cli: Run, hf_hub: HubStandIn, hub_python: str, tmp_path: Path
+) -> None:
     assert run_cli("init", "guess_env").returncode == 0
     env = {**hf_hub.client_env(), "MY_KEY": "s3cret"}
-    proc = run_cli("push", "guess_env", "--var", "LEVEL=3", "--secret", "MY_KEY", "--exclude", "tests", "--json",
-                   env=env, python=hub_python)
+    proc = run_cli(
+        "push",
+        "guess_env",
+        "--var",
+        "LEVEL=3",
+        "--secret",
+        "MY_KEY",
+        "--exclude",
+        "tests",
+        "--json",
+        env=env,
+        python=hub_python,
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     space = hf_hub.space("alice/guess_env")
     assert result["repo_id"] == "alice/guess_env" and result["commit"] == space.refs["main"]
-    assert result["url"] == f"{hf_hub.url}/spaces/alice/guess_env" and result["app_url"] == "https://alice-guess-env.hf.space"
+    assert (
+        result["url"] == f"{hf_hub.url}/spaces/alice/guess_env"
+        and result["app_url"] == "https://alice-guess-env.hf.space"
+    )
     files = hf_hub.files("alice/guess_env")
     assert {"Dockerfile", "openenv.yaml", "server/app.py", "server/environment.py", "README.md"} <= set(files)
     assert not any(p.startswith("tests/") for p in files)
@@ -55,18 +75,35 @@ def test_push_publishes_a_new_env_as_a_docker_space(run_cli: Run, hf_hub: HubSta
     assert "s3cret" not in proc.stdout + proc.stderr
     human = run_cli("push", "guess_env", env=env, python=hub_python)  # again: the same Space, no error
     assert human.returncode == 0, human.stderr
-    assert f"Space: {hf_hub.url}/spaces/alice/guess_env" in human.stdout and "App:   https://alice-guess-env.hf.space" in human.stdout
+    assert (
+        f"Space: {hf_hub.url}/spaces/alice/guess_env" in human.stdout
+        and "App:   https://alice-guess-env.hf.space" in human.stdout
+    )
 
 
-def test_push_as_a_pull_request_leaves_main_alone(run_cli: Run, hf_hub: HubStandIn, hub_python: str, tmp_path: Path) -> None:
+def test_push_as_a_pull_request_leaves_main_alone(
+    run_cli: Run, hf_hub: HubStandIn, hub_python: str, tmp_path: Path
+) -> None:
     assert run_cli("init", "pr_env").returncode == 0
     env = hf_hub.client_env()
     assert run_cli("push", "pr_env", "--repo-id", "openenv-org/pr_env", env=env, python=hub_python).returncode == 0
     main_before = hf_hub.space("openenv-org/pr_env").refs["main"]
     models = tmp_path / "pr_env" / "models.py"
     models.write_text(models.read_text().replace("Your guess, from 1 to 100.", "A guess."))
-    proc = run_cli("push", "pr_env", "--repo-id", "openenv-org/pr_env", "--create-pr", "-m", "Shorter docs", "--var", "X=1",
-                   "--json", env=env, python=hub_python)
+    proc = run_cli(
+        "push",
+        "pr_env",
+        "--repo-id",
+        "openenv-org/pr_env",
+        "--create-pr",
+        "-m",
+        "Shorter docs",
+        "--var",
+        "X=1",
+        "--json",
+        env=env,
+        python=hub_python,
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["pr_url"] == f"{hf_hub.url}/spaces/openenv-org/pr_env/discussions/1"
@@ -79,7 +116,9 @@ def test_push_as_a_pull_request_leaves_main_alone(run_cli: Run, hf_hub: HubStand
     assert pr.is_pull_request and pr.title == "Shorter docs"
 
 
-def test_push_refuses_an_invalid_env_and_reports_hub_refusals(run_cli: Run, hf_hub: HubStandIn, hub_python: str, tmp_path: Path) -> None:
+def test_push_refuses_an_invalid_env_and_reports_hub_refusals(
+    run_cli: Run, hf_hub: HubStandIn, hub_python: str, tmp_path: Path
+) -> None:
     assert run_cli("init", "nope_env").returncode == 0
     env = hf_hub.client_env()
     readme = tmp_path / "nope_env" / "README.md"
@@ -100,15 +139,26 @@ def test_push_refuses_an_invalid_env_and_reports_hub_refusals(run_cli: Run, hf_h
 
 def test_fork_duplicates_a_space(run_cli: Run, hf_hub: HubStandIn, hub_python: str) -> None:
     hf_hub.add_user("bob")
-    hf_hub.create_space("bob/chess_env", files={"Dockerfile": "FROM python:3.11-slim\n", "openenv.yaml": "name: chess_env\n"})
+    hf_hub.create_space(
+        "bob/chess_env", files={"Dockerfile": "FROM python:3.11-slim\n", "openenv.yaml": "name: chess_env\n"}
+    )
     env = hf_hub.client_env()
     proc = run_cli("fork", "bob/chess_env", "--json", env=env, python=hub_python)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["repo_id"] == "alice/chess_env" and result["url"] == f"{hf_hub.url}/spaces/alice/chess_env"
     assert hf_hub.files("alice/chess_env")["openenv.yaml"] == b"name: chess_env\n"
-    by_url = run_cli("fork", "https://huggingface.co/spaces/bob/chess_env", "--repo-id", "openenv-org/chess2",
-                     "--var", "LEVEL=hard", "--private", env=env, python=hub_python)
+    by_url = run_cli(
+        "fork",
+        "https://huggingface.co/spaces/bob/chess_env",
+        "--repo-id",
+        "openenv-org/chess2",
+        "--var",
+        "LEVEL=hard",
+        "--private",
+        env=env,
+        python=hub_python,
+    )
     assert by_url.returncode == 0, by_url.stderr
     copy = hf_hub.space("openenv-org/chess2")
     assert copy.private and copy.variables["LEVEL"]["value"] == "hard"

@@ -83,7 +83,9 @@ def parse_blocks(text: str, page: str) -> list[Block]:
         start = i
         body: list[str] = []
         i += 1
-        while i < len(lines) and not (lines[i].strip() == fence and len(lines[i]) - len(lines[i].lstrip()) <= indent + 3):
+        while i < len(lines) and not (
+            lines[i].strip() == fence and len(lines[i]) - len(lines[i].lstrip()) <= indent + 3
+        ):
             body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
             i += 1
         if i >= len(lines):
@@ -93,7 +95,9 @@ def parse_blocks(text: str, page: str) -> list[Block]:
         before = start - 1
         if before >= 0 and (d := _DIRECTIVE.match(lines[before])):
             directive, argument = d["kind"], d["arg"]
-        blocks.append(Block(page, start + 1, info.split()[0].lower() if info else "", "\n".join(body) + "\n", directive, argument))
+        blocks.append(
+            Block(page, start + 1, info.split()[0].lower() if info else "", "\n".join(body) + "\n", directive, argument)
+        )
     return blocks
 
 
@@ -175,8 +179,16 @@ class Terminal:
 
     def __init__(self, cwd: Path, env: dict[str, str], scratch: Path) -> None:
         self.scratch = scratch
-        self.proc = subprocess.Popen(["bash", "--noprofile", "--norc"], cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            ["bash", "--noprofile", "--norc"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         self.out = _Output(self.proc.stdout)
         self.state_file = scratch / "terminal-state.json"
         self._count = 0
@@ -190,10 +202,12 @@ class Terminal:
         path.write_text(script)
         marker = f"@@docs-block-{uuid.uuid4().hex}@@"
         start = len(self.out.text)
-        command = (f"set -eo pipefail; source {path} </dev/null; set +eo pipefail; "
-                   f"python3 -c 'import json,os,shutil,sys; json.dump({{\"cwd\": os.getcwd(), \"env\": dict(os.environ), "
-                   f"\"python\": shutil.which(\"python\") or shutil.which(\"python3\")}}, open(sys.argv[1], \"w\"))' {self.state_file}; "
-                   f"echo; echo {marker} $?\n")
+        command = (
+            f"set -eo pipefail; source {path} </dev/null; set +eo pipefail; "
+            f'python3 -c \'import json,os,shutil,sys; json.dump({{"cwd": os.getcwd(), "env": dict(os.environ), '
+            f'"python": shutil.which("python") or shutil.which("python3")}}, open(sys.argv[1], "w"))\' {self.state_file}; '
+            f"echo; echo {marker} $?\n"
+        )
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(command)
@@ -201,12 +215,16 @@ class Terminal:
         except BrokenPipeError:
             return Result(False, self.out.text[start:], "the terminal has exited (an earlier block failed)")
         m = self.out.wait_for(re.compile(re.escape(marker) + r" (\d+)"), start, timeout)
-        output = self.out.text[start: m.start() if m else None]
+        output = self.out.text[start : m.start() if m else None]
         if m is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(5)  # the output ends a moment before the exit status is there
             code = self.proc.poll()
-            return Result(False, output, f"timed out after {timeout:g} s" if code is None else f"a command failed (exit status {code})")
+            return Result(
+                False,
+                output,
+                f"timed out after {timeout:g} s" if code is None else f"a command failed (exit status {code})",
+            )
         return Result(True, output)
 
     def state(self) -> dict[str, object]:
@@ -221,8 +239,16 @@ class Kernel:
 
     def __init__(self, python: str, cwd: str, env: dict[str, str]) -> None:
         self.key = (python, cwd, json.dumps(env, sort_keys=True))
-        self.proc = subprocess.Popen([python, str(KERNEL)], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [python, str(KERNEL)],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         self.out = _Output(self.proc.stdout)
 
     def run(self, code: str, name: str, timeout: float) -> Result:
@@ -235,7 +261,7 @@ class Kernel:
         except BrokenPipeError:
             return Result(False, self.out.text[start:], "the notebook kernel has exited")
         m = self.out.wait_for(re.compile(re.escape(marker) + r" (\{.*\})"), start, timeout)
-        output = self.out.text[start: m.start() if m else None]
+        output = self.out.text[start : m.start() if m else None]
         if m is None:
             return Result(False, output, "timed out" if self.proc.poll() is None else "the notebook kernel died")
         ok = json.loads(m.group(1))["ok"]
@@ -245,10 +271,8 @@ class Kernel:
         if self.proc.stdin is not None and self.proc.poll() is None:
             with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.close()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(30)  # the kernel's atexit hooks stop what its cells started
-            except subprocess.TimeoutExpired:
-                pass
         _stop_group(self.proc)
 
 
@@ -308,8 +332,13 @@ class PageRun:
         code = self.page.subs.apply(block.code)
         if kind == "file":
             target = self.page.subs.apply(block.argument)
-            return self._record(block, self.terminal.run(f"mkdir -p \"$(dirname {target})\"\ncat > {target} <<'DOCS_FILE_EOF'\n{code}DOCS_FILE_EOF\n",
-                                                         self.page.block_timeout_s))
+            return self._record(
+                block,
+                self.terminal.run(
+                    f"mkdir -p \"$(dirname {target})\"\ncat > {target} <<'DOCS_FILE_EOF'\n{code}DOCS_FILE_EOF\n",
+                    self.page.block_timeout_s,
+                ),
+            )
         if block.lang in SHELL_LANGS:
             return self._record(block, self.terminal.run(code, self.page.block_timeout_s))
         if block.lang in PYTHON_LANGS:
@@ -319,7 +348,9 @@ class PageRun:
         raise AssertionError(f"{block.where}: no way to run a {block.lang!r} block")
 
     def _record(self, block: Block, result: Result) -> Result:
-        self.log.append(f"--- {block.where} ({block.lang}) {'ok' if result.ok else 'FAILED: ' + result.reason}\n{result.output[-4000:]}")
+        self.log.append(
+            f"--- {block.where} ({block.lang}) {'ok' if result.ok else 'FAILED: ' + result.reason}\n{result.output[-4000:]}"
+        )
         return result
 
     def _python(self, code: str, block: Block) -> Result:
@@ -364,7 +395,9 @@ class PageRun:
         if missing_files := [str(f.relative_to(self.root)) for f in files if not f.is_file()]:
             return Result(False, "", f"{', '.join(missing_files)} does not exist")
         sources = [f.read_text() for f in files]
-        commands = [c.split(" #")[0].strip() for c in block.code.splitlines() if c.strip() and not c.strip().startswith("#")]
+        commands = [
+            c.split(" #")[0].strip() for c in block.code.splitlines() if c.strip() and not c.strip().startswith("#")
+        ]
         for command in commands:
             words = re.findall(r"[\w./:-]+", command)
             if not any(all(word in source for word in words) for source in sources):

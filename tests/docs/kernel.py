@@ -36,7 +36,7 @@ def _run(code: str, name: str, namespace: dict[str, object], loop: asyncio.Abstr
     linecache.cache[name] = (len(code), None, code.splitlines(keepends=True), name)  # tracebacks show the cell's lines
     try:
         compiled = compile(code, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-        result = eval(compiled, namespace)  # noqa: S307 - running the docs' own code is the point
+        result = eval(compiled, namespace)
         if asyncio.iscoroutine(result):
             loop.run_until_complete(result)
     except SystemExit as exc:

@@ -32,13 +32,22 @@ def runner_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     only change to the step)."""
     home = tmp_path_factory.mktemp("runner")
     subprocess.run([sys.executable, "-m", "venv", str(home / "venv")], check=True, timeout=300)
-    [install] = [s["run"] for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["validate"]["steps"] if s.get("name") == "Install the OpenEnv CLI"]
+    [install] = [
+        s["run"]
+        for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["validate"]["steps"]
+        if s.get("name") == "Install the OpenEnv CLI"
+    ]
     assert PROJECT_GIT_URL in install, install
     path = f"{home / 'venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}, "PATH": path}
     with served_git_repo(home) as url:
-        proc = subprocess.run(["bash", "-e", "-c", install.replace(PROJECT_GIT_URL, f"git+{url}")], env=env, capture_output=True,
-                              text=True, timeout=900)
+        proc = subprocess.run(
+            ["bash", "-e", "-c", install.replace(PROJECT_GIT_URL, f"git+{url}")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (home / "venv" / "bin" / "openenv").is_file()
     yield path
@@ -54,13 +63,18 @@ def _run_steps(env_dir: Path, tmp_path: Path, path: str) -> list[tuple[str, subp
     shutil.copytree(env_dir, checkout, ignore=shutil.ignore_patterns("__pycache__"))
     (checkout / ".github" / "scripts").mkdir(parents=True)
     shutil.copy(SCRIPT, checkout / ".github" / "scripts" / "openenv_report.py")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}, "PATH": path,
-           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))},
+        "PATH": path,
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+    }
     ran = []
     for step in steps:
         if "run" not in step or step["name"] == "Install the OpenEnv CLI":
             continue
-        proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            ["bash", "-e", "-c", step["run"]], cwd=checkout, env=env, capture_output=True, text=True, timeout=300
+        )
         ran.append((step["name"], proc))
         if proc.returncode != 0:
             break
@@ -88,13 +102,25 @@ def test_the_script_outside_github_and_with_strict(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     folder = tmp_path / "env"
     shutil.copytree(ROOT / "envs" / "echo_env", folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "README.md").write_text((folder / "README.md").read_text().replace("  - openenv\n", "  - demo\n"))  # a warning: no openenv tag
-    out = subprocess.run([sys.executable, "-m", "openenv.cli", "validate", str(folder), "--json", "--no-import"], capture_output=True, text=True)
+    (folder / "README.md").write_text(
+        (folder / "README.md").read_text().replace("  - openenv\n", "  - demo\n")
+    )  # a warning: no openenv tag
+    out = subprocess.run(
+        [sys.executable, "-m", "openenv.cli", "validate", str(folder), "--json", "--no-import"],
+        capture_output=True,
+        text=True,
+    )
     report.write_text(out.stdout)
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     plain = subprocess.run([sys.executable, str(SCRIPT), str(report)], capture_output=True, text=True, env=env)
-    assert plain.returncode == 0 and "⚠️ openenv validate: warn" in plain.stdout and "::warning file=README.md" in plain.stdout
-    strict = subprocess.run([sys.executable, str(SCRIPT), str(report), "--strict"], capture_output=True, text=True, env=env)
+    assert (
+        plain.returncode == 0
+        and "⚠️ openenv validate: warn" in plain.stdout
+        and "::warning file=README.md" in plain.stdout
+    )
+    strict = subprocess.run(
+        [sys.executable, str(SCRIPT), str(report), "--strict"], capture_output=True, text=True, env=env
+    )
     assert strict.returncode == 1
     assert subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True).returncode == 3
 
@@ -129,5 +155,7 @@ def test_the_pages_snippets_run(lang: str, tmp_path: Path) -> None:
             shutil.copy(SCRIPT, folder / "openenv_report.py")
             env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
             env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-            proc = subprocess.run(["bash", "-c", code], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+            proc = subprocess.run(
+                ["bash", "-c", code], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+            )
             assert proc.returncode == 1 and "❌ openenv validate: fail" in proc.stdout

@@ -63,9 +63,13 @@ def test_every_block_has_a_language_the_tests_know(page: str) -> None:
     known = SHELL_LANGS | PYTHON_LANGS | DATA_LANGS | TEXT_LANGS
     for block in _blocks(page):
         assert block.lang, f"{block.where}: give the fence a language (```text for output and transcripts)"
-        assert block.lang in known, f"{block.where}: the docs tests cannot run a {block.lang!r} block (known: {sorted(known)})"
+        assert block.lang in known, (
+            f"{block.where}: the docs tests cannot run a {block.lang!r} block (known: {sorted(known)})"
+        )
         if block.directive == "skip":
-            assert _SKIP_REASON.search(block.argument), f"{block.where}: a block may be skipped only when it needs the internet or a GPU"
+            assert _SKIP_REASON.search(block.argument), (
+                f"{block.where}: a block may be skipped only when it needs the internet or a GPU"
+            )
 
 
 def test_the_checks_table_lists_every_check_in_order() -> None:
@@ -85,16 +89,20 @@ def docs_environ(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     cache = tmp_path_factory.mktemp("docs-cache")
     drop = ("VIRTUAL_ENV", "PYTHONPATH", "HF_", "HUGGING", "OPENENV_", "CONDA", "DOCKER_HOST")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if "/.venv/" not in p and "venv/bin" not in p)
-    env.update({
-        "OPENENV_CACHE_DIR": str(cache),
-        "OPENENV_LABELS": f"org.openenv.test-run=docs-{RUN_ID}",
-        "OPENENV_NAME_PREFIX": f"docs-{RUN_ID}",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        "NO_COLOR": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-    })
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if "/.venv/" not in p and "venv/bin" not in p
+    )
+    env.update(
+        {
+            "OPENENV_CACHE_DIR": str(cache),
+            "OPENENV_LABELS": f"org.openenv.test-run=docs-{RUN_ID}",
+            "OPENENV_NAME_PREFIX": f"docs-{RUN_ID}",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "NO_COLOR": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+    )
     return env
 
 
@@ -115,15 +123,23 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _cleanup(page: Page) -> None:
     """Stop what the page's clients started (by this run's label) and remove the images it named."""
-    env = {**os.environ, "OPENENV_STATE_DIR": page.env.get("OPENENV_STATE_DIR", ""), "OPENENV_LABELS": page.env["OPENENV_LABELS"]}
-    code = ("from openenv.client.providers import lifecycle; "
-            f"lifecycle.gc(everything=True, labels={{'org.openenv.test-run': 'docs-{RUN_ID}'}})")
+    env = {
+        **os.environ,
+        "OPENENV_STATE_DIR": page.env.get("OPENENV_STATE_DIR", ""),
+        "OPENENV_LABELS": page.env["OPENENV_LABELS"],
+    }
+    code = (
+        "from openenv.client.providers import lifecycle; "
+        f"lifecycle.gc(everything=True, labels={{'org.openenv.test-run': 'docs-{RUN_ID}'}})"
+    )
     subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", code], env=env, capture_output=True, timeout=120)
     if shutil.which("docker"):
         for image in page.subs.names.values():
             if ":" not in image:
                 continue
-            running = subprocess.run(["docker", "ps", "-aq", "--filter", f"ancestor={image}"], capture_output=True, text=True).stdout.split()
+            running = subprocess.run(
+                ["docker", "ps", "-aq", "--filter", f"ancestor={image}"], capture_output=True, text=True
+            ).stdout.split()
             if running:
                 subprocess.run(["docker", "rm", "-f", *running], capture_output=True, timeout=120)
             subprocess.run(["docker", "rmi", "-f", image], capture_output=True, timeout=120)
@@ -155,16 +171,24 @@ def _needs_docker(page: str) -> bool:
 
 def _docker_or_skip() -> None:
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
-        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image")
+        require_system(
+            "Docker",
+            "OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image",
+        )
 
 
 @pytest.mark.parametrize("name", REFERENCE)
 def test_reference_page_runs(name: str, docs_environ: dict[str, str], mirror: Path, tmp_path: Path) -> None:
     if _needs_docker(name):
         _docker_or_skip()
-    env = {**docs_environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{docs_environ['PATH']}",
-           "VIRTUAL_ENV": str(ROOT / ".venv"), "PYTHONPATH": os.pathsep.join([str(ROOT / "envs"), str(ROOT)]),
-           "OPENENV_STATE_DIR": str(tmp_path / "state"), "OPENENV_HUB_DATA_DIR": str(tmp_path / "hub")}
+    env = {
+        **docs_environ,
+        "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{docs_environ['PATH']}",
+        "VIRTUAL_ENV": str(ROOT / ".venv"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "envs"), str(ROOT)]),
+        "OPENENV_STATE_DIR": str(tmp_path / "state"),
+        "OPENENV_HUB_DATA_DIR": str(tmp_path / "hub"),
+    }
     work = tmp_path / "work"
     shutil.copytree(mirror, work, symlinks=True)
     _run_page(Page(ROOT / name, name, work, env, _substitutions()), tmp_path)
@@ -188,14 +212,18 @@ def _journey(name: str, checkout: Path, docs_environ: dict[str, str], tmp_path: 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # a fresh venv and the Hub's pipeline: minutes, more on a busy machine
-def test_the_readme_runs_in_a_fresh_checkout(fresh_checkout: Path, docs_environ: dict[str, str], tmp_path: Path) -> None:
+def test_the_readme_runs_in_a_fresh_checkout(
+    fresh_checkout: Path, docs_environ: dict[str, str], tmp_path: Path
+) -> None:
     _journey("README.md", fresh_checkout, docs_environ, tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.timeout(900)  # builds, smoke tests and trust checks of its env: minutes, more on a busy machine
-def test_the_tutorial_runs_in_a_fresh_checkout(fresh_checkout: Path, docs_environ: dict[str, str], tmp_path: Path) -> None:
+def test_the_tutorial_runs_in_a_fresh_checkout(
+    fresh_checkout: Path, docs_environ: dict[str, str], tmp_path: Path
+) -> None:
     _docker_or_skip()
     _journey("docs/tutorial.md", fresh_checkout, docs_environ, tmp_path)
 

@@ -30,7 +30,9 @@ def _run(tmp_path: Path, markdown: str) -> list[tuple[str, bool, str, str]]:
 
 
 def test_blocks_share_a_terminal_and_a_notebook(tmp_path: Path) -> None:
-    results = _run(tmp_path, """
+    results = _run(
+        tmp_path,
+        """
 ```bash
 mkdir -p sub && cd sub
 export GREETING=hello
@@ -57,21 +59,28 @@ cd ..
 ```python
 print("counter" in globals())   # prints: False
 ```
-""")
+""",
+    )
     assert [r[1] for r in results] == [True] * 5, results
 
 
 def test_a_failing_command_a_raising_cell_and_a_broken_promise_fail(tmp_path: Path) -> None:
-    assert _run(tmp_path, "```bash\ntrue\nfalse\necho never\n```\n")[0][:3] == ("bash", False, "a command failed (exit status 1)")
+    assert _run(tmp_path, "```bash\ntrue\nfalse\necho never\n```\n")[0][:3] == (
+        "bash",
+        False,
+        "a command failed (exit status 1)",
+    )
     assert "ZeroDivisionError" in _run(tmp_path, "```python\n1 / 0\n```\n")[0][3]
     promise = _run(tmp_path, "```python\nprint('hi there')  # prints: hi where\n```\n")[0]
     assert not promise[1] and "hi where" in promise[2]
-    assert not _run(tmp_path, "```json\n{\"a\": 1,}\n```\n")[0][1]
+    assert not _run(tmp_path, '```json\n{"a": 1,}\n```\n')[0][1]
 
 
 def test_directives(tmp_path: Path) -> None:
     (tmp_path / "code.py").write_text("def f():\n    x = 1\n    return x\n")
-    results = _run(tmp_path, """
+    results = _run(
+        tmp_path,
+        """
 <!-- test: excerpt code.py -->
 ```python
 def f():
@@ -98,7 +107,8 @@ bash scripts/test
 ```json
 [1, 2]
 ```
-""")
+""",
+    )
     assert [r[1] for r in results] == [True, True, True, True], results
     assert (tmp_path / "made.txt").read_text() == "written\n"
     bad = _run(tmp_path, "<!-- test: excerpt code.py -->\n```python\nreturn y\n```\n")
@@ -111,13 +121,20 @@ def test_ports_and_names_are_mapped_consistently() -> None:
     ports = iter([20001, 20002])
     subs = Substitutions(port_source=lambda: next(ports), names={"my_env:dev": "docs-my-env:run1"})
     code = "serve --port 8000 & curl http://127.0.0.1:8000/x; bash scripts/serve 7860; localhost:7860 -t my_env:dev app_port: 8000"
-    assert subs.apply(code) == ("serve --port 20001 & curl http://127.0.0.1:20001/x; bash scripts/serve 20002; localhost:20002 "
-                                "-t docs-my-env:run1 app_port: 8000")
+    assert subs.apply(code) == (
+        "serve --port 20001 & curl http://127.0.0.1:20001/x; bash scripts/serve 20002; localhost:20002 "
+        "-t docs-my-env:run1 app_port: 8000"
+    )
 
 
 def test_parsing_fences_directives_and_promises() -> None:
-    blocks = parse_blocks("text\n<!-- test: skip needs a GPU -->\n```python\nx = 1\n```\n\n````text\n```\n````\n", "p.md")
-    assert [(b.lang, b.line, b.directive, b.argument) for b in blocks] == [("python", 3, "skip", "needs a GPU"), ("text", 7, None, "")]
+    blocks = parse_blocks(
+        "text\n<!-- test: skip needs a GPU -->\n```python\nx = 1\n```\n\n````text\n```\n````\n", "p.md"
+    )
+    assert [(b.lang, b.line, b.directive, b.argument) for b in blocks] == [
+        ("python", 3, "skip", "needs a GPU"),
+        ("text", 7, None, ""),
+    ]
     with pytest.raises(ValueError, match="not closed"):
         parse_blocks("```bash\necho\n", "p.md")
     assert expected_prints("print(a)  # prints: 1 ... 3\nprint(b)  # just a comment\n") == ["1 ... 3"]

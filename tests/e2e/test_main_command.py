@@ -49,8 +49,14 @@ class Hub:
         self.log_path = tmp_path / f"serve-{self.port}.log"
         clean = {k: v for k, v in os.environ.items() if not k.startswith(_PRESETS)}
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(["bash", "scripts/serve", str(self.port)], cwd=ROOT, env={**clean, **env},
-                                     stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            ["bash", "scripts/serve", str(self.port)],
+            cwd=ROOT,
+            env={**clean, **env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -80,7 +86,9 @@ class Hub:
         return httpx.get(f"{self.url}/api/v1/envs/local/{name}/versions/latest", timeout=10).json()
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        return httpx.get(f"{self.url}/api/v1/envs/local/{name}/events", params={"limit": 200}, timeout=10).json()["items"]
+        return httpx.get(f"{self.url}/api/v1/envs/local/{name}/events", params={"limit": 200}, timeout=10).json()[
+            "items"
+        ]
 
     def stop(self) -> None:
         os.killpg(self.proc.pid, signal.SIGTERM)
@@ -95,7 +103,9 @@ class Hub:
         deadline = time.monotonic() + 15
         left = ""
         while time.monotonic() < deadline:  # the server and its workers are all gone
-            left = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "-g", str(self.proc.pid)], capture_output=True, text=True).stdout.strip()
+            left = subprocess.run(
+                ["ps", "-o", "pid=,stat=,cmd=", "-g", str(self.proc.pid)], capture_output=True, text=True
+            ).stdout.strip()
             if not left:
                 break
             time.sleep(0.5)
@@ -116,7 +126,9 @@ def engine_answers() -> None:
         require_system("Docker", "no Docker engine answers; `bash scripts/test` starts one")
 
 
-def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(tmp_path: Path, engine_answers: None, new_page: Any) -> None:
+def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(
+    tmp_path: Path, engine_answers: None, new_page: Any
+) -> None:
     wanted = bundled_envs()
     registry = _registry_reachable()
     hub = Hub(tmp_path, OPENENV_HUB_DATA_DIR=str(tmp_path / "hub"))
@@ -138,7 +150,10 @@ def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(tmp_path: Pa
             assert resolved["image"].startswith("openenv-hub/local-") and resolved["status"] == "passing"
             # Trust signals, measured in the env's smoke container: every bundled env earns all three badges,
             # its capacity card travels with the resolve record, and its leaderboard has the random baseline.
-            assert set(items[name]["badges"]) == {"deterministic", "reward_checked", "capacity"}, (name, hub.latest(name))
+            assert set(items[name]["badges"]) == {"deterministic", "reward_checked", "capacity"}, (
+                name,
+                hub.latest(name),
+            )
             assert resolved["capacity"]["sessions_held"] >= 1 and resolved["capacity"]["image_size_mb"] > 0
             board = httpx.get(f"{hub.url}/api/v1/envs/local/{name}/leaderboard").json()
             assert [e["model"] for e in board["entries"] if e["source"] == "baseline"] == ["random"], board
@@ -158,12 +173,18 @@ def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(tmp_path: Pa
         hub.stop()
 
 
-def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(tmp_path: Path, engine_answers: None, new_page: Any) -> None:
+def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(
+    tmp_path: Path, engine_answers: None, new_page: Any
+) -> None:
     wanted = bundled_envs()
     sock_dir = Path(tempfile.mkdtemp(prefix="oe-engine-"))  # short: a Unix socket path has ~100 bytes
     relay = SocketRelay(sock_dir / "docker.sock")
-    env = {"OPENENV_HUB_DATA_DIR": str(tmp_path / "hub"), "DOCKER_HOST": f"unix://{relay.path}",
-           "OPENENV_HUB_INFRA_RETRY_S": "2", "OPENENV_HUB_INFRA_RETRY_MAX_S": "30"}
+    env = {
+        "OPENENV_HUB_DATA_DIR": str(tmp_path / "hub"),
+        "DOCKER_HOST": f"unix://{relay.path}",
+        "OPENENV_HUB_INFRA_RETRY_S": "2",
+        "OPENENV_HUB_INFRA_RETRY_MAX_S": "30",
+    }
     hub = Hub(tmp_path, **env)
     try:
         # The engine at DOCKER_HOST does not answer: the Hub comes up anyway; the envs wait, none fails.
@@ -172,7 +193,9 @@ def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(tmp_pa
         for name in wanted:
             version = hub.latest(name)
             # waiting, or at that moment trying again: either way the reason is the engine's
-            assert version["state"] in ("waiting", "queued", "running") and version["waiting_code"] == "no_engine", version
+            assert version["state"] in ("waiting", "queued", "running") and version["waiting_code"] == "no_engine", (
+                version
+            )
             assert version["failure_reason"] is None and "Docker engine" in version["waiting_reason"]
         shas = {n: hub.latest(n)["sha"] for n in wanted}
         # A visitor sees it on the website: waiting for the infrastructure, not failing, and why.
@@ -190,7 +213,9 @@ def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(tmp_pa
 
         relay.start()  # the engine is fixed: nobody restarts the Hub
         items = hub.wait_for(_settled(wanted), 1200, "the envs to build once the engine answers")
-        assert {n: items[n]["status"] for n in wanted} == dict.fromkeys(wanted, "passing"), {n: hub.latest(n) for n in wanted}
+        assert {n: items[n]["status"] for n in wanted} == dict.fromkeys(wanted, "passing"), {
+            n: hub.latest(n) for n in wanted
+        }
         for name in wanted:
             version = hub.latest(name)
             assert version["sha"] == shas[name] and version["state"] == "passed" and version["waiting_code"] is None

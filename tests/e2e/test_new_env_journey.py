@@ -31,7 +31,9 @@ def docker_base_image() -> str:
     return os.environ.get("OPENENV_TEST_BASE_IMAGE", "python:3.11-slim")
 
 
-def test_init_validate_test_serve_build_run_push(run_cli: Run, hf_hub: HubStandIn, tmp_path: Path, docker_base_image: str) -> None:
+def test_init_validate_test_serve_build_run_push(
+    run_cli: Run, hf_hub: HubStandIn, tmp_path: Path, docker_base_image: str
+) -> None:
     import docker
 
     assert run_cli("init", "my_env").returncode == 0
@@ -41,13 +43,23 @@ def test_init_validate_test_serve_build_run_push(run_cli: Run, hf_hub: HubStandI
     assert checked.returncode == 0, checked.stdout[-3000:]
     assert json.loads(checked.stdout)["summary"]["failed"] == 0
 
-    own_tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=env_dir, capture_output=True, text=True, timeout=300)
+    own_tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=env_dir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert own_tests.returncode == 0, own_tests.stdout[-3000:] + own_tests.stderr[-2000:]
     assert "4 passed" in own_tests.stdout
 
     port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "openenv"), "serve", "my_env", "--port", str(port)], cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "openenv"), "serve", "my_env", "--port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/health", timeout=30, proc=server)
         live = run_cli("validate", "--url", f"http://127.0.0.1:{port}", "--strict", "--steps", "5")
@@ -67,8 +79,13 @@ def test_init_validate_test_serve_build_run_push(run_cli: Run, hf_hub: HubStandI
         image = client.images.get(tag)
         assert image.labels["org.openenv.name"] == "my_env"
         host_port = free_port()
-        container = client.containers.run(tag, detach=True, name=f"cli-e2e-{uuid.uuid4().hex[:8]}",
-                                          ports={"8000/tcp": ("127.0.0.1", host_port)}, labels={"org.openenv.test": "cli"})
+        container = client.containers.run(
+            tag,
+            detach=True,
+            name=f"cli-e2e-{uuid.uuid4().hex[:8]}",
+            ports={"8000/tcp": ("127.0.0.1", host_port)},
+            labels={"org.openenv.test": "cli"},
+        )
         wait_http(f"http://127.0.0.1:{host_port}/health", timeout=60)
         in_docker = run_cli("validate", "--url", f"http://127.0.0.1:{host_port}", "--json", "--steps", "5")
         assert in_docker.returncode == 0, in_docker.stdout[-3000:]

@@ -53,7 +53,10 @@ def env_images() -> Iterator[EnvImages]:
     """The env images, built from this checkout with the local SDK on OPENENV_TEST_BASE_IMAGE."""
     base = os.environ.get("OPENENV_TEST_BASE_IMAGE")
     if not base:
-        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image")
+        require_system(
+            "Docker",
+            "OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image",
+        )
     client = docker_client()
     images = EnvImages(client, base)
     try:

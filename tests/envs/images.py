@@ -48,8 +48,12 @@ class EnvImages:
         if not self._builds:
             for name in ENV_NAMES:
                 self._builds[name] = self._pool.submit(
-                    build_image, ROOT / "envs" / name, f"{TAG_PREFIX}{name}:{RUN_TAG}", base_image=self.base_image,
-                    labels={LABEL: "envs"}, client=self.client,
+                    build_image,
+                    ROOT / "envs" / name,
+                    f"{TAG_PREFIX}{name}:{RUN_TAG}",
+                    base_image=self.base_image,
+                    labels={LABEL: "envs"},
+                    client=self.client,
                 )
 
     def tag(self, name: str) -> str:
@@ -63,8 +67,12 @@ class EnvImages:
         """Run a container of the env with port 8000 published on 127.0.0.1; yields its URL."""
         tag = self.tag(name)
         container = self.client.containers.run(
-            tag, detach=True, name=f"{CONTAINER_PREFIX}{name.replace('_', '-')}-{uuid.uuid4().hex[:8]}",
-            ports={"8000/tcp": ("127.0.0.1", None)}, environment=environment or {}, labels={LABEL: "envs"},
+            tag,
+            detach=True,
+            name=f"{CONTAINER_PREFIX}{name.replace('_', '-')}-{uuid.uuid4().hex[:8]}",
+            ports={"8000/tcp": ("127.0.0.1", None)},
+            environment=environment or {},
+            labels={LABEL: "envs"},
             user=user or "",
         )
         try:

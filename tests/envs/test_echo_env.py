@@ -15,7 +15,9 @@ from tests.support.servers import ROOT, ProcessServer
 async def test_echo_rules(echo_url: str) -> None:
     async with EchoEnv(echo_url) as env:
         first = await env.reset()
-        assert first.observation == EchoObservation(echoed_message="Echo environment ready!", message_length=0, reward=0.0)
+        assert first.observation == EchoObservation(
+            echoed_message="Echo environment ready!", message_length=0, reward=0.0
+        )
         for message in ("a", "hello", "", "ünïcödé ✓"):
             result = await env.step(EchoAction(message=message))
             assert result.observation.echoed_message == message

@@ -22,7 +22,18 @@ pytestmark = pytest.mark.slow
 
 ECHO = ROOT / "envs" / "echo_env"
 # What only a server needs: none of it may come with a client install.
-SERVER_ONLY = {"fastapi", "uvicorn", "starlette", "uvloop", "httptools", "pyyaml", "chess", "ale-py", "numpy", "huggingface-hub"}
+SERVER_ONLY = {
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "uvloop",
+    "httptools",
+    "pyyaml",
+    "chess",
+    "ale-py",
+    "numpy",
+    "huggingface-hub",
+}
 
 # Drives a server with the installed typed client, async and with .sync(); prints what it saw.
 DRIVE_ECHO = textwrap.dedent("""
@@ -101,7 +112,11 @@ def test_echo_env_installs_from_its_folder_and_its_server_extra_serves(tmp_path:
 
 
 def test_echo_env_installs_from_the_git_url_of_its_space(tmp_path: Path, hf_hub: HubStandIn, echo_url: str) -> None:
-    files = {str(p.relative_to(ECHO)): p.read_bytes() for p in ECHO.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    files = {
+        str(p.relative_to(ECHO)): p.read_bytes()
+        for p in ECHO.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     hf_hub.create_space("alice/echo_env", files=files)
     env = Venv(tmp_path / "venv")
     env.pip("install", f"git+{hf_hub.url}/spaces/alice/echo_env")
@@ -142,13 +157,22 @@ def test_every_env_and_a_new_one_build_wheels_whose_clients_install_without_the_
     """)
     script = wheels / "check.py"  # not beside fresh_env/: the installed package must be what imports
     script.write_text(check)
-    proc = subprocess.run([env.python, str(script), *names], capture_output=True, text=True, cwd=tmp_path / "wheels", env=env.env, timeout=120)
+    proc = subprocess.run(
+        [env.python, str(script), *names],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path / "wheels",
+        env=env.env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout)
     for name in names:
         assert seen[name]["models"] == [True, True, True] and seen[name]["exported"], (name, seen[name])
         assert Path(seen[name]["typed"]).is_file(), f"{name} ships no py.typed marker"
-        assert seen[name]["typed"].startswith(str(env.path)), f"{name} was imported from {seen[name]['typed']}, not the venv"
+        assert seen[name]["typed"].startswith(str(env.path)), (
+            f"{name} was imported from {seen[name]['typed']}, not the venv"
+        )
         requires = [Requirement(r) for r in seen[name]["requires"]]
         base = {_key(r) for r in requires if r.marker is None}
         server = {_key(r) for r in requires if r.marker is not None and r.marker.evaluate({"extra": "server"})}
@@ -156,9 +180,10 @@ def test_every_env_and_a_new_one_build_wheels_whose_clients_install_without_the_
         assert ("openenv-hub", frozenset({"server"}), ">=0.1.0") in server, server
         listed = (folders[name] / "server" / "requirements.txt").read_text().splitlines()
         for line in filter(None, (r.split("#")[0].strip() for r in listed)):
-            assert _key(Requirement(line)) in server, f"{name}: server/requirements.txt has {line}, the server extra does not"
+            assert _key(Requirement(line)) in server, (
+                f"{name}: server/requirements.txt has {line}, the server extra does not"
+            )
 
 
 def _key(req: Requirement) -> tuple[str, frozenset[str], str]:
     return req.name.lower().replace("_", "-"), frozenset(req.extras), str(req.specifier)
-

@@ -35,13 +35,17 @@ def test_env_folder_is_shaped_like_a_space(name: str) -> None:
     assert "ARG BASE_IMAGE=python:3.11-slim" in dockerfile and 'ARG OPENENV_SDK="openenv-hub[server]"' in dockerfile
     assert "server/requirements.txt" in dockerfile and (folder / "server" / "requirements.txt").is_file()
     package = importlib.import_module(name)
-    clients = [getattr(package, n) for n in package.__all__ if isinstance(getattr(package, n), type) and issubclass(getattr(package, n), EnvClient)]
+    clients = [
+        getattr(package, n)
+        for n in package.__all__
+        if isinstance(getattr(package, n), type) and issubclass(getattr(package, n), EnvClient)
+    ]
     assert len(clients) == 1 and clients[0]._action_cls is not None and clients[0]._observation_cls is not None
 
 
 def test_env_requirements_are_in_the_envs_extra() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
-    extra = pyproject[pyproject.index("envs = ["):]
+    extra = pyproject[pyproject.index("envs = [") :]
     extra = extra[: extra.index("]")]
     for name in ENV_NAMES:
         for line in (ROOT / "envs" / name / "server" / "requirements.txt").read_text().splitlines():

@@ -49,5 +49,9 @@ def test_chess_puzzles_are_solved_by_their_mating_move() -> None:
 
 
 def test_an_env_without_tasks_says_so() -> None:
-    with serve_env("echo_env") as url, GenericEnvClient(url).sync() as env, pytest.raises(NoTasksError, match="has no task set"):
+    with (
+        serve_env("echo_env") as url,
+        GenericEnvClient(url).sync() as env,
+        pytest.raises(NoTasksError, match="has no task set"),
+    ):
         env.list_splits()

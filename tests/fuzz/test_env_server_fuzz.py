@@ -48,7 +48,9 @@ def fuzz_openapi(base_url: str, max_examples: int) -> tuple[int, list[str]]:
             calls += 1
             response = case.call(base_url=base_url, timeout=10)
             if response.status_code >= 500:
-                failures.append(f"{case.method} {case.path} {case.body!r} -> {response.status_code} {response.text[:200]}")
+                failures.append(
+                    f"{case.method} {case.path} {case.body!r} -> {response.status_code} {response.text[:200]}"
+                )
 
         call()
     return calls, failures
@@ -71,9 +73,18 @@ frames = st.one_of(
     json_values.map(json.dumps),
     st.fixed_dictionaries(
         {"type": st.sampled_from(["reset", "step", "state", "mcp", "bogus", "", "STEP"])},
-        optional={"data": json_values, "timeout_s": st.one_of(st.floats(-1, 0.5), st.text(max_size=3)), "x": json_values},
+        optional={
+            "data": json_values,
+            "timeout_s": st.one_of(st.floats(-1, 0.5), st.text(max_size=3)),
+            "x": json_values,
+        },
     ).map(json.dumps),
-    st.fixed_dictionaries({"type": st.just("step"), "data": st.fixed_dictionaries({"message": st.text(max_size=30)}, optional={"meta": json_values})}).map(json.dumps),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("step"),
+            "data": st.fixed_dictionaries({"message": st.text(max_size=30)}, optional={"meta": json_values}),
+        }
+    ).map(json.dumps),
     st.binary(max_size=40),
     st.just("x" * 20_000),
 ).filter(lambda frame: not _is_close(frame))

@@ -21,7 +21,9 @@ def _api(hub: HubStandIn, token: str | None = None) -> HfApi:
 
 def test_listing_pages_through_link_headers_and_counts_requests(tmp_path: Path) -> None:
     with HubStandIn(tmp_path / "hub", page_size=10) as hub:
-        hub.create_spaces({"repo_id": f"org{i % 3}/env_{i:03d}", "tags": ["openenv"] if i % 5 else ["other"]} for i in range(35))
+        hub.create_spaces(
+            {"repo_id": f"org{i % 3}/env_{i:03d}", "tags": ["openenv"] if i % 5 else ["other"]} for i in range(35)
+        )
         hub.reset_requests()
         ids = [s.id for s in _api(hub).list_spaces()]
         assert len(ids) == 35 and len(set(ids)) == 35
@@ -44,7 +46,11 @@ def test_filter_search_author_limit_and_expand(hf_hub: HubStandIn) -> None:
     assert sorted(s.id for s in api.list_spaces(author="alice")) == ["alice/chess_env", "alice/notes"]
     assert len(list(api.list_spaces(limit=2))) == 2
     [chess] = api.list_spaces(search="chess_env", expand=["runtime", "sha", "cardData", "likes"])
-    assert chess.runtime.stage == "SLEEPING" and chess.likes == 3 and chess.sha == hf_hub.space("alice/chess_env").refs["main"]
+    assert (
+        chess.runtime.stage == "SLEEPING"
+        and chess.likes == 3
+        and chess.sha == hf_hub.space("alice/chess_env").refs["main"]
+    )
     raw = httpx.get(f"{hf_hub.url}/api/spaces", params={"search": "notes", "expand": ["sdk"]}).json()
     assert raw == [{"_id": hf_hub.space("alice/notes").mongo_id, "id": "alice/notes", "sdk": "docker"}]
     short = httpx.get(f"{hf_hub.url}/api/spaces", params={"search": "notes"}).json()[0]
@@ -53,8 +59,13 @@ def test_filter_search_author_limit_and_expand(hf_hub: HubStandIn) -> None:
 
 def test_space_info_runtime_and_domains(hf_hub: HubStandIn) -> None:
     sha = "a" * 40
-    hf_hub.create_space("alice/echo_env", files={"openenv.yaml": "name: echo_env\n"}, sha=sha, stage="SLEEPING",
-                        domains=["127.0.0.1:8123"])
+    hf_hub.create_space(
+        "alice/echo_env",
+        files={"openenv.yaml": "name: echo_env\n"},
+        sha=sha,
+        stage="SLEEPING",
+        domains=["127.0.0.1:8123"],
+    )
     api = _api(hf_hub)
     info = api.space_info("alice/echo_env")
     assert info.sha == sha and info.subdomain == "alice-echo-env" and info.sdk == "docker"
@@ -73,20 +84,49 @@ def test_revisions_trees_and_downloads(hf_hub: HubStandIn, tmp_path: Path) -> No
     hf_hub.create_space("alice/env", files={"server/app.py": "v = 1\n", "a.txt": "a"})
     first = hf_hub.space("alice/env").refs["main"]
     api = _api(hf_hub)
-    second = api.create_commit("alice/env", repo_type="space", commit_message="v2", operations=[
-        CommitOperationAdd("server/app.py", b"v = 2\n"), CommitOperationDelete("a.txt")])
+    second = api.create_commit(
+        "alice/env",
+        repo_type="space",
+        commit_message="v2",
+        operations=[CommitOperationAdd("server/app.py", b"v = 2\n"), CommitOperationDelete("a.txt")],
+    )
     cache = tmp_path / "cache"
-    old = hf_hub_download("alice/env", "server/app.py", repo_type="space", revision=first, endpoint=hf_hub.url, token=hf_hub.token, cache_dir=cache)
-    new = hf_hub_download("alice/env", "server/app.py", repo_type="space", endpoint=hf_hub.url, token=hf_hub.token, cache_dir=cache)
+    old = hf_hub_download(
+        "alice/env",
+        "server/app.py",
+        repo_type="space",
+        revision=first,
+        endpoint=hf_hub.url,
+        token=hf_hub.token,
+        cache_dir=cache,
+    )
+    new = hf_hub_download(
+        "alice/env", "server/app.py", repo_type="space", endpoint=hf_hub.url, token=hf_hub.token, cache_dir=cache
+    )
     assert Path(old).read_text() == "v = 1\n" and Path(new).read_text() == "v = 2\n"
-    assert {e.path for e in api.list_repo_tree("alice/env", repo_type="space", revision=first)} == {".gitattributes", "README.md", "a.txt", "server"}
-    assert {e.path for e in api.list_repo_tree("alice/env", repo_type="space", recursive=True)} == {".gitattributes", "README.md", "server", "server/app.py"}
+    assert {e.path for e in api.list_repo_tree("alice/env", repo_type="space", revision=first)} == {
+        ".gitattributes",
+        "README.md",
+        "a.txt",
+        "server",
+    }
+    assert {e.path for e in api.list_repo_tree("alice/env", repo_type="space", recursive=True)} == {
+        ".gitattributes",
+        "README.md",
+        "server",
+        "server/app.py",
+    }
     assert [c.commit_id for c in api.list_repo_commits("alice/env", repo_type="space")][:2] == [second.oid, first]
     with pytest.raises(RevisionNotFoundError):
         api.list_repo_tree("alice/env", repo_type="space", revision="nope-branch").__iter__().__next__()
     with pytest.raises(HfHubHTTPError) as info:
-        api.create_commit("alice/env", repo_type="space", commit_message="stale", parent_commit=first,
-                          operations=[CommitOperationAdd("b.txt", b"b")])
+        api.create_commit(
+            "alice/env",
+            repo_type="space",
+            commit_message="stale",
+            parent_commit=first,
+            operations=[CommitOperationAdd("b.txt", b"b")],
+        )
     assert info.value.response.status_code == 412
 
 
@@ -94,8 +134,13 @@ def test_pull_requests_comments_status_and_merge(hf_hub: HubStandIn) -> None:
     hf_hub.create_space("alice/env", files={"openenv.yaml": "name: env\nport: 8000\n"})
     bob = hf_hub.add_user("bob")
     api, as_bob = _api(hf_hub), _api(hf_hub, bob)
-    pr = as_bob.create_commit("alice/env", repo_type="space", commit_message="Use port 9000", create_pr=True,
-                              operations=[CommitOperationAdd("openenv.yaml", b"name: env\nport: 9000\n")])
+    pr = as_bob.create_commit(
+        "alice/env",
+        repo_type="space",
+        commit_message="Use port 9000",
+        create_pr=True,
+        operations=[CommitOperationAdd("openenv.yaml", b"name: env\nport: 9000\n")],
+    )
     assert pr.pr_url.endswith("/discussions/1") and pr.pr_revision == "refs/pr/1"
     assert hf_hub.files("alice/env")["openenv.yaml"].endswith(b"8000\n")
     assert hf_hub.files("alice/env", "refs/pr/1")["openenv.yaml"].endswith(b"9000\n")
@@ -153,7 +198,12 @@ def test_variables_secrets_duplicate_and_delete(hf_hub: HubStandIn) -> None:
     api.add_space_secret("alice/mine", "KEY", "s3cret")
     mine = hf_hub.space("alice/mine")
     assert mine.variables["LEVEL"]["value"] == "3" and mine.secrets["KEY"]["value"] == "s3cret"
-    assert "s3cret" not in httpx.get(f"{hf_hub.url}/api/spaces/alice/mine/secrets", headers={"authorization": f"Bearer {hf_hub.token}"}).text
+    assert (
+        "s3cret"
+        not in httpx.get(
+            f"{hf_hub.url}/api/spaces/alice/mine/secrets", headers={"authorization": f"Bearer {hf_hub.token}"}
+        ).text
+    )
     api.duplicate_repo("bob/source", "alice/copy", repo_type="space", space_variables=[{"key": "MODE", "value": "x"}])
     copy = hf_hub.space("alice/copy")
     assert hf_hub.files("alice/copy")["Dockerfile"] == b"FROM python\n" and copy.variables["MODE"]["value"] == "x"
@@ -199,7 +249,14 @@ def test_the_oldest_huggingface_hub_1x_client_works_too(hf_hub: HubStandIn, hf1_
         print(json.dumps(out))
     """)
     env = {"PATH": "/usr/bin:/bin", **hf_hub.client_env(hf_home=tmp_path / "hf-home")}
-    proc = subprocess.run([hf1_python, "-c", script, str(tmp_path / "src")], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [hf1_python, "-c", script, str(tmp_path / "src")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["version"].startswith("1.") and out["me"] == "alice"
@@ -211,8 +268,14 @@ def test_the_oldest_huggingface_hub_1x_client_works_too(hf_hub: HubStandIn, hf1_
 
 
 def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0", "HOME": str(cwd or "/nonexistent")})
+    return subprocess.run(
+        ["git", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "GIT_TERMINAL_PROMPT": "0", "HOME": str(cwd or "/nonexistent")},
+    )
 
 
 def test_git_clones_a_space_over_smart_http_and_follows_new_commits(hf_hub: HubStandIn, tmp_path: Path) -> None:
@@ -248,5 +311,7 @@ def test_git_needs_the_token_for_a_private_space_and_refuses_pushes(hf_hub: HubS
     (clone / "a.txt").write_text("changed")
     _git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "change", cwd=clone)
     pushed = _git("push", "-q", "origin", "main", cwd=clone)
-    assert pushed.returncode != 0 and "403" in pushed.stderr  # git shows the status, not the stand-in's "read-only" message
+    assert (
+        pushed.returncode != 0 and "403" in pushed.stderr
+    )  # git shows the status, not the stand-in's "read-only" message
     assert hf_hub.files("alice/secret_env")["a.txt"] == b"hidden"

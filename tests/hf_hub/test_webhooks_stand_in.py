@@ -28,12 +28,28 @@ def test_payloads_parse_with_the_clients_model_and_follow_what_is_watched(hf_hub
     bob = HfApi(endpoint=hf_hub.url, token=hf_hub.add_user("bob"))
     api = HfApi(endpoint=hf_hub.url, token=hf_hub.token)
     with serve_app(_receiver(seen)) as url:
-        info = api.create_webhook(url=f"{url}/hook", watched=[{"type": "user", "name": "alice"}], domains=["repo", "discussion"], secret="s")
+        info = api.create_webhook(
+            url=f"{url}/hook", watched=[{"type": "user", "name": "alice"}], domains=["repo", "discussion"], secret="s"
+        )
         assert [h.id for h in api.list_webhooks()] == [info.id] and info.secret == "s"
         api.create_repo("alice/space", repo_type="space", space_sdk="docker")
-        main = api.create_commit("alice/space", [CommitOperationAdd("app.py", b"x")], commit_message="app", repo_type="space").oid
-        pr = bob.create_commit("alice/space", [CommitOperationAdd("app.py", b"y")], commit_message="better", repo_type="space", create_pr=True)
-        bob.create_commit("alice/space", [CommitOperationAdd("b.py", b"z")], commit_message="more", repo_type="space", revision="refs/pr/1")
+        main = api.create_commit(
+            "alice/space", [CommitOperationAdd("app.py", b"x")], commit_message="app", repo_type="space"
+        ).oid
+        pr = bob.create_commit(
+            "alice/space",
+            [CommitOperationAdd("app.py", b"y")],
+            commit_message="better",
+            repo_type="space",
+            create_pr=True,
+        )
+        bob.create_commit(
+            "alice/space",
+            [CommitOperationAdd("b.py", b"z")],
+            commit_message="more",
+            repo_type="space",
+            revision="refs/pr/1",
+        )
         comment = api.comment_discussion("alice/space", 1, "thanks", repo_type="space")
         api.edit_discussion_comment("alice/space", 1, comment.id, "thanks!", repo_type="space")
         api.merge_pull_request("alice/space", 1, repo_type="space")
@@ -46,14 +62,26 @@ def test_payloads_parse_with_the_clients_model_and_follow_what_is_watched(hf_hub
     payloads = [WebhookPayload.model_validate(p) for p, _ in seen[:before]]
     assert {secret for _, secret in seen} == {"s"}
     assert [(p.event.scope, p.event.action) for p in payloads] == [
-        ("repo", "create"), ("repo.content", "update"), ("discussion", "create"), ("repo.content", "update"),
-        ("repo.content", "update"), ("discussion.comment", "create"), ("discussion.comment", "update"),
-        ("discussion", "update"), ("repo.content", "update"), ("repo", "move"), ("repo", "delete"),
+        ("repo", "create"),
+        ("repo.content", "update"),
+        ("discussion", "create"),
+        ("repo.content", "update"),
+        ("repo.content", "update"),
+        ("discussion.comment", "create"),
+        ("discussion.comment", "update"),
+        ("discussion", "update"),
+        ("repo.content", "update"),
+        ("repo", "move"),
+        ("repo", "delete"),
     ]
     assert payloads[1].updatedRefs[0].ref == "refs/heads/main" and payloads[1].updatedRefs[0].newSha == main
     assert seen[1][0]["repo"]["headSha"] == main
     created = payloads[2]
-    assert created.discussion.isPullRequest and created.discussion.num == pr.pr_num and created.discussion.status == "draft"
+    assert (
+        created.discussion.isPullRequest
+        and created.discussion.num == pr.pr_num
+        and created.discussion.status == "draft"
+    )
     assert payloads[3].updatedRefs[0].ref == "refs/pr/1" and payloads[3].updatedRefs[0].oldSha is None
     assert payloads[4].updatedRefs[0].oldSha == pr.oid
     assert payloads[6].comment.content == "thanks!"

@@ -18,7 +18,16 @@ from hub_service.settings import HubSettings
 from tests.hub.live import live  # noqa: F401  (fixture: the stand-in Hub wired to a running service)
 from tests.support.systems import require_system
 
-_TABLES = ("stage_runs", "jobs", "pr_checks", "env_events", "health_transitions", "env_versions", "environments", "webhook_deliveries")
+_TABLES = (
+    "stage_runs",
+    "jobs",
+    "pr_checks",
+    "env_events",
+    "health_transitions",
+    "env_versions",
+    "environments",
+    "webhook_deliveries",
+)
 
 
 def _postgres_url() -> str | None:
@@ -101,8 +110,12 @@ def truncate(engine: Engine) -> None:
     except OperationalError:  # lock_timeout: someone still holds the tables
         pass
     with engine.begin() as conn:
-        conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+        conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        )
     engine.dispose()  # pooled connections of this process may have been among them
     with engine.begin() as conn:
         conn.execute(text("SET LOCAL lock_timeout = '30s'"))
@@ -120,9 +133,15 @@ def clean_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
 @pytest.fixture()
 def hub_settings(db_url: str, tmp_path: Path) -> HubSettings:
     return HubSettings(
-        data_dir=tmp_path / "hubdata", database_url=db_url, local_source=str(tmp_path / "envs"),
-        base_image=os.environ.get("OPENENV_TEST_BASE_IMAGE"), job_stale_after_s=2, heartbeat_s=0.5,
+        data_dir=tmp_path / "hubdata",
+        database_url=db_url,
+        local_source=str(tmp_path / "envs"),
+        base_image=os.environ.get("OPENENV_TEST_BASE_IMAGE"),
+        job_stale_after_s=2,
+        heartbeat_s=0.5,
         # The trust checks (a few seconds per smoke test, hundreds of sessions) are the subject of
         # tests/hub/test_trust.py, which turns them on (TRUST_ON); the other pipeline tests go without.
-        determinism_check=False, reward_check=False, capacity_check=False,
+        determinism_check=False,
+        reward_check=False,
+        capacity_check=False,
     )

@@ -29,10 +29,17 @@ class ListSource:
 
 def space(i: int, **overrides: object) -> SourceEnv:
     base = dict(
-        owner=f"user{i % 7}", name=f"env_{i:05d}", sha=f"{i:040x}", tags=["openenv", f"t{i % 3}"], likes=i % 50,
-        stage="RUNNING" if i % 2 else "SLEEPING", subdomain=f"user{i % 7}-env-{i:05d}", host=f"https://user{i % 7}-env-{i:05d}.hf.space",
-        title=f"Env {i}", description="a chess puzzle" if i % 10 == 0 else "a grid world",
-        last_modified=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(minutes=i),
+        owner=f"user{i % 7}",
+        name=f"env_{i:05d}",
+        sha=f"{i:040x}",
+        tags=["openenv", f"t{i % 3}"],
+        likes=i % 50,
+        stage="RUNNING" if i % 2 else "SLEEPING",
+        subdomain=f"user{i % 7}-env-{i:05d}",
+        host=f"https://user{i % 7}-env-{i:05d}.hf.space",
+        title=f"Env {i}",
+        description="a chess puzzle" if i % 10 == 0 else "a grid world",
+        last_modified=dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(minutes=i),
     )
     base.update(overrides)
     return SourceEnv(**base)  # type: ignore[arg-type]

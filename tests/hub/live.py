@@ -39,8 +39,11 @@ BROKEN = ROOT / "tests" / "hub" / "envs"
 def env_files(name: str, **replace: str | bytes) -> dict[str, bytes]:
     """The files of envs/<name> (or tests/hub/envs/<name>), with some replaced."""
     folder = ROOT / "envs" / name if (ROOT / "envs" / name).is_dir() else BROKEN / name
-    files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    files = {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
     files.update({k: v.encode() if isinstance(v, str) else v for k, v in replace.items()})
     return files
 
@@ -71,7 +74,9 @@ class Live:
         return info.pr_num, info.oid
 
     def push_pr(self, repo_id: str, num: int, files: dict[str, bytes], message: str = "fix") -> str:
-        return self.bob.create_commit(repo_id, ops(files), commit_message=message, repo_type="space", revision=f"refs/pr/{num}").oid
+        return self.bob.create_commit(
+            repo_id, ops(files), commit_message=message, repo_type="space", revision=f"refs/pr/{num}"
+        ).oid
 
     def delivered(self) -> list[Any]:
         """Wait for the stand-in's webhook deliveries; every one must have been accepted."""
@@ -97,7 +102,9 @@ class Live:
         body = kwargs.pop("content", None)
         if body is None:
             return httpx.post(f"{self.url}/webhooks/hf", json=payload, headers=headers, timeout=30)
-        return httpx.post(f"{self.url}/webhooks/hf", content=body, headers={**headers, "content-type": "application/json"}, timeout=30)
+        return httpx.post(
+            f"{self.url}/webhooks/hf", content=body, headers={**headers, "content-type": "application/json"}, timeout=30
+        )
 
     def bot_comments(self, repo_id: str, num: int) -> list[Any]:
         details = self.alice.get_discussion_details(repo_id, num, repo_type="space")
@@ -105,9 +112,16 @@ class Live:
 
     def counts(self) -> dict[str, int]:
         with self.factory() as s:
-            return {name: s.scalar(select(func.count()).select_from(model)) or 0
-                    for name, model in (("envs", EnvRecord), ("versions", EnvVersion), ("jobs", Job), ("events", EnvEvent),
-                                        ("deliveries", WebhookDelivery))}
+            return {
+                name: s.scalar(select(func.count()).select_from(model)) or 0
+                for name, model in (
+                    ("envs", EnvRecord),
+                    ("versions", EnvVersion),
+                    ("jobs", Job),
+                    ("events", EnvEvent),
+                    ("deliveries", WebhookDelivery),
+                )
+            }
 
     def env(self, repo_id: str) -> EnvRecord | None:
         owner, name = repo_id.split("/")
@@ -116,15 +130,28 @@ class Live:
 
 
 @pytest.fixture()
-def live(clean_factory: sessionmaker[Session], hub_settings: HubSettings, hf_hub: HubStandIn, tmp_path: Path) -> Iterator[Live]:
+def live(
+    clean_factory: sessionmaker[Session], hub_settings: HubSettings, hf_hub: HubStandIn, tmp_path: Path
+) -> Iterator[Live]:
     bot_token = hf_hub.add_user(BOT)
     bob_token = hf_hub.add_user("bob")
-    settings = hub_settings.model_copy(update={
-        "hf_endpoint": hf_hub.url, "hf_token": SecretStr(bot_token), "webhook_secret": SecretStr(SECRET),
-        "maintainer_token": SecretStr(MAINTAINER_TOKEN), "public_url": "https://hub.example.org",
-        "image_prefix": f"openenv-hub-test-{os.getpid()}", "builder": "docker",
-    })
+    settings = hub_settings.model_copy(
+        update={
+            "hf_endpoint": hf_hub.url,
+            "hf_token": SecretStr(bot_token),
+            "webhook_secret": SecretStr(SECRET),
+            "maintainer_token": SecretStr(MAINTAINER_TOKEN),
+            "public_url": "https://hub.example.org",
+            "image_prefix": f"openenv-hub-test-{os.getpid()}",
+            "builder": "docker",
+        }
+    )
     with serve_app(create_app(settings, run_migrations=False)) as url:
         alice = HfApi(endpoint=hf_hub.url, token=hf_hub.token)
-        alice.create_webhook(url=f"{url}/webhooks/hf", watched=[{"type": "user", "name": "alice"}], domains=["repo", "discussion"], secret=SECRET)
+        alice.create_webhook(
+            url=f"{url}/webhooks/hf",
+            watched=[{"type": "user", "name": "alice"}],
+            domains=["repo", "discussion"],
+            secret=SECRET,
+        )
         yield Live(settings, url, hf_hub, clean_factory, alice, HfApi(endpoint=hf_hub.url, token=bob_token))

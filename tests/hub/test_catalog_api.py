@@ -21,7 +21,11 @@ def api(clean_factory, hub_settings: HubSettings) -> Iterator[str]:
     index_source(clean_factory, ListSource([space(i) for i in range(120)]))
     with clean_factory.begin() as s:
         # Give a few envs a verdict, as the pipeline would.
-        for name, state, cold in (("env_00001", "passed", 1.5), ("env_00002", "failed", None), ("env_00003", "passed", 0.7)):
+        for name, state, cold in (
+            ("env_00001", "passed", 1.5),
+            ("env_00002", "failed", None),
+            ("env_00003", "passed", 0.7),
+        ):
             env = s.scalar(select(EnvRecord).where(EnvRecord.name == name))
             version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
             version.state, version.cold_start_s = state, cold
@@ -53,7 +57,9 @@ def test_every_sort_pages_consistently(api: str, sort: str) -> None:
     full = httpx.get(f"{api}/api/v1/envs", params={"sort": sort, "limit": 500}).json()["items"]
     paged, cursor = [], None
     while True:
-        page = httpx.get(f"{api}/api/v1/envs", params={"sort": sort, "limit": 17, **({"cursor": cursor} if cursor else {})}).json()
+        page = httpx.get(
+            f"{api}/api/v1/envs", params={"sort": sort, "limit": 17, **({"cursor": cursor} if cursor else {})}
+        ).json()
         paged += page["items"]
         cursor = page["next_cursor"]
         if not cursor:
@@ -89,8 +95,11 @@ def test_etag_gives_304_until_something_changes(api: str, clean_factory) -> None
 
 
 def test_bad_queries_are_typed_400s(api: str) -> None:
-    for params, needle in (({"sort": "bogus"}, "unknown sort"), ({"status": "great"}, "unknown status"),
-                           ({"cursor": "garbage!!"}, "cursor")):
+    for params, needle in (
+        ({"sort": "bogus"}, "unknown sort"),
+        ({"status": "great"}, "unknown status"),
+        ({"cursor": "garbage!!"}, "cursor"),
+    ):
         reply = httpx.get(f"{api}/api/v1/envs", params=params)
         assert reply.status_code == 400
         assert reply.json()["error"]["code"] == "invalid_request" and needle in reply.json()["error"]["message"]
@@ -167,11 +176,15 @@ def test_search_finds_words_and_tags_of_the_manifest(clean_factory, hub_settings
     with clean_factory.begin() as s:
         env = s.scalar(select(EnvRecord).where(EnvRecord.name == "env_00001"))
         version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
-        version.state, version.manifest = "passed", {"name": "env_00001", "description": "Backgammon, Dice-Based", "tags": ["Boardgame"]}
+        version.state, version.manifest = (
+            "passed",
+            {"name": "env_00001", "description": "Backgammon, Dice-Based", "tags": ["Boardgame"]},
+        )
         apply_verdict(env, version)
     hf.envs = [space(1, description="a grid world", likes=99)]
     index_source(clean_factory, hf)
     with serve_app(create_app(hub_settings, run_migrations=False)) as api:
+
         def names(**params: str) -> set[str]:
             return {i["name"] for i in httpx.get(f"{api}/api/v1/envs", params=params).json()["items"]}
 

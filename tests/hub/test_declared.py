@@ -36,12 +36,26 @@ def test_the_block_is_read_leniently_and_problems_are_named() -> None:
     import yaml
 
     good = read_declared(yaml.safe_load("name: x" + BLOCK))
-    assert good.present and not good.problems and good.reward.range == (0.0, 0.1) and good.other["types"] == {"tags": ["demo"]}
+    assert (
+        good.present
+        and not good.problems
+        and good.reward.range == (0.0, 0.1)
+        and good.other["types"] == {"tags": ["demo"]}
+    )
     assert good.reward_outside([0.0, 0.05, 0.5, -1]) == [0.5, -1]
-    bad = read_declared({"validation": {"reward": {"range": [1, 0]}, "resources": {"cpu": -1, "memory_mb": 10},
-                                        "network": {"mode": "allowlist"}}})
+    bad = read_declared(
+        {
+            "validation": {
+                "reward": {"range": [1, 0]},
+                "resources": {"cpu": -1, "memory_mb": 10},
+                "network": {"mode": "allowlist"},
+            }
+        }
+    )
     where = sorted(w for w, _ in bad.problems)
-    assert where == ["validation.network.allowed_hosts", "validation.resources.cpu", "validation.reward.range"], bad.problems
+    assert where == ["validation.network.allowed_hosts", "validation.resources.cpu", "validation.reward.range"], (
+        bad.problems
+    )
     beyond = read_declared({"validation": {"reward": {"oracle_tolerance": 0.5}}})
     assert any("beyond what validators accept" in m for _, m in beyond.problems)
     assert not read_declared({"name": "x"}).present
@@ -49,9 +63,15 @@ def test_the_block_is_read_leniently_and_problems_are_named() -> None:
 
 def test_granted_resources_are_capped_by_the_hubs_limits() -> None:
     settings = HubSettings(smoke_memory="1g", smoke_cpus=1.0, local_source=None)
-    options, notes = grant(settings, read_declared({"validation": {"resources": {"cpu": 4, "memory_mb": 8192}, "network": {"mode": "no-network"}}}))
+    options, notes = grant(
+        settings,
+        read_declared({"validation": {"resources": {"cpu": 4, "memory_mb": 8192}, "network": {"mode": "no-network"}}}),
+    )
     assert options == {"mem_limit": "1024m", "memswap_limit": "1024m", "nano_cpus": 1_000_000_000}
-    assert "capped by the Hub's limits" in notes[0] and notes[1] == "declared network: no-network; granted (the sandbox reaches nothing)"
+    assert (
+        "capped by the Hub's limits" in notes[0]
+        and notes[1] == "declared network: no-network; granted (the sandbox reaches nothing)"
+    )
     assert grant(settings, read_declared(None)) == ({}, [])
 
 

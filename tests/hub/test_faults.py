@@ -59,16 +59,33 @@ def test_database_restart_mid_job(tmp_path: Path) -> None:
         envs = tmp_path / "envs"
         shutil.copytree(ROOT / "envs" / "echo_env", envs / "echo_env", ignore=shutil.ignore_patterns("__pycache__"))
         dockerfile = envs / "echo_env" / "Dockerfile"
-        dockerfile.write_text(dockerfile.read_text().replace("COPY . /app/env", f"RUN sleep 5 # {time.time()}\nCOPY . /app/env"))
-        settings = HubSettings(data_dir=tmp_path / "hub", database_url=pg.url, local_source=str(envs), builder="docker",
-                               base_image=os.environ["OPENENV_TEST_BASE_IMAGE"], job_stale_after_s=4, heartbeat_s=0.5)
+        dockerfile.write_text(
+            dockerfile.read_text().replace("COPY . /app/env", f"RUN sleep 5 # {time.time()}\nCOPY . /app/env")
+        )
+        settings = HubSettings(
+            data_dir=tmp_path / "hub",
+            database_url=pg.url,
+            local_source=str(envs),
+            builder="docker",
+            base_image=os.environ["OPENENV_TEST_BASE_IMAGE"],
+            job_stale_after_s=4,
+            heartbeat_s=0.5,
+        )
         migrate(settings.sqlalchemy_url)
         factory = sessionmaker_for(make_engine(settings.sqlalchemy_url))
         index_source(factory, LocalSource(envs))
-        worker = subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker"], env={**os.environ, **settings_env(settings)},
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "hub_service.pipeline.worker"],
+            env={**os.environ, **settings_env(settings)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         with serve_app(create_app(settings, run_migrations=False)) as url:
-            _wait(lambda: _scalar(factory, select(StageRun).where(StageRun.stage == "build")) is not None, 60, "the build to start")
+            _wait(
+                lambda: _scalar(factory, select(StageRun).where(StageRun.stage == "build")) is not None,
+                60,
+                "the build to start",
+            )
             pg.restart(down_s=3)  # the database goes away in the middle of the build
             _wait(lambda: httpx.get(f"{url}/api/v1/health").status_code == 200, 30, "the API to serve again")
             _wait(lambda: _scalar(factory, select(Job)).state in ("done", "failed"), 180, "the job to end")
@@ -92,19 +109,33 @@ def test_docker_engine_restart_mid_build(clean_factory, hub_settings: HubSetting
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
         require_system("docker", "no local base image: run through `bash scripts/test`")
     if os.environ.get("OPENENV_TEST_RESTART_DOCKER") != "1":
-        pytest.skip("restarting the shared Docker engine is allowed only in a dedicated run: OPENENV_TEST_RESTART_DOCKER=1 (.ci/run sets it)")
+        pytest.skip(
+            "restarting the shared Docker engine is allowed only in a dedicated run: OPENENV_TEST_RESTART_DOCKER=1 (.ci/run sets it)"
+        )
     from tests.support.dockerd import restart_dockerd
 
     envs = Path(hub_settings.local_source)
     shutil.copytree(ROOT / "envs" / "echo_env", envs / "echo_env", ignore=shutil.ignore_patterns("__pycache__"))
     dockerfile = envs / "echo_env" / "Dockerfile"
-    dockerfile.write_text(dockerfile.read_text().replace("COPY . /app/env", f"RUN sleep 8 # {time.time()}\nCOPY . /app/env"))
-    settings = hub_settings.model_copy(update={"builder": "docker", "job_stale_after_s": 4, "heartbeat_s": 0.5, "infra_retry_s": 1.0})
+    dockerfile.write_text(
+        dockerfile.read_text().replace("COPY . /app/env", f"RUN sleep 8 # {time.time()}\nCOPY . /app/env")
+    )
+    settings = hub_settings.model_copy(
+        update={"builder": "docker", "job_stale_after_s": 4, "heartbeat_s": 0.5, "infra_retry_s": 1.0}
+    )
     index_source(clean_factory, LocalSource(envs))
-    worker = subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker"], env={**os.environ, **settings_env(settings)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "hub_service.pipeline.worker"],
+        env={**os.environ, **settings_env(settings)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        _wait(lambda: _scalar(clean_factory, select(StageRun).where(StageRun.stage == "build")) is not None, 60, "the build to start")
+        _wait(
+            lambda: _scalar(clean_factory, select(StageRun).where(StageRun.stage == "build")) is not None,
+            60,
+            "the build to start",
+        )
         restart_dockerd()
         _wait(lambda: _scalar(clean_factory, select(Job)).state in ("done", "failed"), 300, "the job to end")
         with clean_factory() as s:
@@ -114,7 +145,11 @@ def test_docker_engine_restart_mid_build(clean_factory, hub_settings: HubSetting
             runs = s.scalars(select(StageRun).where(StageRun.stage == "build").order_by(StageRun.id)).all()
             kinds = [e.kind for e in s.scalars(select(EnvEvent).order_by(EnvEvent.id))]
         # The restart is the machine's trouble, never the env's: the revision waited, ran again, and passed.
-        assert job.state == "done" and version.state == "passed" and env.status == "passing", (job.state, job.error, version.failure_reason)
+        assert job.state == "done" and version.state == "passed" and env.status == "passing", (
+            job.state,
+            job.error,
+            version.failure_reason,
+        )
         assert version.waiting_code is None and version.failure_reason is None
         assert len(runs) >= 2 and all(r.finished_at is not None for r in runs)
         assert runs[0].status == "failed" and "not the env's failure" in runs[0].log, runs[0].log[-500:]

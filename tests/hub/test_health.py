@@ -19,8 +19,10 @@ from tests.support.servers import serve_app
 
 
 def test_one_listing_per_poll_and_transitions_only_on_change(clean_factory, hub_settings, hf_hub) -> None:
-    hf_hub.create_spaces([{"repo_id": f"alice/env_{i:03d}", "stage": "RUNNING" if i % 2 else "SLEEPING"} for i in range(230)]
-                         + [{"repo_id": f"alice/other_{i}", "tags": ["gradio"]} for i in range(5)])
+    hf_hub.create_spaces(
+        [{"repo_id": f"alice/env_{i:03d}", "stage": "RUNNING" if i % 2 else "SLEEPING"} for i in range(230)]
+        + [{"repo_id": f"alice/other_{i}", "tags": ["gradio"]} for i in range(5)]
+    )
     source = HfSource(hf_hub.url, hf_hub.token)
     assert index_source(clean_factory, source).new == 230
 
@@ -57,11 +59,17 @@ def test_one_listing_per_poll_and_transitions_only_on_change(clean_factory, hub_
 def test_running_share_counts_time_in_each_health(clean_factory, hub_settings) -> None:
     now = utcnow()
     with clean_factory.begin() as s:
-        env = EnvRecord(source="hf", owner="alice", name="flaky", status="passing", tags=[], health="sleeping", search_text="")
+        env = EnvRecord(
+            source="hf", owner="alice", name="flaky", status="passing", tags=[], health="sleeping", search_text=""
+        )
         s.add(env)
         s.flush()
-        s.add_all([HealthTransition(env_id=env.id, health="running", at=now - dt.timedelta(days=3)),
-                   HealthTransition(env_id=env.id, health="sleeping", previous="running", at=now - dt.timedelta(days=1))])
+        s.add_all(
+            [
+                HealthTransition(env_id=env.id, health="running", at=now - dt.timedelta(days=3)),
+                HealthTransition(env_id=env.id, health="sleeping", previous="running", at=now - dt.timedelta(days=1)),
+            ]
+        )
     with serve_app(create_app(hub_settings, run_migrations=False)) as url:
         view = httpx.get(f"{url}/api/v1/envs/alice/flaky/health").json()
         missing = httpx.get(f"{url}/api/v1/envs/alice/flakey/health")
@@ -70,5 +78,7 @@ def test_running_share_counts_time_in_each_health(clean_factory, hub_settings) -
 
 
 def test_stages_map_to_health() -> None:
-    assert [health_of(s) for s in ("RUNNING", "SLEEPING", "BUILDING", "APP_STARTING", "BUILD_ERROR", "PAUSED", None, "NEW_STAGE")] == [
-        "running", "sleeping", "building", "building", "error", "stopped", "unknown", "unknown"]
+    assert [
+        health_of(s)
+        for s in ("RUNNING", "SLEEPING", "BUILDING", "APP_STARTING", "BUILD_ERROR", "PAUSED", None, "NEW_STAGE")
+    ] == ["running", "sleeping", "building", "building", "error", "stopped", "unknown", "unknown"]

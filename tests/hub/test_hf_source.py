@@ -22,13 +22,22 @@ LIST = ("GET", "/api/{kind}")
 
 def env_files(name: str = "echo_env") -> dict[str, bytes]:
     folder = ROOT / "envs" / name
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_hf_index_is_paged_expanded_and_incremental(hf_hub: HubStandIn, clean_factory) -> None:
     hf_hub.state.page_size = 50
     hf_hub.create_spaces(
-        {"repo_id": f"org{i % 3}/env_{i:03d}", "tags": ["openenv", f"k{i % 2}"], "likes": i, "stage": "RUNNING" if i % 2 else "SLEEPING"}
+        {
+            "repo_id": f"org{i % 3}/env_{i:03d}",
+            "tags": ["openenv", f"k{i % 2}"],
+            "likes": i,
+            "stage": "RUNNING" if i % 2 else "SLEEPING",
+        }
         for i in range(230)
     )
     hf_hub.create_space("someone/not_an_env", tags=["gradio"])
@@ -75,7 +84,9 @@ def test_a_space_running_on_this_machine_is_reached_over_http(hf_hub: HubStandIn
     assert env.host == "http://127.0.0.1:18123"
 
 
-def test_hf_env_goes_through_the_pipeline_at_its_sha(hf_hub: HubStandIn, clean_factory, hub_settings, tmp_path: Path) -> None:
+def test_hf_env_goes_through_the_pipeline_at_its_sha(
+    hf_hub: HubStandIn, clean_factory, hub_settings, tmp_path: Path
+) -> None:
     repo = hf_hub.create_space("alice/echo_env", files=env_files())
     first_sha = repo.resolve("main").oid
     settings = hub_settings.model_copy(

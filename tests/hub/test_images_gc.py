@@ -60,7 +60,9 @@ def test_superseded_images_go_and_needed_ones_stay(clean_factory, hub_settings: 
                 assert [_exists(client, ref) for ref in images] == [False, True, True]
                 assert _image_refs(clean_factory)[shas[0]] is None
                 # a play session runs the image of revision 1, which the next job would remove
-                container = client.containers.run(images[1], detach=True, command=["sleep", "300"], labels={"org.openenv.test": "gc"})
+                container = client.containers.run(
+                    images[1], detach=True, command=["sleep", "300"], labels={"org.openenv.test": "gc"}
+                )
         # revision 3 is current, revision 2 the kept fallback; revision 1's image is in use: it stays
         assert [_exists(client, ref) for ref in images] == [False, True, True, True]
         assert _image_refs(clean_factory)[shas[1]] == images[1]

@@ -17,8 +17,11 @@ from tests.support.servers import ROOT
 
 def counts(factory) -> tuple[int, int, int]:
     with factory() as s:
-        return (s.scalar(select(func.count()).select_from(EnvRecord)), s.scalar(select(func.count()).select_from(EnvVersion)),
-                s.scalar(select(func.count()).select_from(Job)))
+        return (
+            s.scalar(select(func.count()).select_from(EnvRecord)),
+            s.scalar(select(func.count()).select_from(EnvVersion)),
+            s.scalar(select(func.count()).select_from(Job)),
+        )
 
 
 def test_first_index_creates_envs_versions_and_jobs(clean_factory) -> None:

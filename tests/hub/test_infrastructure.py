@@ -48,13 +48,19 @@ def _base_image() -> str:
     return image
 
 
-def test_no_engine_makes_the_revision_wait_then_it_passes_when_the_engine_answers(clean_factory, hub_settings, monkeypatch) -> None:
+def test_no_engine_makes_the_revision_wait_then_it_passes_when_the_engine_answers(
+    clean_factory, hub_settings, monkeypatch
+) -> None:
     _base_image()
     sock_dir = Path(tempfile.mkdtemp(prefix="oe-engine-"))
     relay = SocketRelay(sock_dir / "docker.sock")
     monkeypatch.setenv("DOCKER_HOST", f"unix://{relay.path}")  # nobody answers there yet
-    monkeypatch.setattr(_docker, "_client", None)  # the process's cached client: made anew for this engine, put back after
-    settings = hub_settings.model_copy(update={"builder": "docker", "infra_retry_s": 60.0, "infra_retry_max_s": 600.0, "infra_probe_s": 0.1})
+    monkeypatch.setattr(
+        _docker, "_client", None
+    )  # the process's cached client: made anew for this engine, put back after
+    settings = hub_settings.model_copy(
+        update={"builder": "docker", "infra_retry_s": 60.0, "infra_retry_max_s": 600.0, "infra_probe_s": 0.1}
+    )
     index_source(clean_factory, LocalSource(_copy_echo(settings)))
     worker = Worker(settings, clean_factory)
     try:
@@ -78,7 +84,12 @@ def test_no_engine_makes_the_revision_wait_then_it_passes_when_the_engine_answer
         outcomes = worker.run_until_idle(max_wait_s=5)
         assert outcomes == ["passed"]
         version, env = _one(clean_factory, EnvVersion), _one(clean_factory, EnvRecord)
-        assert (version.state, env.status, version.waiting_code, version.waiting_reason) == ("passed", "passing", None, None)
+        assert (version.state, env.status, version.waiting_code, version.waiting_reason) == (
+            "passed",
+            "passing",
+            None,
+            None,
+        )
         assert _one(clean_factory, Job).attempts == 1
     finally:
         relay.stop()
@@ -86,19 +97,27 @@ def test_no_engine_makes_the_revision_wait_then_it_passes_when_the_engine_answer
 
 def test_a_base_image_that_cannot_be_pulled_waits_with_what_to_do(clean_factory, hub_settings) -> None:
     _base_image()
-    settings = hub_settings.model_copy(update={"builder": "docker", "base_image": "openenv-local/no-such-base:1", "infra_retry_s": 30.0})
+    settings = hub_settings.model_copy(
+        update={"builder": "docker", "base_image": "openenv-local/no-such-base:1", "infra_retry_s": 30.0}
+    )
     index_source(clean_factory, LocalSource(_copy_echo(settings)))
     assert Worker(settings, clean_factory).run_once() == "waiting"
     version, env = _one(clean_factory, EnvVersion), _one(clean_factory, EnvRecord)
     assert (version.state, version.waiting_code, env.status) == ("waiting", "base_image", "waiting")
-    assert "openenv-local/no-such-base:1" in version.waiting_reason and "OPENENV_HUB_BASE_IMAGE" in version.waiting_reason
+    assert (
+        "openenv-local/no-such-base:1" in version.waiting_reason and "OPENENV_HUB_BASE_IMAGE" in version.waiting_reason
+    )
 
 
 def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failure(clean_factory, hub_settings) -> None:
     base = _base_image()
     root = _copy_echo(hub_settings)
-    dockerfile = root / "echo_env" / "Dockerfile"  # a step of its own, so that no earlier build's layers stand in for pip's
-    dockerfile.write_text(dockerfile.read_text().replace("COPY . /app/env", f"RUN echo {uuid.uuid4().hex}\nCOPY . /app/env"))
+    dockerfile = (
+        root / "echo_env" / "Dockerfile"
+    )  # a step of its own, so that no earlier build's layers stand in for pip's
+    dockerfile.write_text(
+        dockerfile.read_text().replace("COPY . /app/env", f"RUN echo {uuid.uuid4().hex}\nCOPY . /app/env")
+    )
     # No resolver on the build network (an outage): pip cannot resolve PyPI, and neither can the probe.
     settings = hub_settings.model_copy(update={"builder": "docker", "build_network": "none", "infra_retry_s": 30.0})
     index_source(clean_factory, LocalSource(root))
@@ -108,8 +127,12 @@ def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failu
     assert version.failure_reason is None and _one(clean_factory, EnvRecord).status == "waiting"
 
     # A typo in the env's own index URL: the name does not exist, which is the env's doing.
-    dockerfile.write_text(dockerfile.read_text().replace('RUN pip install --no-cache-dir "${OPENENV_SDK}"',
-                                                         'RUN pip install --index-url https://no-such-index.invalid/simple "${OPENENV_SDK}"'))
+    dockerfile.write_text(
+        dockerfile.read_text().replace(
+            'RUN pip install --no-cache-dir "${OPENENV_SDK}"',
+            'RUN pip install --index-url https://no-such-index.invalid/simple "${OPENENV_SDK}"',
+        )
+    )
     with clean_factory.begin() as s:
         s.execute(delete(Job))
         s.execute(delete(StageRun))
@@ -126,7 +149,9 @@ def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failu
 
 def test_hub_rerun_runs_waiting_and_failed_revisions_now(clean_factory, hub_settings, run_cli, tmp_path: Path) -> None:
     base = _base_image()
-    settings = hub_settings.model_copy(update={"builder": "docker", "base_image": "openenv-local/no-such-base:1", "infra_retry_s": 600.0})
+    settings = hub_settings.model_copy(
+        update={"builder": "docker", "base_image": "openenv-local/no-such-base:1", "infra_retry_s": 600.0}
+    )
     index_source(clean_factory, LocalSource(_copy_echo(settings)))
     assert Worker(settings, clean_factory).run_once() == "waiting"
     env = {"OPENENV_HUB_DATABASE_URL": settings.sqlalchemy_url, "OPENENV_HUB_LOCAL_SOURCE": settings.local_source or ""}
@@ -151,7 +176,11 @@ def test_hub_rerun_runs_waiting_and_failed_revisions_now(clean_factory, hub_sett
         version.state, version.failure_stage, version.failure_reason = "failed", "build", "no Docker engine reachable"
         s.scalar(select(EnvRecord)).status = "failing"
     again = run_cli("hub", "rerun", "--failed", env=env)
-    assert again.returncode == 0 and "local/echo_env" in again.stdout and "queued for the pipeline again (was failed)" in again.stdout
+    assert (
+        again.returncode == 0
+        and "local/echo_env" in again.stdout
+        and "queued for the pipeline again (was failed)" in again.stdout
+    )
     assert _one(clean_factory, EnvVersion).state == "queued"
     busy = run_cli("hub", "rerun", "local/echo_env", env=env)
     assert busy.returncode == 1 and "already queued or running" in busy.stderr

@@ -44,8 +44,12 @@ def test_a_refused_client_recovers_as_the_bucket_refills(hub_settings) -> None:
 
 
 def test_forwarded_client_addresses_when_behind_a_proxy(hub_settings) -> None:
-    settings = hub_settings.model_copy(update={"rate_api_burst": 1, "rate_api_per_minute": 1, "trust_forwarded_for": True})
-    with serve_app(create_app(settings), proxy_headers=True, forwarded_allow_ips="127.0.0.1") as url:  # behind a local proxy
+    settings = hub_settings.model_copy(
+        update={"rate_api_burst": 1, "rate_api_per_minute": 1, "trust_forwarded_for": True}
+    )
+    with serve_app(
+        create_app(settings), proxy_headers=True, forwarded_allow_ips="127.0.0.1"
+    ) as url:  # behind a local proxy
         assert httpx.get(f"{url}/api/v1/envs", headers={"X-Forwarded-For": "1.1.1.1"}).status_code == 200
         assert httpx.get(f"{url}/api/v1/envs", headers={"X-Forwarded-For": "1.1.1.1"}).status_code == 429
         assert httpx.get(f"{url}/api/v1/envs", headers={"X-Forwarded-For": "2.2.2.2"}).status_code == 200
@@ -78,16 +82,34 @@ def test_token_bucket_arithmetic() -> None:
 
 def test_nul_characters_are_a_400_not_a_database_error(clean_factory, hub_settings) -> None:
     """PostgreSQL cannot store or even compare a NUL; whatever the input, the answer is a 4xx."""
-    settings = hub_settings.model_copy(update={"webhook_secret": SecretStr("s3cret"), "maintainer_token": SecretStr("t0ken")})
+    settings = hub_settings.model_copy(
+        update={"webhook_secret": SecretStr("s3cret"), "maintainer_token": SecretStr("t0ken")}
+    )
     with serve_app(create_app(settings)) as url:
-        for path in ("/api/v1/envs?q=%00", "/api/v1/envs?tag=a%00b", "/api/v1/envs/own%00er/name",
-                     "/api/v1/envs/owner/name%00/resolve", "/api/v1/envs/owner/name/resolve?revision=%00", "/api/v1/envs/o%00/n/events"):
+        for path in (
+            "/api/v1/envs?q=%00",
+            "/api/v1/envs?tag=a%00b",
+            "/api/v1/envs/own%00er/name",
+            "/api/v1/envs/owner/name%00/resolve",
+            "/api/v1/envs/owner/name/resolve?revision=%00",
+            "/api/v1/envs/o%00/n/events",
+        ):
             reply = httpx.get(f"{url}{path}")
             assert reply.status_code == 400 and "NUL" in reply.json()["error"]["message"], (path, reply.text)
-        hook = httpx.post(f"{url}/webhooks/hf", headers={"x-webhook-secret": "s3cret"},
-                          json={"event": {"action": "update", "scope": "repo"}, "repo": {"type": "space", "name": "a\x00/b"}, "webhook": {"id": "w", "version": 3}})
+        hook = httpx.post(
+            f"{url}/webhooks/hf",
+            headers={"x-webhook-secret": "s3cret"},
+            json={
+                "event": {"action": "update", "scope": "repo"},
+                "repo": {"type": "space", "name": "a\x00/b"},
+                "webhook": {"id": "w", "version": 3},
+            },
+        )
         assert hook.status_code == 422 and "NUL" in hook.json()["error"]["message"]
-        yank = httpx.post(f"{url}/api/v1/envs/owner/name/versions/main/yank", headers={"Authorization": "Bearer t0ken"},
-                          json={"actor": "me\x00", "reason": "broken build"})
+        yank = httpx.post(
+            f"{url}/api/v1/envs/owner/name/versions/main/yank",
+            headers={"Authorization": "Bearer t0ken"},
+            json={"actor": "me\x00", "reason": "broken build"},
+        )
         assert 400 <= yank.status_code < 500 and "NUL" in yank.text
         assert httpx.get(f"{url}/api/v1/envs?q=echo").status_code == 200

@@ -58,8 +58,11 @@ def api(clean_factory, hub_settings) -> Iterator[Api]:
 
 def _passed(api: Api) -> tuple[str, str]:
     with api.factory() as s:
-        env, version = s.execute(select(EnvRecord, EnvVersion).join(EnvVersion, EnvVersion.env_id == EnvRecord.id)
-                                 .where(EnvVersion.state == "passed")).one()
+        env, version = s.execute(
+            select(EnvRecord, EnvVersion)
+            .join(EnvVersion, EnvVersion.env_id == EnvRecord.id)
+            .where(EnvVersion.state == "passed")
+        ).one()
     return env.repo_id, version.sha
 
 
@@ -71,7 +74,10 @@ def test_strangers_are_refused_and_change_nothing(api: Api, hub_settings) -> Non
     assert no_token.status_code == 401 and "Bearer" in no_token.json()["error"]["message"]
     assert api.post(f"{repo}/versions/{sha}/yank", body, headers={"Authorization": f"Basic {TOKEN}"}).status_code == 401
     for wrong in (TOKEN[:-1], TOKEN + "x", TOKEN.upper(), "x"):
-        assert api.post(f"{repo}/versions/{sha}/yank", body, headers={"Authorization": f"Bearer {wrong}"}).status_code == 403
+        assert (
+            api.post(f"{repo}/versions/{sha}/yank", body, headers={"Authorization": f"Bearer {wrong}"}).status_code
+            == 403
+        )
     assert api.post(f"{repo}/deprecate", body, headers={"Authorization": "Bearer nope"}).status_code == 403
     assert api.events() == before and api.get(f"{repo}/resolve").status_code == 200
     with serve_app(create_app(hub_settings, run_migrations=False)) as url:  # no token configured: disabled
@@ -104,12 +110,20 @@ def test_deprecation_points_at_a_successor(api: Api) -> None:
     other = "user2/env_00002"
     unknown = api.post(f"{repo}/deprecate", {"actor": "carol", "reason": "superseded", "successor": "user2/env_0002"})
     assert unknown.status_code == 404 and other in unknown.json()["error"]["suggestions"]
-    assert api.post(f"{repo}/deprecate", {"actor": "carol", "reason": "superseded", "successor": repo}).status_code == 400
-    assert api.post(f"{repo}/deprecate", {"actor": "carol", "reason": "x", "successor": other}).status_code == 422  # reason too short
+    assert (
+        api.post(f"{repo}/deprecate", {"actor": "carol", "reason": "superseded", "successor": repo}).status_code == 400
+    )
+    assert (
+        api.post(f"{repo}/deprecate", {"actor": "carol", "reason": "x", "successor": other}).status_code == 422
+    )  # reason too short
     ok = api.post(f"{repo}/deprecate", {"actor": "carol", "reason": "superseded by v2", "successor": other})
     assert ok.status_code == 200 and ok.json()["env"]["deprecated"] is True
     detail = api.get(repo).json()
-    assert (detail["deprecated"], detail["successor"], detail["deprecation_reason"]) == (True, other, "superseded by v2")
+    assert (detail["deprecated"], detail["successor"], detail["deprecation_reason"]) == (
+        True,
+        other,
+        "superseded by v2",
+    )
     resolved = api.get(f"{repo}/resolve").json()
     assert (resolved["deprecated"], resolved["successor"]) == (True, other)
     listed = httpx.get(f"{api.url}/api/v1/envs", params={"q": repo}).json()["items"]
@@ -129,10 +143,18 @@ def test_rerun_queues_the_pipeline_again_once(api: Api) -> None:
     busy = api.post(f"{repo}/versions/{sha}/rerun", {"actor": "carol", "reason": "impatient"})
     assert busy.status_code == 409 and "already queued" in busy.json()["error"]["message"]
     with api.factory() as s:
-        queued = s.scalars(select(Job).join(EnvVersion, EnvVersion.id == Job.version_id).where(EnvVersion.sha == sha, Job.state == "queued")).all()
+        queued = s.scalars(
+            select(Job)
+            .join(EnvVersion, EnvVersion.id == Job.version_id)
+            .where(EnvVersion.sha == sha, Job.state == "queued")
+        ).all()
     assert len(queued) == 1 and queued[0].priority < 100
     event = api.get(f"{repo}/events").json()["items"][0]
-    assert event["actor"] == "carol" and event["details"]["previous"] == "passed" and event["details"]["job"] == queued[0].id
+    assert (
+        event["actor"] == "carol"
+        and event["details"]["previous"] == "passed"
+        and event["details"]["job"] == queued[0].id
+    )
 
 
 def test_events_page_newest_first(api: Api) -> None:

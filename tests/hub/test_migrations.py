@@ -53,16 +53,35 @@ def test_upgrading_a_database_with_data_keeps_every_row(fresh_url: str) -> None:
     engine = make_engine(fresh_url)
     now = "2026-01-01T00:00:00+00:00"
     with engine.begin() as conn:
-        conn.execute(text("INSERT INTO environments (id, source, owner, name, tags, likes, private, trusted, status, search_text, indexed_at, created_at, updated_at, gone) "
-                          "VALUES (1, 'hf', 'alice', 'echo_env', '[]', 0, false, false, 'passing', '', :t, :t, :t, false)"), {"t": now})
-        conn.execute(text("INSERT INTO env_versions (id, env_id, sha, ref, state, created_at, yanked, manifest) "
-                          "VALUES (1, 1, :sha, 'main', 'passed', :t, false, :m)"),
-                     {"sha": "a" * 40, "t": now, "m": '{"name": "echo_env", "description": "Says It Back", "tags": ["Parrot"]}'})
+        conn.execute(
+            text(
+                "INSERT INTO environments (id, source, owner, name, tags, likes, private, trusted, status, search_text, indexed_at, created_at, updated_at, gone) "
+                "VALUES (1, 'hf', 'alice', 'echo_env', '[]', 0, false, false, 'passing', '', :t, :t, :t, false)"
+            ),
+            {"t": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO env_versions (id, env_id, sha, ref, state, created_at, yanked, manifest) "
+                "VALUES (1, 1, :sha, 'main', 'passed', :t, false, :m)"
+            ),
+            {"sha": "a" * 40, "t": now, "m": '{"name": "echo_env", "description": "Says It Back", "tags": ["Parrot"]}'},
+        )
         conn.execute(text("UPDATE environments SET latest_version_id = 1"))
-        conn.execute(text("INSERT INTO jobs (id, kind, version_id, state, priority, attempts, max_attempts, created_at) "
-                          "VALUES (1, 'pipeline', 1, 'done', 100, 1, 3, :t)"), {"t": now})
-        conn.execute(text("INSERT INTO stage_runs (id, job_id, version_id, attempt, stage, status, log, started_at) "
-                          "VALUES (1, 1, 1, 1, 'build', 'passed', 'built', :t)"), {"t": now})
+        conn.execute(
+            text(
+                "INSERT INTO jobs (id, kind, version_id, state, priority, attempts, max_attempts, created_at) "
+                "VALUES (1, 'pipeline', 1, 'done', 100, 1, 3, :t)"
+            ),
+            {"t": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO stage_runs (id, job_id, version_id, attempt, stage, status, log, started_at) "
+                "VALUES (1, 1, 1, 1, 'build', 'passed', 'built', :t)"
+            ),
+            {"t": now},
+        )
     engine.dispose()
 
     migrate(fresh_url)  # 0002 rebuilds `jobs` on SQLite: the stage run pointing at it must survive

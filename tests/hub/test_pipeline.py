@@ -36,7 +36,10 @@ BROKEN = ROOT / "tests" / "hub" / "envs"
 
 def _needs_docker() -> None:
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
-        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`, which starts Docker and makes the base image")
+        require_system(
+            "Docker",
+            "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`, which starts Docker and makes the base image",
+        )
 
 
 def make_envs(root: Path, *names: str) -> Path:
@@ -56,7 +59,15 @@ def verdicts(factory) -> dict[str, EnvVersion]:
 def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_settings: HubSettings) -> None:
     _needs_docker()
     settings = hub_settings.model_copy(update={"builder": "docker", "step_timeout_s": 3.0})
-    root = make_envs(Path(settings.local_source), "echo_env", "bad_manifest", "failing_build", "crashing_server", "wrong_schema", "hanging_step")
+    root = make_envs(
+        Path(settings.local_source),
+        "echo_env",
+        "bad_manifest",
+        "failing_build",
+        "crashing_server",
+        "wrong_schema",
+        "hanging_step",
+    )
     assert index_source(clean_factory, LocalSource(root)).jobs == 6
     outcomes = Worker(settings, clean_factory).run_until_idle()
     assert sorted(outcomes) == ["failed"] * 5 + ["passed"]
@@ -89,10 +100,18 @@ def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_set
     with clean_factory() as s:
         statuses = {e.name: e.status for e in s.scalars(select(EnvRecord))}
         stages = {(r.stage, r.status) for r in s.scalars(select(StageRun).where(StageRun.version_id == echo.id))}
-        build_log = s.scalar(select(StageRun.log).where(StageRun.version_id == v["failing_build"].id, StageRun.stage == "build"))
+        build_log = s.scalar(
+            select(StageRun.log).where(StageRun.version_id == v["failing_build"].id, StageRun.stage == "build")
+        )
         jobs = {j.state for j in s.scalars(select(Job))}
     assert statuses == {"echo_env": "passing", **{n: "failing" for n in v if n != "echo_env"}}
-    assert stages == {("fetch", "passed"), ("validate", "passed"), ("build", "passed"), ("smoke", "passed"), ("publish", "passed")}
+    assert stages == {
+        ("fetch", "passed"),
+        ("validate", "passed"),
+        ("build", "passed"),
+        ("smoke", "passed"),
+        ("publish", "passed"),
+    }
     assert "No matching distribution" in build_log
     assert jobs == {"done", "failed"}
 
@@ -102,7 +121,12 @@ def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_set
         assert [i["id"] for i in passing["items"]] == ["local/echo_env"]
         assert passing["items"][0]["cold_start_s"] == echo.cold_start_s
         detail = httpx.get(f"{url}/api/v1/envs/local/hanging_step/versions/latest").json()
-        assert detail["failure_stage"] == "smoke" and [s["stage"] for s in detail["stages"]] == ["fetch", "validate", "build", "smoke"]
+        assert detail["failure_stage"] == "smoke" and [s["stage"] for s in detail["stages"]] == [
+            "fetch",
+            "validate",
+            "build",
+            "smoke",
+        ]
         smoke_log = httpx.get(url + detail["stages"][-1]["log_url"]).text
         assert "FAILED" in smoke_log and "server|" in smoke_log
         resolved = httpx.get(f"{url}/api/v1/envs/local/echo_env/resolve").json()
@@ -150,10 +174,16 @@ def test_a_killed_workers_job_is_taken_up_by_another(clean_factory, hub_settings
     root = make_envs(Path(settings.local_source), "echo_env")
     # A build that takes a while, so the worker can be killed in the middle of it.
     dockerfile = root / "echo_env" / "Dockerfile"
-    dockerfile.write_text(dockerfile.read_text().replace("COPY . /app/env", f"RUN sleep 6 # {time.time()}\nCOPY . /app/env"))
+    dockerfile.write_text(
+        dockerfile.read_text().replace("COPY . /app/env", f"RUN sleep 6 # {time.time()}\nCOPY . /app/env")
+    )
     index_source(clean_factory, LocalSource(root))
-    proc = subprocess.Popen([sys.executable, "-m", "hub_service.pipeline.worker"], env={**os.environ, **settings_env(settings)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hub_service.pipeline.worker"],
+        env={**os.environ, **settings_env(settings)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

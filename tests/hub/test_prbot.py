@@ -35,7 +35,13 @@ def test_a_broken_pull_request_gets_one_comment_that_later_pushes_edit(live: Liv
     main = _main_state(live)
     assert main[0] == "failing"
 
-    num, head = live.open_pr(REPO, env_files("bad_manifest", **{"README.md": "---\ntitle: bad\nsdk: docker\napp_port: 8000\ntags: [openenv]\n---\n# bad\n"}))
+    num, head = live.open_pr(
+        REPO,
+        env_files(
+            "bad_manifest",
+            **{"README.md": "---\ntitle: bad\nsdk: docker\napp_port: 8000\ntags: [openenv]\n---\n# bad\n"},
+        ),
+    )
     assert live.tasks() == ["done", "done"]  # pr_sync (the two deliveries coalesce), then the first report
     [queued] = live.bot_comments(REPO, num)
     assert f"queued for `{head[:12]}`" in queued.content
@@ -64,8 +70,21 @@ def test_a_broken_pull_request_gets_one_comment_that_later_pushes_edit(live: Liv
     assert _main_state(live) == main
 
     pulls = httpx.get(f"{live.url}/api/v1/envs/{REPO}/pulls").json()["items"]
-    assert pulls == [{**pulls[0], "num": num, "status": "draft", "head_sha": second, "state": "failed", "failure_stage": "validate", "commented": True}]
-    kinds = [e["kind"] for e in httpx.get(f"{live.url}/api/v1/envs/{REPO}/events", params={"kind": "pr_checked"}).json()["items"]]
+    assert pulls == [
+        {
+            **pulls[0],
+            "num": num,
+            "status": "draft",
+            "head_sha": second,
+            "state": "failed",
+            "failure_stage": "validate",
+            "commented": True,
+        }
+    ]
+    kinds = [
+        e["kind"]
+        for e in httpx.get(f"{live.url}/api/v1/envs/{REPO}/events", params={"kind": "pr_checked"}).json()["items"]
+    ]
     assert kinds == ["pr_checked"] * 4  # queued + commented, twice
 
 
@@ -121,7 +140,13 @@ def test_the_bot_finds_its_comment_again_when_the_database_forgot_it(live: Live)
     with session_scope(live.factory) as s:  # webhooks of the bot's own comments may be writing too
         check = s.scalar(select(PullRequestCheck))
         check.comment_id, check.reported = None, None
-    live.bob.create_commit(REPO, [CommitOperationAdd("NOTES.md", b"two")], commit_message="again", repo_type="space", revision=f"refs/pr/{num}")
+    live.bob.create_commit(
+        REPO,
+        [CommitOperationAdd("NOTES.md", b"two")],
+        commit_message="again",
+        repo_type="space",
+        revision=f"refs/pr/{num}",
+    )
     live.work()
     assert len(live.bot_comments(REPO, num)) == 1
 

@@ -26,7 +26,10 @@ REPO = "alice/echo_env"
 @pytest.fixture()
 def docker_live(live: Live):
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
-        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`, which starts Docker and makes the base image")
+        require_system(
+            "Docker",
+            "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`, which starts Docker and makes the base image",
+        )
     yield live
     import docker
 
@@ -48,7 +51,10 @@ def test_a_fix_pushed_to_a_pull_request_turns_its_comment_green(docker_live: Liv
     assert (env.status, env.sha) == ("passing", main_sha)
     main = (env.status, env.latest_version_id, env.cold_start_s)
 
-    broken = env_files("echo_env", **{"openenv.yaml": (live.hub.files(REPO)["openenv.yaml"].decode().replace("port: 8000", "port: eighty"))})
+    broken = env_files(
+        "echo_env",
+        **{"openenv.yaml": (live.hub.files(REPO)["openenv.yaml"].decode().replace("port: 8000", "port: eighty"))},
+    )
     num, head = live.open_pr(REPO, broken, title="Serve on another port")
     assert "failed" in live.work()
     [comment] = live.bot_comments(REPO, num)
@@ -63,24 +69,43 @@ def test_a_fix_pushed_to_a_pull_request_turns_its_comment_green(docker_live: Liv
     assert f"**Latency** against `main` at `{main_sha[:12]}`" in text
     assert "| cold start |" in text and "| step p50 |" in text
     version = _version(live, fix)
-    assert (version.ref, version.state, version.build_status, version.smoke_status) == (f"refs/pr/{num}", "passed", "passed", "passed")
+    assert (version.ref, version.state, version.build_status, version.smoke_status) == (
+        f"refs/pr/{num}",
+        "passed",
+        "passed",
+        "passed",
+    )
     assert f"{version.cold_start_s:.2f} s" in text
     env = live.env(REPO)
     assert (env.status, env.latest_version_id, env.cold_start_s) == main  # main untouched
     assert httpx.get(f"{live.url}/api/v1/envs/{REPO}/resolve").json()["revision"] == main_sha
 
     # A slow push, then the pull request closes while it builds: the build's worker stops.
-    dockerfile = live.hub.files(REPO)["Dockerfile"].decode().replace("COPY . /app/env", f"RUN sleep 8 # {time.time()}\nCOPY . /app/env")
+    dockerfile = (
+        live.hub.files(REPO)["Dockerfile"]
+        .decode()
+        .replace("COPY . /app/env", f"RUN sleep 8 # {time.time()}\nCOPY . /app/env")
+    )
     slow = live.push_pr(REPO, num, {"Dockerfile": dockerfile.encode()}, message="Slow build")
     live.tasks()
     outcome: list[list[str]] = []
-    builder = threading.Thread(target=lambda: outcome.append(Worker(live.settings, live.factory, worker_id="builder", kinds=("pipeline",)).run_until_idle()))
+    builder = threading.Thread(
+        target=lambda: outcome.append(
+            Worker(live.settings, live.factory, worker_id="builder", kinds=("pipeline",)).run_until_idle()
+        )
+    )
     builder.start()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         with live.factory() as s:
-            if s.scalar(select(StageRun.id).join(EnvVersion, EnvVersion.id == StageRun.version_id)
-                        .where(EnvVersion.sha == slow, StageRun.stage == "build")) is not None:
+            if (
+                s.scalar(
+                    select(StageRun.id)
+                    .join(EnvVersion, EnvVersion.id == StageRun.version_id)
+                    .where(EnvVersion.sha == slow, StageRun.stage == "build")
+                )
+                is not None
+            ):
                 break
         time.sleep(0.2)
     else:
@@ -90,8 +115,15 @@ def test_a_fix_pushed_to_a_pull_request_turns_its_comment_green(docker_live: Liv
     builder.join(180)
     assert outcome == [["cancelled"]]
     with live.factory() as s:
-        stages = [r.stage for r in s.scalars(select(StageRun).join(EnvVersion, EnvVersion.id == StageRun.version_id)
-                                               .where(EnvVersion.sha == slow).order_by(StageRun.id))]
+        stages = [
+            r.stage
+            for r in s.scalars(
+                select(StageRun)
+                .join(EnvVersion, EnvVersion.id == StageRun.version_id)
+                .where(EnvVersion.sha == slow)
+                .order_by(StageRun.id)
+            )
+        ]
     assert stages == ["fetch", "validate", "build"]  # smoke never started
     assert _version(live, slow).state == "cancelled"
     [comment] = live.bot_comments(REPO, num)

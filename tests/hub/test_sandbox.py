@@ -30,7 +30,9 @@ def probes(smoke_log: str) -> dict[str, str]:
     return dict(re.findall(r"server\| PROBE (\S+) (.*)", smoke_log))
 
 
-def test_hostile_space_is_contained_and_secrets_never_leak(clean_factory, hub_settings, monkeypatch, tmp_path: Path) -> None:
+def test_hostile_space_is_contained_and_secrets_never_leak(
+    clean_factory, hub_settings, monkeypatch, tmp_path: Path
+) -> None:
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
         require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`")
     marker = f"sekret{uuid.uuid4().hex}"
@@ -42,10 +44,15 @@ def test_hostile_space_is_contained_and_secrets_never_leak(clean_factory, hub_se
     if db_url.startswith("postgresql"):
         db_url += ("&" if "?" in db_url else "?") + f"application_name=db_{marker}"
         secrets.add(f"db_{marker}")
-    settings = hub_settings.model_copy(update={
-        "builder": "docker", "hf_token": SecretStr(f"hf_{marker}"), "maintainer_token": SecretStr(f"maint_{marker}"),
-        "database_url": db_url, "smoke_timeout_s": 120.0,
-    })
+    settings = hub_settings.model_copy(
+        update={
+            "builder": "docker",
+            "hf_token": SecretStr(f"hf_{marker}"),
+            "maintainer_token": SecretStr(f"maint_{marker}"),
+            "database_url": db_url,
+            "smoke_timeout_s": 120.0,
+        }
+    )
     root = Path(settings.local_source)
     root.mkdir(parents=True)
     shutil.copytree(HOSTILE, root / "hostile", ignore=shutil.ignore_patterns("__pycache__"))

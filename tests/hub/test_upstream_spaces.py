@@ -41,8 +41,11 @@ PASSING = ("template_env", "pushed_env", "package_env", "port_env", "rejecting_e
 
 def _files(name: str) -> dict[str, bytes]:
     folder = SHAPES / name
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")
+    }
 
 
 class UpstreamHub:
@@ -51,13 +54,19 @@ class UpstreamHub:
 
     def versions(self) -> dict[str, EnvVersion]:
         with self.factory() as s:
-            rows = s.execute(select(EnvRecord.name, EnvVersion).join(EnvVersion, EnvVersion.env_id == EnvRecord.id)).all()
+            rows = s.execute(
+                select(EnvRecord.name, EnvVersion).join(EnvVersion, EnvVersion.env_id == EnvRecord.id)
+            ).all()
         return {name: version for name, version in rows}
 
     def stage_log(self, name: str, stage: str) -> str:
         version = self.versions()[name]
         with self.factory() as s:
-            run = s.scalars(select(StageRun).where(StageRun.version_id == version.id, StageRun.stage == stage).order_by(StageRun.id.desc())).first()
+            run = s.scalars(
+                select(StageRun)
+                .where(StageRun.version_id == version.id, StageRun.stage == stage)
+                .order_by(StageRun.id.desc())
+            ).first()
         return run.log if run is not None else ""
 
 
@@ -75,8 +84,18 @@ def upstream_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamH
             # Paused on "huggingface.co": no running Space to reach (and no address outside this machine is ever tried).
             hf.create_space(f"alice/{name}", files=_files(name), stage="PAUSED")
         # The Hub's own base image (as scripts/serve sets it): upstream's ghcr.io base is out of reach here.
-        settings = HubSettings(data_dir=work / "data", database_url=url, local_source=None, hf_enabled=True, hf_endpoint=hf.url,
-                               hf_token=SecretStr(hf.token), builder="docker", base_image=base, smoke_timeout_s=90, build_timeout_s=900)
+        settings = HubSettings(
+            data_dir=work / "data",
+            database_url=url,
+            local_source=None,
+            hf_enabled=True,
+            hf_endpoint=hf.url,
+            hf_token=SecretStr(hf.token),
+            builder="docker",
+            base_image=base,
+            smoke_timeout_s=90,
+            build_timeout_s=900,
+        )
         index_source(factory, HfSource(hf.url, hf.token))
         outcomes = Worker(settings, factory).run_until_idle()
         yield UpstreamHub(settings, factory, hf, outcomes)
@@ -86,7 +105,11 @@ def test_upstream_shapes_build_and_pass_the_smoke_test(upstream_hub: UpstreamHub
     versions = upstream_hub.versions()
     verdicts = {name: (v.state, v.failure_stage, v.failure_reason) for name, v in versions.items()}
     for name in PASSING:
-        assert verdicts[name][0] == "passed", (name, verdicts[name], upstream_hub.stage_log(name, verdicts[name][1] or "smoke")[-3000:])
+        assert verdicts[name][0] == "passed", (
+            name,
+            verdicts[name],
+            upstream_hub.stage_log(name, verdicts[name][1] or "smoke")[-3000:],
+        )
         assert versions[name].builder == "docker" and versions[name].step_p50_ms
     # BuildKit built them: the cache mounts of upstream's template, from server/Dockerfile when that is where it is.
     build = upstream_hub.stage_log("template_env", "build")
@@ -100,8 +123,12 @@ def test_an_env_that_rejects_some_actions_passes_with_the_rejections_recorded(up
     smoke = upstream_hub.stage_log("rejecting_env", "smoke")
     assert "rejected by the env" in smoke and "illegal move" in smoke
     with upstream_hub.factory() as s:
-        event = s.scalars(select(EnvEvent).where(EnvEvent.kind == "smoke_tested").join(EnvRecord, EnvRecord.id == EnvEvent.env_id)
-                          .where(EnvRecord.name == "rejecting_env")).one()
+        event = s.scalars(
+            select(EnvEvent)
+            .where(EnvEvent.kind == "smoke_tested")
+            .join(EnvRecord, EnvRecord.id == EnvEvent.env_id)
+            .where(EnvRecord.name == "rejecting_env")
+        ).one()
     assert event.details["rejected_actions"] >= 1 and "illegal move" in event.details["first_rejection"]
 
 
@@ -109,18 +136,25 @@ def test_what_cannot_work_fails_with_the_missing_thing_named(upstream_hub: Upstr
     versions = upstream_hub.versions()
     wrapped = versions["wrapped_dep_env"]
     # It needs a package no index has: it fails (never waits: the registry answered), and the reason names the package.
-    assert wrapped.state == "failed" and wrapped.failure_stage == "build", (wrapped.failure_stage, wrapped.failure_reason)
+    assert wrapped.state == "failed" and wrapped.failure_stage == "build", (
+        wrapped.failure_stage,
+        wrapped.failure_reason,
+    )
     assert "some-missing-module-xyz" in (wrapped.failure_reason or "").replace("_", "-")
     # A Space without README front matter has no tags (the Hub reads them from there), so no `openenv` tag: it is
     # not an OpenEnv Space to index. (As a source folder the validator only warns: `openenv push` writes it.)
     assert "no_front_matter_env" not in versions
 
 
-def test_resolve_play_and_from_hub_use_the_envs_own_port_without_huggingface(upstream_hub: UpstreamHub, monkeypatch) -> None:
+def test_resolve_play_and_from_hub_use_the_envs_own_port_without_huggingface(
+    upstream_hub: UpstreamHub, monkeypatch
+) -> None:
     settings = upstream_hub.settings.model_copy(update={"play_instance_linger_s": 0.0})
     with serve_app(create_app(settings, run_migrations=False)) as url:
         record = httpx.get(f"{url}/api/v1/envs/alice/port_env/resolve", timeout=10).json()
-        assert record["port"] == 7860 and record["local"]["docker"].startswith("docker run --rm -p 127.0.0.1:7860:7860 ")
+        assert record["port"] == 7860 and record["local"]["docker"].startswith(
+            "docker run --rm -p 127.0.0.1:7860:7860 "
+        )
         text = json.dumps(record)
         assert str(settings.data_dir) not in text and "/tmp" not in text  # no path of the Hub's machine
 

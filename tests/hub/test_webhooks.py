@@ -30,8 +30,9 @@ def test_a_push_to_main_indexes_the_new_sha(live: Live) -> None:
         job = s.scalar(select(Job).where(Job.version_id == version.id))
     assert (version.sha, version.ref, job.kind, job.state) == (first, "main", "pipeline", "queued")
 
-    second = live.alice.upload_file(path_or_fileobj=b"# more\n", path_in_repo="NOTES.md", repo_id="alice/echo_env",
-                                    repo_type="space").oid
+    second = live.alice.upload_file(
+        path_or_fileobj=b"# more\n", path_in_repo="NOTES.md", repo_id="alice/echo_env", repo_type="space"
+    ).oid
     assert live.tasks() == ["done"]
     assert live.env("alice/echo_env").sha == second
     events = _events(live, "alice/echo_env")
@@ -54,8 +55,12 @@ def test_replayed_duplicated_and_late_deliveries_change_nothing(live: Live) -> N
     # Two pushes whose deliveries arrive newest first (the stand-in cannot reach the service meanwhile).
     hook = next(iter(live.hub.webhooks.hooks.values()))
     hook.url, service_url = "http://127.0.0.1:9/unreachable", hook.url
-    a = live.alice.upload_file(path_or_fileobj=b"a", path_in_repo="a.txt", repo_id="alice/echo_env", repo_type="space").oid
-    b = live.alice.upload_file(path_or_fileobj=b"b", path_in_repo="b.txt", repo_id="alice/echo_env", repo_type="space").oid
+    a = live.alice.upload_file(
+        path_or_fileobj=b"a", path_in_repo="a.txt", repo_id="alice/echo_env", repo_type="space"
+    ).oid
+    b = live.alice.upload_file(
+        path_or_fileobj=b"b", path_in_repo="b.txt", repo_id="alice/echo_env", repo_type="space"
+    ).oid
     late = live.hub.webhooks.wait()[-2:]
     hook.url = service_url
     assert [d.payload["updatedRefs"][0]["newSha"] for d in late] == [a, b]
@@ -84,9 +89,13 @@ def test_forged_and_malformed_webhooks_are_refused_without_side_effects(live: Li
     no_repo = live.post({k: v for k, v in real.items() if k != "repo"})
     assert no_repo.status_code == 422 and "repo" in no_repo.json()["error"]["message"]
     assert any(e["loc"] == ["repo"] for e in no_repo.json()["error"]["errors"])
-    for bad in ({"webhook": {"id": "x", "version": 2}}, {"event": {"action": "explode", "scope": "repo"}},
-                {"repo": {**real["repo"], "name": "../../etc"}}, {"repo": {**real["repo"], "headSha": "not-a-sha"}},
-                {"event": {"action": "create", "scope": "discussion"}}):
+    for bad in (
+        {"webhook": {"id": "x", "version": 2}},
+        {"event": {"action": "explode", "scope": "repo"}},
+        {"repo": {**real["repo"], "name": "../../etc"}},
+        {"repo": {**real["repo"], "headSha": "not-a-sha"}},
+        {"event": {"action": "create", "scope": "discussion"}},
+    ):
         reply = live.post({**real, **bad})
         assert reply.status_code == 422, (bad, reply.text)
         assert reply.json()["error"]["code"] == "invalid_payload"
@@ -95,8 +104,11 @@ def test_forged_and_malformed_webhooks_are_refused_without_side_effects(live: Li
     assert live.counts() == before  # nothing recorded, nothing queued
 
     # A payload with the right secret but a made-up sha: the index job reads the truth from the Hub.
-    forged = {**real, "repo": {**real["repo"], "headSha": "f" * 40},
-              "updatedRefs": [{"ref": "refs/heads/main", "oldSha": real["repo"]["headSha"], "newSha": "f" * 40}]}
+    forged = {
+        **real,
+        "repo": {**real["repo"], "headSha": "f" * 40},
+        "updatedRefs": [{"ref": "refs/heads/main", "oldSha": real["repo"]["headSha"], "newSha": "f" * 40}],
+    }
     assert live.post(forged).status_code == 202
     assert live.tasks() == ["done"]
     after = live.counts()
@@ -123,9 +135,17 @@ def test_events_that_change_nothing_are_recorded_as_ignored(live: Live) -> None:
     deliveries = live.delivered()
     assert {d.reply["status"] for d in deliveries[-3:]} == {"ignored"}
     reasons = {d.reply["reason"] for d in deliveries[-3:]}
-    assert reasons == {"a model repo, not a Space", "a discussion, not a pull request", "comments do not change a pull request"}
-    tag_only = {**deliveries[-1].payload, "event": {"action": "update", "scope": "repo.content"},
-                "repo": {**deliveries[0].payload["repo"]}, "updatedRefs": [{"ref": "refs/tags/v1", "oldSha": None, "newSha": "a" * 40}]}
+    assert reasons == {
+        "a model repo, not a Space",
+        "a discussion, not a pull request",
+        "comments do not change a pull request",
+    }
+    tag_only = {
+        **deliveries[-1].payload,
+        "event": {"action": "update", "scope": "repo.content"},
+        "repo": {**deliveries[0].payload["repo"]},
+        "updatedRefs": [{"ref": "refs/tags/v1", "oldSha": None, "newSha": "a" * 40}],
+    }
     tag_only.pop("discussion"), tag_only.pop("comment")
     assert live.post(tag_only).json()["reason"] == "no change to main or to a pull request"
     after = live.counts()
@@ -144,7 +164,10 @@ def test_a_deleted_space_is_gone_and_a_moved_one_keeps_its_history(live: Live) -
     moved = live.env("alice/echo_env_v2")
     assert moved is not None and moved.sha == sha and not moved.gone
     events = _events(live, "alice/echo_env_v2")
-    assert events[0]["kind"] == "moved" and events[0]["details"] == {"moved_from": "alice/echo_env", "moved_to": "alice/echo_env_v2"}
+    assert events[0]["kind"] == "moved" and events[0]["details"] == {
+        "moved_from": "alice/echo_env",
+        "moved_to": "alice/echo_env_v2",
+    }
     assert [e["kind"] for e in events][-1] == "indexed"  # the same env, its trail intact
 
     live.alice.delete_repo("alice/grid", repo_type="space")
@@ -156,5 +179,8 @@ def test_a_deleted_space_is_gone_and_a_moved_one_keeps_its_history(live: Live) -
     with live.factory() as s:
         delivery = s.scalar(select(WebhookDelivery).where(WebhookDelivery.action == "delete"))
         assert delivery.outcome == "queued" and delivery.repo == "alice/grid"
-        assert s.scalar(select(EnvEvent.cause).where(EnvEvent.kind == "gone")) == f"webhook delivery {delivery.id} (repo delete)"
+        assert (
+            s.scalar(select(EnvEvent.cause).where(EnvEvent.kind == "gone"))
+            == f"webhook delivery {delivery.id} (repo delete)"
+        )
         assert s.scalar(select(EnvRecord).where(EnvRecord.name == "echo_env_v2")).gone is False

@@ -10,7 +10,9 @@ from openenv.manifest import env_port
 
 def test_manifest_port_then_app_port_then_8000(tmp_path: Path) -> None:
     assert env_port(tmp_path) == 8000
-    (tmp_path / "README.md").write_text("---\ntitle: Demo\nsdk: docker\napp_port: 7860\n---\n# Demo\n\napp_port: 9999\n")
+    (tmp_path / "README.md").write_text(
+        "---\ntitle: Demo\nsdk: docker\napp_port: 7860\n---\n# Demo\n\napp_port: 9999\n"
+    )
     assert env_port(tmp_path) == 7860  # from the front matter, not the body
     (tmp_path / "openenv.yaml").write_text("spec_version: 1\nname: demo\napp: server.app:app\n")
     assert env_port(tmp_path) == 7860  # the manifest sets none: the README decides

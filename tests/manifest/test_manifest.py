@@ -25,16 +25,16 @@ ACCEPTED = {
     "document marker": "---\nspec_version: 1\nname: maze_env\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\n",
     "monorepo app path": "spec_version: 1\nname: grid_env\ntype: space\nruntime: fastapi\napp: envs.grid_env.server.app:app\nport: 8000\n",
     "old style with classes": 'spec_version: 1\nname: board_env\nversion: "0.1.0"\ndescription: "A board game"\ntype: space\n'
-                              "runtime: fastapi\napp: server.app:app\nport: 8000\naction: BoardAction\nobservation: BoardObservation\n",
+    "runtime: fastapi\napp: server.app:app\nport: 8000\naction: BoardAction\nobservation: BoardObservation\n",
     "no spec_version": 'name: four_env\nversion: "0.2.0"\ndescription: "Connect four"\naction: FourAction\nobservation: FourObservation\n',
     "extension blocks": (
         "spec_version: 1\nname: proof_env\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\n\n"
-        "description: >\n  Grades proofs\n  with a rubric.\nversion: \"0.1.0\"\n\n# defaults\nenvironment:\n  model: judge-1\n  threshold: 0.5\n"
-        "rubric:\n  type: llm_judge\n  scale: \"0-7\"\ntools:\n  - name: submit\n    description: Submit a proof\n"
+        'description: >\n  Grades proofs\n  with a rubric.\nversion: "0.1.0"\n\n# defaults\nenvironment:\n  model: judge-1\n  threshold: 0.5\n'
+        'rubric:\n  type: llm_judge\n  scale: "0-7"\ntools:\n  - name: submit\n    description: Submit a proof\n'
         "metrics:\n  reward: [reward/base, reward/shaped]\n"
     ),
     "catalog style": (
-        "---\nname: depot_env\nversion: \"1.0.0\"\ndescription: \"Warehouse logistics\"\nauthor: \"Someone\"\n"
+        '---\nname: depot_env\nversion: "1.0.0"\ndescription: "Warehouse logistics"\nauthor: "Someone"\n'
         "tags:\n  - logistics\n  - grid-world\nenvironment:\n  type: discrete\n  action_space: {type: Discrete, n: 6}\n"
         "configuration:\n  environment_variables: [LEVEL, SEED]\ndocker:\n  image_name: depot-env\n  default_port: 8000\n"
     ),
@@ -42,9 +42,9 @@ ACCEPTED = {
         "spec_version: 1\nversion: 0.1.0\nname: served-min\ntype: env\nruntime: python\napp: server.app:app\nport: 8000\n"
         "validation:\n  reward:\n    range: [0.0, 1.0]\n  resources: {cpu: 1.0, memory_mb: 1024}\n"
     ),
-    "float version, string port": "spec_version: 1\nname: calc_env\nversion: 1.0\napp: server.app:app\nport: \"8080\"\n",
+    "float version, string port": 'spec_version: 1\nname: calc_env\nversion: 1.0\napp: server.app:app\nport: "8080"\n',
     "ours in full": (
-        "spec_version: 1\nname: chess_env\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\nversion: \"0.3.0\"\n"
+        'spec_version: 1\nname: chess_env\ntype: space\nruntime: fastapi\napp: server.app:app\nport: 8000\nversion: "0.3.0"\n'
         "description: Chess against a fixed engine.\ntags: [openenv, games]\nvariables:\n  LEVEL: 3\n  OPENING: e4\n  FAST: true\n"
         "secrets: [OPENAI_API_KEY]\naction:\n  move: {type: string}\nobservation: ChessObservation\n"
     ),

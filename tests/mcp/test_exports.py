@@ -8,9 +8,21 @@ import sys
 import openenv
 
 NEW_NAMES = [
-    "CallToolAction", "CallToolObservation", "Gate", "ListToolsAction", "ListToolsObservation", "Rubric",
-    "RubricError", "Sequential", "Tool", "ToolCallError", "ToolError", "ToolErrorType", "TrajectoryRubric",
-    "WeightedSum", "tool",
+    "CallToolAction",
+    "CallToolObservation",
+    "Gate",
+    "ListToolsAction",
+    "ListToolsObservation",
+    "Rubric",
+    "RubricError",
+    "Sequential",
+    "Tool",
+    "ToolCallError",
+    "ToolError",
+    "ToolErrorType",
+    "TrajectoryRubric",
+    "WeightedSum",
+    "tool",
 ]
 
 

@@ -26,7 +26,9 @@ HERE = Path(__file__).resolve().parent / "upstream"
 
 
 def test_upstream_mcp_client_drives_our_server(upstream_python: str, echo_url: str) -> None:
-    out = subprocess.run([upstream_python, str(HERE / "mcp_client_driver.py"), echo_url], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [upstream_python, str(HERE / "mcp_client_driver.py"), echo_url], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert [t["name"] for t in seen["tools"]] == ["echo_message", "echo_with_length"]
@@ -85,8 +87,10 @@ async def test_our_client_drives_an_upstream_mcp_env(upstream_mcp_url: str) -> N
 
 
 def test_our_client_on_an_upstream_env_without_tools(upstream_python: str) -> None:
-    server = ProcessServer([upstream_python, "-m", "uvicorn", "count_server:app", "--log-level", "warning"],
-                           cwd=ROOT / "tests" / "support" / "upstream")
+    server = ProcessServer(
+        [upstream_python, "-m", "uvicorn", "count_server:app", "--log-level", "warning"],
+        cwd=ROOT / "tests" / "support" / "upstream",
+    )
     try:
         url = server.wait(timeout=90)
         with GenericEnvClient(url).sync() as env:

@@ -62,7 +62,18 @@ def test_tools_list_over_http(url: str) -> None:
     reply = rpc(url, "tools/list", rid="a")
     assert reply["id"] == "a" and "error" not in reply
     tools = {t["name"]: t for t in reply["result"]["tools"]}
-    assert set(tools) == {"add", "note", "norm", "boom", "wait_sync", "wait_async", "blocking", "raw", "fails_with_timeout", "array"}
+    assert set(tools) == {
+        "add",
+        "note",
+        "norm",
+        "boom",
+        "wait_sync",
+        "wait_async",
+        "blocking",
+        "raw",
+        "fails_with_timeout",
+        "array",
+    }
     assert tools["add"]["description"] == "Add two integers."
     assert tools["add"]["inputSchema"]["required"] == ["a"]
 
@@ -85,7 +96,12 @@ def test_tools_call_over_http(url: str) -> None:
 @pytest.mark.parametrize(
     ("params", "code", "error_type", "text"),
     [
-        ({"name": "nope"}, -32602, "tool_not_found", "Unknown tool: 'nope'; available tools: add, array, blocking, boom"),
+        (
+            {"name": "nope"},
+            -32602,
+            "tool_not_found",
+            "Unknown tool: 'nope'; available tools: add, array, blocking, boom",
+        ),
         ({"name": "add", "arguments": {"a": "x"}}, -32602, "invalid_args", "a: Input should be a valid integer"),
         ({"name": "add", "arguments": {"b": 1}}, -32602, "invalid_args", "a: Field required"),
         ({"name": "boom", "arguments": {"reason": "bad day"}}, -32000, "execution_error", "ValueError: bad day"),
@@ -154,7 +170,9 @@ def test_env_without_tools(plain_url: str) -> None:
 
 
 def test_http_step_accepts_tool_actions(url: str) -> None:
-    ok = httpx.post(url + "/step", json={"action": {"type": "call_tool", "tool_name": "add", "arguments": {"a": 1}}}).json()
+    ok = httpx.post(
+        url + "/step", json={"action": {"type": "call_tool", "tool_name": "add", "arguments": {"a": 1}}}
+    ).json()
     assert ok == {"observation": {"tool_name": "add", "result": 3, "error": None}, "reward": 0.5, "done": False}
     listed = httpx.post(url + "/step", json={"action": {"type": "list_tools"}}).json()
     assert [t["name"] for t in listed["observation"]["tools"]][:2] == ["add", "note"]
@@ -178,8 +196,17 @@ def test_ws_mcp_frames(url: str) -> None:
 
         listed = send({"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list", "id": 1}})
         assert listed["type"] == "mcp" and listed["data"]["id"] == 1 and len(listed["data"]["result"]["tools"]) == 10
-        called = send({"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/call", "id": 2,
-                                               "params": {"name": "note", "arguments": {"text": "ws"}}}})
+        called = send(
+            {
+                "type": "mcp",
+                "data": {
+                    "jsonrpc": "2.0",
+                    "method": "tools/call",
+                    "id": 2,
+                    "params": {"name": "note", "arguments": {"text": "ws"}},
+                },
+            }
+        )
         assert called["data"]["result"]["data"] == {"count": 1, "notes": ["todo:ws"]}
         # The WS session's environment is the one tool calls change.
         step = send({"type": "step", "data": {"text": "step"}})
@@ -190,8 +217,12 @@ def test_ws_mcp_frames(url: str) -> None:
         assert not_object["type"] == "error" and not_object["data"]["code"] == "VALIDATION_ERROR"
         own = send({"type": "mcp", "data": {"jsonrpc": "2.0", "method": "openenv/session/create", "id": 3}})
         sid = own["data"]["result"]["session_id"]
-        refused = send({"type": "mcp", "data": {"jsonrpc": "2.0", "method": "openenv/session/close", "id": 4,
-                                                "params": {"session_id": sid}}})
+        refused = send(
+            {
+                "type": "mcp",
+                "data": {"jsonrpc": "2.0", "method": "openenv/session/close", "id": 4, "params": {"session_id": sid}},
+            }
+        )
         assert refused["data"]["error"]["code"] == -32600
         assert send({"type": "state"})["data"]["step_count"] == 1
 

@@ -111,7 +111,11 @@ def crashy_env(tmp_path: Path) -> Path:
     text = env_file.read_text()
     marker = "        length = len(action.message)\n"
     assert marker in text
-    env_file.write_text(text.replace(marker, "        if action.message == 'die':\n            import os\n            os._exit(3)\n" + marker, 1))
+    env_file.write_text(
+        text.replace(
+            marker, "        if action.message == 'die':\n            import os\n            os._exit(3)\n" + marker, 1
+        )
+    )
     return folder
 
 

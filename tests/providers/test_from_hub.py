@@ -38,7 +38,9 @@ def _echo_files(ready: str = READY) -> dict[str, bytes]:
 
 
 @pytest.fixture()
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubStandIn]:
+def hub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[HubStandIn]:
     with HubStandIn(tmp_path / "hub") as stand_in:
         for key, value in stand_in.client_env().items():
             monkeypatch.setenv(key, value)
@@ -90,10 +92,19 @@ def test_env_ids_round_trip() -> None:
 # -- step 1: the OpenEnv Hub service ----------------------------------------------------------------
 
 
-async def test_step1_hub_service_record_with_a_live_endpoint(hub: HubStandIn, resolve_service: dict, echo_url: str) -> None:
+async def test_step1_hub_service_record_with_a_live_endpoint(
+    hub: HubStandIn, resolve_service: dict, echo_url: str
+) -> None:
     resolve_service["records"]["openenv/echo_env"] = {  # the shape of hub_service's ResolveRecord (docs/hub-api.md)
-        "repo_id": "openenv/echo_env", "revision": "a" * 40, "status": "passing", "stage": "RUNNING", "url": echo_url,
-        "image": "providers-test/none:1", "source": "hf", "local": {}, "yanked": False,
+        "repo_id": "openenv/echo_env",
+        "revision": "a" * 40,
+        "status": "passing",
+        "stage": "RUNNING",
+        "url": echo_url,
+        "image": "providers-test/none:1",
+        "source": "hf",
+        "local": {},
+        "yanked": False,
     }
     env = await EchoEnv.from_hub("openenv/echo_env@v1")
     async with env:
@@ -103,26 +114,42 @@ async def test_step1_hub_service_record_with_a_live_endpoint(hub: HubStandIn, re
     assert hub.request_count() == 0  # the Hugging Face Hub was not needed
 
 
-async def test_step1_unknown_to_the_service_then_step2_the_running_space(hub: HubStandIn, resolve_service: dict, echo_url: str) -> None:
+async def test_step1_unknown_to_the_service_then_step2_the_running_space(
+    hub: HubStandIn, resolve_service: dict, echo_url: str
+) -> None:
     # An underscore and upper case in the name: the URL comes from the Hub's answer, not the name.
     hub.create_space("Alice/My_Echo_Env", files=_echo_files(), stage="RUNNING", domains=[_host(echo_url)])
     env = await GenericEnvClient.from_hub("Alice/My_Echo_Env")
     async with env:
         assert (await env.reset()).observation["echoed_message"] == READY
-    assert env.resolution[0] == ("hub", f"{resolve_service['url']} does not know Alice/My_Echo_Env (404: unknown env Alice/My_Echo_Env)")
+    assert env.resolution[0] == (
+        "hub",
+        f"{resolve_service['url']} does not know Alice/My_Echo_Env (404: unknown env Alice/My_Echo_Env)",
+    )
     assert env.resolution[1] == ("space", f"connected to {echo_url}")
 
 
-async def test_step1_record_without_a_running_endpoint_moves_on(hub: HubStandIn, resolve_service: dict, echo_url: str) -> None:
+async def test_step1_record_without_a_running_endpoint_moves_on(
+    hub: HubStandIn, resolve_service: dict, echo_url: str
+) -> None:
     resolve_service["records"]["alice/echo_env"] = {
-        "repo_id": "alice/echo_env", "revision": "b" * 40, "status": "passing", "stage": "SLEEPING", "url": None,
-        "image": None, "source": "hf", "local": {}, "yanked": False,
+        "repo_id": "alice/echo_env",
+        "revision": "b" * 40,
+        "status": "passing",
+        "stage": "SLEEPING",
+        "url": None,
+        "image": None,
+        "source": "hf",
+        "local": {},
+        "yanked": False,
     }
     hub.create_space("alice/echo_env", files=_echo_files(), stage="RUNNING", domains=[_host(echo_url)])
     env = await EchoEnv.from_hub("alice/echo_env")
     await env.close()
-    assert env.resolution == [("hub", "the service knows it (passing, stage SLEEPING) but lists no running endpoint"),
-                              ("space", f"connected to {echo_url}")]
+    assert env.resolution == [
+        ("hub", "the service knows it (passing, stage SLEEPING) but lists no running endpoint"),
+        ("space", f"connected to {echo_url}"),
+    ]
 
 
 # -- step 2: the Space ---------------------------------------------------------------------------------
@@ -174,7 +201,9 @@ def test_unknown_space_says_so_and_tries_nothing_local(hub: HubStandIn) -> None:
 
 
 @pytest.mark.docker
-async def test_step3_the_spaces_image_when_it_is_here(hub: HubStandIn, echo_image: str, docker_engine, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_step3_the_spaces_image_when_it_is_here(
+    hub: HubStandIn, echo_image: str, docker_engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENENV_SPACE_IMAGE", "providers-test/space-{owner}-{name}:latest")
     docker_engine.api.tag(echo_image, "providers-test/space-alice-echo-env", "latest")
     try:
@@ -191,16 +220,23 @@ async def test_step3_the_spaces_image_when_it_is_here(hub: HubStandIn, echo_imag
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_step3_builds_the_pinned_revision_when_no_image_can_be_pulled(hub: HubStandIn, base_image: str, docker_engine,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_step3_builds_the_pinned_revision_when_no_image_can_be_pulled(
+    hub: HubStandIn, base_image: str, docker_engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The registry is a local port where nothing listens: the pull fails at once, on 127.0.0.1.
     monkeypatch.setenv("OPENENV_SPACE_IMAGE", "127.0.0.1:9/{owner}-{name}:latest")
     monkeypatch.setenv("OPENENV_BASE_IMAGE", base_image)
-    first = hub.create_space("alice/pinned_env", files=_echo_files("revision one"), stage="RUNNING", domains=["127.0.0.1:9"])
+    first = hub.create_space(
+        "alice/pinned_env", files=_echo_files("revision one"), stage="RUNNING", domains=["127.0.0.1:9"]
+    )
     pinned = hub.space("alice/pinned_env").resolve("main").oid
-    hub.commit("alice/pinned_env", {"server/echo_environment.py": _echo_files("revision two")["server/echo_environment.py"]})
+    hub.commit(
+        "alice/pinned_env", {"server/echo_environment.py": _echo_files("revision two")["server/echo_environment.py"]}
+    )
     assert first is not None
-    with EchoEnv.from_hub(f"alice/pinned_env@{pinned}", trust_remote_code=True, steps=("space", "docker")).sync() as env:
+    with EchoEnv.from_hub(
+        f"alice/pinned_env@{pinned}", trust_remote_code=True, steps=("space", "docker")
+    ).sync() as env:
         assert env.reset().observation.echoed_message == "revision one"
         tag = env.provider.image
         assert tag.endswith(f":{pinned[:12]}")
@@ -215,8 +251,12 @@ def test_step3_builds_the_pinned_revision_when_no_image_can_be_pulled(hub: HubSt
 def test_step4_process_from_the_files_at_the_pinned_revision(hub: HubStandIn) -> None:
     hub.create_space("alice/echo_env", files=_echo_files("revision one"), stage="RUNNING", domains=["127.0.0.1:9"])
     pinned = hub.space("alice/echo_env").resolve("main").oid
-    hub.commit("alice/echo_env", {"server/echo_environment.py": _echo_files("revision two")["server/echo_environment.py"]})
-    with EchoEnv.from_hub("alice/echo_env", revision=pinned, trust_remote_code=True, steps=("space", "process")).sync() as env:
+    hub.commit(
+        "alice/echo_env", {"server/echo_environment.py": _echo_files("revision two")["server/echo_environment.py"]}
+    )
+    with EchoEnv.from_hub(
+        "alice/echo_env", revision=pinned, trust_remote_code=True, steps=("space", "process")
+    ).sync() as env:
         assert env.reset().observation.echoed_message == "revision one"
         pid = env.provider.proc.pid
         assert dict(env.resolution)["process"].startswith("connected to http://127.0.0.1:")

@@ -47,7 +47,9 @@ def _env_with_base(tmp_path: Path, first_line: str | None = None) -> Path:
     return folder
 
 
-def test_an_unpullable_base_image_default_falls_back_to_the_local_base(tmp_path, docker_engine, base_image: str, monkeypatch) -> None:
+def test_an_unpullable_base_image_default_falls_back_to_the_local_base(
+    tmp_path, docker_engine, base_image: str, monkeypatch
+) -> None:
     monkeypatch.setattr(openenv.images._base, "LOCAL_BASE_IMAGE", base_image)  # the registry-free base of this machine
     folder = _env_with_base(tmp_path, f"ARG BASE_IMAGE={ABSENT}\nFROM ${{BASE_IMAGE}}")
     lines: list[str] = []
@@ -85,8 +87,9 @@ def test_needs_buildkit_spots_what_the_classic_builder_rejects() -> None:
     assert not needs_buildkit("FROM python:3.11-slim\nRUN pip install -r requirements.txt\nCOPY --chown=1000 . /app\n")
 
 
-
-def test_a_named_python_base_nobody_serves_gets_the_local_stand_in(tmp_path, docker_engine, base_image: str, monkeypatch) -> None:
+def test_a_named_python_base_nobody_serves_gets_the_local_stand_in(
+    tmp_path, docker_engine, base_image: str, monkeypatch
+) -> None:
     # The local base is Python 3.11 on Debian bookworm: it stands in for the images it matches (python:3.11-slim,
     # upstream's openenv-base) when a Dockerfile names one itself. Here a name of the test's own stands for those.
     monkeypatch.setattr(openenv.images._base, "LOCAL_BASE_IMAGE", base_image)
@@ -117,7 +120,7 @@ def test_the_engines_own_network_hook_failing_is_the_engines_trouble_not_the_env
                 return type("Net", (), {"attrs": {"Created": "2000-01-01T00:00:00.0Z"}})()
 
     hook = (
-        'runc run failed: unable to start container process: error during container init: error running hook #0: '
+        "runc run failed: unable to start container process: error during container init: error running hook #0: "
         'stderr: level=fatal msg="dial unix /var/run/docker/libnetwork/af6401818f19.sock: connect: no such file or directory"'
     )
     assert _engine_starting(OldEngine(), hook)

@@ -14,12 +14,22 @@ kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes extra is n
 def test_deployment_and_service() -> None:
     from kubernetes.client import ApiClient
 
-    provider = KubernetesProvider("registry.example/echo-env:1.0", replicas=4, namespace="rl", name="echo-a1",
-                                  env={"OPENENV_MAX_SESSIONS": "64"}, resources={"limits": {"cpu": "1", "memory": "1Gi"}},
-                                  stop_timeout_s=7)
+    provider = KubernetesProvider(
+        "registry.example/echo-env:1.0",
+        replicas=4,
+        namespace="rl",
+        name="echo-a1",
+        env={"OPENENV_MAX_SESSIONS": "64"},
+        resources={"limits": {"cpu": "1", "memory": "1Gi"}},
+        stop_timeout_s=7,
+    )
     deployment, service = (ApiClient().sanitize_for_serialization(o) for o in provider.build_objects())
-    labels = {"app.kubernetes.io/name": "openenv-env", "app.kubernetes.io/managed-by": "openenv-client",
-              "app.kubernetes.io/instance": "echo-a1", RUN_LABEL[0]: RUN_LABEL[1]}
+    labels = {
+        "app.kubernetes.io/name": "openenv-env",
+        "app.kubernetes.io/managed-by": "openenv-client",
+        "app.kubernetes.io/instance": "echo-a1",
+        RUN_LABEL[0]: RUN_LABEL[1],
+    }
     annotations = deployment["metadata"]["annotations"]
     assert annotations[lifecycle.LABEL_OWNER] == lifecycle.this_owner()
     assert annotations[lifecycle.LABEL_ENV] == "registry.example/echo-env:1.0"
@@ -34,16 +44,22 @@ def test_deployment_and_service() -> None:
                 "metadata": {"labels": labels, "annotations": annotations},
                 "spec": {
                     "terminationGracePeriodSeconds": 7,
-                    "containers": [{
-                        "name": "env",
-                        "image": "registry.example/echo-env:1.0",
-                        "imagePullPolicy": "IfNotPresent",
-                        "ports": [{"containerPort": 8000, "name": "http", "protocol": "TCP"}],
-                        "env": [{"name": "OPENENV_MAX_SESSIONS", "value": "64"}],
-                        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 1,
-                                           "timeoutSeconds": 2, "failureThreshold": 3},
-                        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
-                    }],
+                    "containers": [
+                        {
+                            "name": "env",
+                            "image": "registry.example/echo-env:1.0",
+                            "imagePullPolicy": "IfNotPresent",
+                            "ports": [{"containerPort": 8000, "name": "http", "protocol": "TCP"}],
+                            "env": [{"name": "OPENENV_MAX_SESSIONS", "value": "64"}],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/health", "port": "http"},
+                                "periodSeconds": 1,
+                                "timeoutSeconds": 2,
+                                "failureThreshold": 3,
+                            },
+                            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                        }
+                    ],
                 },
             },
         },

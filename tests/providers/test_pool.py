@@ -55,7 +55,11 @@ async def test_one_failed_start_stops_the_others(tmp_path: Path) -> None:
     broken = tmp_path / "broken_env"
     shutil.copytree(ECHO_DIR, broken, ignore=shutil.ignore_patterns("__pycache__"))
     (broken / "server" / "app.py").write_text("raise SystemExit('no data')\n")
-    providers = [ProcessProvider(ECHO_DIR, venv=False), ProcessProvider(broken, venv=False), ProcessProvider(ECHO_DIR, venv=False)]
+    providers = [
+        ProcessProvider(ECHO_DIR, venv=False),
+        ProcessProvider(broken, venv=False),
+        ProcessProvider(ECHO_DIR, venv=False),
+    ]
     with pytest.raises(ProviderStartError, match="no data"):
         async with EnvPool(providers):
             pass

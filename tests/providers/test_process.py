@@ -52,7 +52,9 @@ async def test_venv_is_made_once_per_set_of_dependencies(tmp_path: Path) -> None
     import shutil
 
     shutil.copytree(ECHO_DIR, changed, ignore=shutil.ignore_patterns("__pycache__"))
-    (changed / "server" / "requirements.txt").write_text("iniconfig\n")  # in uv's cache: a dependency of our own test tools
+    (changed / "server" / "requirements.txt").write_text(
+        "iniconfig\n"
+    )  # in uv's cache: a dependency of our own test tools
     other = ProcessProvider(changed)
     python = other.interpreter()
     assert python != first.interpreter()

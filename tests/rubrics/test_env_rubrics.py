@@ -98,9 +98,11 @@ Client = EnvClient[GuessAction, GuessObservation, State]
 @pytest.fixture(scope="module")
 def urls() -> Iterator[dict[str, str]]:
     settings = ServerSettings(max_sessions=4)
-    with serve_app(create_app(GuessEnv, GuessAction, GuessObservation, settings=settings)) as sync_url, \
-            serve_app(create_app(AsyncGuessEnv, GuessAction, GuessObservation, settings=settings)) as async_url, \
-            serve_app(create_app(MisusedEnv, GuessAction, GuessObservation, settings=settings)) as misused_url:
+    with (
+        serve_app(create_app(GuessEnv, GuessAction, GuessObservation, settings=settings)) as sync_url,
+        serve_app(create_app(AsyncGuessEnv, GuessAction, GuessObservation, settings=settings)) as async_url,
+        serve_app(create_app(MisusedEnv, GuessAction, GuessObservation, settings=settings)) as misused_url,
+    ):
         yield {"sync": sync_url, "async": async_url, "misused": misused_url}
 
 
@@ -112,13 +114,20 @@ async def test_client_receives_reward_components(urls: dict[str, str]) -> None:
             wrong = await env.step(GuessAction(answer="rome1"))
             assert wrong.reward == pytest.approx(0.2)
             assert wrong.observation.metadata["reward_components"] == {
-                "answer": 0.0, "answer.format_ok": 0.0, "brevity": 1.0, "outcome": 0.0,
+                "answer": 0.0,
+                "answer.format_ok": 0.0,
+                "brevity": 1.0,
+                "outcome": 0.0,
             }
             right = await env.step(GuessAction(answer="paris"))
             assert right.done and right.reward == pytest.approx(0.8 + 0.2 + 1.0)
             meta = right.observation.metadata
             assert meta["reward_components"] == {
-                "answer": 1.0, "answer.exact": 1.0, "answer.format_ok": 1.0, "brevity": 1.0, "outcome": 1.0,
+                "answer": 1.0,
+                "answer.exact": 1.0,
+                "answer.format_ok": 1.0,
+                "brevity": 1.0,
+                "outcome": 1.0,
             }
             assert meta["trajectory_rewards"] == {"outcome": [0.5, 1.0]}
 

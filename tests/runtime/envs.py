@@ -83,7 +83,9 @@ class AsyncCountEnv(Environment[CountAction, CountObservation, CountState]):
     def __init__(self) -> None:
         self._state = CountState(episode_id="async")
 
-    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> CountObservation:
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> CountObservation:
         self._state = CountState(episode_id=episode_id or "async")
         return CountObservation(echoed="ready", count=0)
 
@@ -91,7 +93,9 @@ class AsyncCountEnv(Environment[CountAction, CountObservation, CountState]):
         if action.sleep_s:
             await asyncio.sleep(action.sleep_s)
         self._state.step_count += 1
-        return CountObservation(echoed=action.message, count=self._state.step_count, thread=threading.current_thread().name)
+        return CountObservation(
+            echoed=action.message, count=self._state.step_count, thread=threading.current_thread().name
+        )
 
     @property
     def state(self) -> CountState:

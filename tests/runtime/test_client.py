@@ -156,7 +156,7 @@ async def test_handshake_rejected_by_a_non_env_server() -> None:
 async def test_message_timeout_keeps_the_session_usable(count_url: str) -> None:
     async with CountClient(count_url, message_timeout_s=0.3) as env:
         await env.reset()
-        with pytest.raises(EnvTimeoutError, match="0.3s"):
+        with pytest.raises(EnvTimeoutError, match=r"0\.3s"):
             await env.step(CountAction(message="slow", sleep_s=1.0))
         await asyncio.sleep(1.0)  # the late reply arrives meanwhile and must be dropped
         result = await env.step(CountAction(message="next"))  # ...so this gets its own reply
@@ -174,7 +174,7 @@ async def test_server_killed_mid_episode_gives_a_clear_error_not_a_hang() -> Non
         await env.step(EchoAction(message="alive"))
         server.proc.kill()
         start = time.monotonic()
-        with pytest.raises(EnvDisconnectedError, match="connection to the server was lost|closed"):
+        with pytest.raises(EnvDisconnectedError, match=r"connection to the server was lost|closed"):
             await env.step(EchoAction(message="dead"))
         assert time.monotonic() - start < 5
         with pytest.raises(EnvDisconnectedError):

@@ -90,7 +90,9 @@ def test_env_error_over_http_is_500_with_message(count_url: str) -> None:
 
 def test_step_timeout_over_http_is_504(count_url: str) -> None:
     start = time.monotonic()
-    reply = httpx.post(f"{count_url}/step", json={"action": {"message": "slow", "sleep_s": 3}, "timeout_s": 0.2}, timeout=10)
+    reply = httpx.post(
+        f"{count_url}/step", json={"action": {"message": "slow", "sleep_s": 3}, "timeout_s": 0.2}, timeout=10
+    )
     assert reply.status_code == 504
     assert reply.json()["code"] == "TIMEOUT"
     assert time.monotonic() - start < 2.5

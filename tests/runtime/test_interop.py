@@ -42,7 +42,9 @@ class UpClient(EnvClient[UpAction, UpObservation, State]):
 
 @pytest.fixture(scope="module")
 def upstream_url(upstream_python: str) -> Iterator[str]:
-    server = ProcessServer([upstream_python, "-m", "uvicorn", "count_server:app", "--log-level", "warning"], cwd=UPSTREAM)
+    server = ProcessServer(
+        [upstream_python, "-m", "uvicorn", "count_server:app", "--log-level", "warning"], cwd=UPSTREAM
+    )
     try:
         yield server.wait()
     finally:
@@ -94,7 +96,9 @@ async def test_concurrent_sessions_on_an_upstream_server(upstream_url: str) -> N
 def test_upstream_clients_drive_our_server(upstream_python: str) -> None:
     app = create_app(CountEnv, CountAction, CountObservation)
     with serve_app(app) as url:
-        out = subprocess.run([upstream_python, str(UPSTREAM / "driver.py"), url], capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [upstream_python, str(UPSTREAM / "driver.py"), url], capture_output=True, text=True, timeout=120
+        )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["reset"] == {"echoed": "ready", "reward": 0.0, "done": False}
@@ -119,7 +123,9 @@ def test_upstream_client_drives_echo_env_served_like_a_space(upstream_python: st
         "        print(json.dumps([r.observation, r.reward, await env.state()]))\n"
         "asyncio.run(main())\n"
     )
-    out = subprocess.run([upstream_python, "-c", script, echo_process.url], capture_output=True, text=True, timeout=60, cwd=UPSTREAM)
+    out = subprocess.run(
+        [upstream_python, "-c", script, echo_process.url], capture_output=True, text=True, timeout=60, cwd=UPSTREAM
+    )
     assert out.returncode == 0, out.stderr
     observation, reward, state = json.loads(out.stdout)
     assert observation == {"echoed_message": "hello", "message_length": 5}

@@ -21,12 +21,19 @@ UPSTREAM = ROOT / "tests" / "support" / "upstream"
 
 
 def _echo_server(max_sessions: int) -> contextlib.AbstractContextManager[ProcessServer]:
-    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "OPENENV_MAX_SESSIONS": str(max_sessions)}
-    return serve_process([sys.executable, "-m", "openenv.server", "server.app:app"], cwd=ROOT / "envs" / "echo_env", env=env)
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OPENENV_MAX_SESSIONS": str(max_sessions),
+    }
+    return serve_process(
+        [sys.executable, "-m", "openenv.server", "server.app:app"], cwd=ROOT / "envs" / "echo_env", env=env
+    )
 
 
 def _drive(python: str, url: str, capacity: str) -> dict:
-    out = subprocess.run([python, str(UPSTREAM / "driver_010.py"), url, capacity], capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [python, str(UPSTREAM / "driver_010.py"), url, capacity], capture_output=True, text=True, timeout=180
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     return {**json.loads(lines[-2]), **json.loads(lines[-1])}
@@ -48,7 +55,9 @@ def test_upstream_010_clients_drive_our_echo_env(upstream010_python: str, capaci
     else:
         assert report["child_reset"]["echoed_message"] == "Echo environment ready!"
     generic = report["generic"]
-    assert generic["observation"] == {"echoed_message": "hello", "message_length": 5} and generic["reward"] == pytest.approx(0.5)
+    assert generic["observation"] == {"echoed_message": "hello", "message_length": 5} and generic[
+        "reward"
+    ] == pytest.approx(0.5)
     assert report["generic_state"]["step_count"] == 1
     assert report["typed"] == {"echoed": "typed", "reward": pytest.approx(0.5)}  # its typed client, async...
     assert report["sync"] == {"echoed": "sync", "steps": 1}  # ...and blocking
@@ -56,7 +65,9 @@ def test_upstream_010_clients_drive_our_echo_env(upstream010_python: str, capaci
 
 @pytest.fixture(scope="module")
 def upstream010_url(upstream010_python: str) -> Iterator[str]:
-    with serve_process([upstream010_python, "-m", "uvicorn", "tasks_server_010:app", "--log-level", "warning"], cwd=UPSTREAM) as server:
+    with serve_process(
+        [upstream010_python, "-m", "uvicorn", "tasks_server_010:app", "--log-level", "warning"], cwd=UPSTREAM
+    ) as server:
         yield server.url
 
 

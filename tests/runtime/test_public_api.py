@@ -15,7 +15,17 @@ def test_all_is_sorted_and_every_name_imports() -> None:
     assert openenv.__all__ == sorted(openenv.__all__)
     for name in openenv.__all__:
         assert getattr(openenv, name) is not None, name
-    assert {"Action", "Observation", "State", "StepResult", "Environment", "create_app", "EnvClient", "SyncEnvClient", "GenericEnvClient"} <= set(openenv.__all__)
+    assert {
+        "Action",
+        "Observation",
+        "State",
+        "StepResult",
+        "Environment",
+        "create_app",
+        "EnvClient",
+        "SyncEnvClient",
+        "GenericEnvClient",
+    } <= set(openenv.__all__)
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
@@ -37,7 +47,9 @@ def test_client_only_install_drives_a_server(tmp_path, echo_url: str) -> None:
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
     py = str(venv / "bin" / "python")
     subprocess.run([uv, "pip", "install", "-q", "--python", py, str(ROOT)], check=True, timeout=600)
-    listed = subprocess.run([uv, "pip", "list", "--python", py], capture_output=True, text=True, check=True).stdout.lower()
+    listed = subprocess.run(
+        [uv, "pip", "list", "--python", py], capture_output=True, text=True, check=True
+    ).stdout.lower()
     for heavy in ("fastapi", "uvicorn", "starlette", "huggingface-hub", "docker", "gradio", "torch"):
         assert f"\n{heavy} " not in listed, f"{heavy} is in the client's base install"
     script = (

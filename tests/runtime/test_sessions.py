@@ -35,7 +35,9 @@ async def test_concurrent_sessions_are_isolated_and_share_no_threads() -> None:
         threads_with_200 = threading.active_count()
         assert runtime.sessions.active == 200
         for round_ in range(1, 4):
-            results = await asyncio.gather(*(c.step(CountAction(message=f"{i}-{round_}")) for i, c in enumerate(clients)))
+            results = await asyncio.gather(
+                *(c.step(CountAction(message=f"{i}-{round_}")) for i, c in enumerate(clients))
+            )
             assert [r.observation.echoed for r in results] == [f"{i}-{round_}" for i in range(200)]
             assert {r.observation.count for r in results} == {round_}
         states = await asyncio.gather(*(c.state() for c in clients))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -36,13 +36,22 @@ class PickResetObservation(Observation):
 class PickEnv(Environment[PickAction, PickObservation, State]):
     """Pick the right number; tasks in two splits."""
 
-    TASKS = {"train": [{"id": f"t{i}", "answer": i} for i in range(5)], "eval": [{"id": "e0", "answer": 42}]}
+    TASKS: ClassVar[dict[str, list[dict[str, Any]]]] = {
+        "train": [{"id": f"t{i}", "answer": i} for i in range(5)],
+        "eval": [{"id": "e0", "answer": 42}],
+    }
 
     def __init__(self) -> None:
         self._state, self._task = State(episode_id="e", step_count=0), None
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, split: str | None = None, index: int | None = None,
-              **kwargs: Any) -> PickObservation:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        **kwargs: Any,
+    ) -> PickObservation:
         self._task = self.TASKS[split][index] if split is not None and index is not None else None
         return PickObservation(task=self._task)
 
@@ -64,18 +73,26 @@ class PickEnv(Environment[PickAction, PickObservation, State]):
 
 @pytest.fixture(scope="module")
 def pick_url() -> Iterator[str]:
-    with serve_app(create_app(PickEnv, PickAction, PickObservation, env_name="pick_env", reset_observation_cls=PickResetObservation)) as url:
+    with serve_app(
+        create_app(
+            PickEnv, PickAction, PickObservation, env_name="pick_env", reset_observation_cls=PickResetObservation
+        )
+    ) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
 def count_url() -> Iterator[str]:
-    with serve_app(create_app(CountEnv, CountAction, CountObservation, env_name="count_env", max_concurrent_envs=2)) as url:
+    with serve_app(
+        create_app(CountEnv, CountAction, CountObservation, env_name="count_env", max_concurrent_envs=2)
+    ) as url:
         yield url
 
 
 def rpc(url: str, method: str, **params: Any) -> dict[str, Any]:
-    return httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=10).json()
+    return httpx.post(
+        f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=10
+    ).json()
 
 
 def ws(url: str, path: str = "/ws") -> ClientConnection:
@@ -92,12 +109,21 @@ def ask(conn: ClientConnection, frame: dict[str, Any]) -> dict[str, Any]:
 
 def test_task_routes_answer_as_upstream_does(pick_url: str) -> None:
     assert httpx.get(f"{pick_url}/list_environments").json() == ["pick_env"]
-    assert httpx.get(f"{pick_url}/PICK_ENV/splits").json() == [{"name": "train", "type": "train"}, {"name": "eval", "type": "validation"}]
-    assert httpx.post(f"{pick_url}/pick_env/tasks", json={"split": "eval"}).json() == {"tasks": [{"id": "e0", "answer": 42}], "env_name": "pick_env"}
+    assert httpx.get(f"{pick_url}/PICK_ENV/splits").json() == [
+        {"name": "train", "type": "train"},
+        {"name": "eval", "type": "validation"},
+    ]
+    assert httpx.post(f"{pick_url}/pick_env/tasks", json={"split": "eval"}).json() == {
+        "tasks": [{"id": "e0", "answer": 42}],
+        "env_name": "pick_env",
+    }
     assert httpx.post(f"{pick_url}/pick_env/num_tasks", json={"split": "train"}).json() == {"num_tasks": 5}
-    assert httpx.post(f"{pick_url}/pick_env/task", json={"split": "train", "index": 3}).json() == {"task": {"id": "t3", "answer": 3}}
-    assert httpx.post(f"{pick_url}/pick_env/task_range", json={"split": "train", "start": 1, "stop": 3}).json()["tasks"] == [
-        {"id": "t1", "answer": 1}, {"id": "t2", "answer": 2}]
+    assert httpx.post(f"{pick_url}/pick_env/task", json={"split": "train", "index": 3}).json() == {
+        "task": {"id": "t3", "answer": 3}
+    }
+    assert httpx.post(f"{pick_url}/pick_env/task_range", json={"split": "train", "start": 1, "stop": 3}).json()[
+        "tasks"
+    ] == [{"id": "t1", "answer": 1}, {"id": "t2", "answer": 2}]
     # what goes wrong says what to do
     out = httpx.post(f"{pick_url}/pick_env/task", json={"split": "train", "index": 9})
     assert out.status_code == 400 and "num_tasks" in out.json()["detail"]
@@ -109,7 +135,9 @@ def test_task_routes_answer_as_upstream_does(pick_url: str) -> None:
 
 def test_an_env_without_tasks_answers_501(count_url: str) -> None:
     out = httpx.get(f"{count_url}/count_env/splits")
-    assert out.status_code == 501 and out.json()["detail"].startswith("list_splits is not supported for this environment")
+    assert out.status_code == 501 and out.json()["detail"].startswith(
+        "list_splits is not supported for this environment"
+    )
     assert httpx.post(f"{count_url}/count_env/num_tasks", json={"split": "train"}).status_code == 501
 
 
@@ -129,7 +157,10 @@ def test_the_client_lists_and_plays_tasks(pick_url: str) -> None:
 
 def test_schema_shows_the_reset_observation(pick_url: str, count_url: str) -> None:
     schema = httpx.get(f"{pick_url}/schema").json()
-    assert "briefing" in schema["reset_observation"]["properties"] and "briefing" not in schema["observation"]["properties"]
+    assert (
+        "briefing" in schema["reset_observation"]["properties"]
+        and "briefing" not in schema["observation"]["properties"]
+    )
     plain = httpx.get(f"{count_url}/schema").json()
     assert plain["reset_observation"] == plain["observation"]
 
@@ -147,9 +178,17 @@ def test_a_websocket_attaches_to_an_http_session(count_url: str) -> None:
         # a second socket on the same session is refused, and says why
         with ws(count_url, f"/ws?session_id={sid}") as second:
             frame = json.loads(second.recv(timeout=5))
-            assert frame["type"] == "error" and frame["data"]["code"] == "SESSION_ERROR" and "already attached" in frame["data"]["message"]
+            assert (
+                frame["type"] == "error"
+                and frame["data"]["code"] == "SESSION_ERROR"
+                and "already attached" in frame["data"]["message"]
+            )
         # closing it over HTTP while attached waits for the socket to let go
-        assert rpc(count_url, "openenv/session/close", session_id=sid)["result"] == {"session_id": sid, "closed": False, "closing": True}
+        assert rpc(count_url, "openenv/session/close", session_id=sid)["result"] == {
+            "session_id": sid,
+            "closed": False,
+            "closing": True,
+        }
         assert ask(conn, {"type": "step", "data": {"message": "b"}})["data"]["observation"]["count"] == 2
     deadline_checks = [rpc(count_url, "tools/list", session_id=sid) for _ in range(50)]
     assert any("error" in r for r in deadline_checks)  # closed once the socket let go

@@ -27,7 +27,12 @@ def _png(width: int = 4, height: int = 3) -> str:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
     return base64.b64encode(png).decode()
 
 
@@ -57,8 +62,14 @@ class ScreenEnv(Environment[MoveAction, ScreenObservation, State]):
     def step(self, action: MoveAction, **kwargs: Any) -> ScreenObservation:
         self._state.step_count += 1
         self.position += action.steps if action.direction == "up" else -action.steps
-        return ScreenObservation(screen=_png(), board=[[self.position, 0]], note=action.note, position=self.position, reward=1.0,
-                                 done=self.position >= 6)
+        return ScreenObservation(
+            screen=_png(),
+            board=[[self.position, 0]],
+            note=action.note,
+            position=self.position,
+            reward=1.0,
+            done=self.position >= 6,
+        )
 
     @property
     def state(self) -> State:
@@ -132,10 +143,12 @@ def test_each_tab_plays_its_own_session(new_page) -> None:
 
 def test_the_env_server_import_path_does_not_grow() -> None:
     """Importing an env app (web interface on, as in every image) loads no UI library."""
-    code = ("import os, sys; os.environ['OPENENV_ENABLE_WEB_INTERFACE'] = 'true'; sys.path.insert(0, 'envs/echo_env');"
-            "import server.app as a; assert any(r.path == '/web' for r in a.app.routes);"
-            "heavy = [m for m in ('gradio', 'jinja2', 'markdown_it', 'nh3', 'hub_service', 'openai') if m in sys.modules];"
-            "print(heavy)")
+    code = (
+        "import os, sys; os.environ['OPENENV_ENABLE_WEB_INTERFACE'] = 'true'; sys.path.insert(0, 'envs/echo_env');"
+        "import server.app as a; assert any(r.path == '/web' for r in a.app.routes);"
+        "heavy = [m for m in ('gradio', 'jinja2', 'markdown_it', 'nh3', 'hub_service', 'openai') if m in sys.modules];"
+        "print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -44,7 +44,11 @@ def test_transcript_matches_upstream_shapes(count_url: str) -> None:
         reply = ask(conn, {"type": "step", "data": {"message": "hi"}})
         assert reply == {
             "type": "observation",
-            "data": {"observation": {"echoed": "hi", "count": 1, "thread": reply["data"]["observation"]["thread"]}, "reward": 1.0, "done": False},
+            "data": {
+                "observation": {"echoed": "hi", "count": 1, "thread": reply["data"]["observation"]["thread"]},
+                "reward": 1.0,
+                "done": False,
+            },
         }
         state = ask(conn, {"type": "state"})
         assert state == {"type": "state", "data": {"episode_id": "ep-1", "step_count": 1, "last_message": "hi"}}
@@ -69,7 +73,7 @@ def test_observation_metadata_is_delivered(count_url: str) -> None:
     ("frame", "code"),
     [
         ("not json", "INVALID_JSON"),
-        ("{\"type\": ", "INVALID_JSON"),
+        ('{"type": ', "INVALID_JSON"),
         ({"type": "bogus"}, "UNKNOWN_TYPE"),
         ({"data": {}}, "UNKNOWN_TYPE"),
         ({"type": "step", "data": {"nope": 1}}, "VALIDATION_ERROR"),
@@ -96,7 +100,11 @@ def test_bad_frames_get_typed_errors_and_the_session_survives(count_url: str, fr
         assert reply["data"]["code"] == code
         assert reply["data"]["message"]
         after = ask(conn, {"type": "step", "data": {"message": "after"}})
-        assert after["data"]["observation"] == {"echoed": "after", "count": 2, "thread": after["data"]["observation"]["thread"]}
+        assert after["data"]["observation"] == {
+            "echoed": "after",
+            "count": 2,
+            "thread": after["data"]["observation"]["thread"],
+        }
 
 
 def test_validation_error_lists_pydantic_errors(count_url: str) -> None:
@@ -152,7 +160,9 @@ def test_handshake_announces_protocol_and_extensions(count_url: str) -> None:
 def test_mcp_frame_without_tools_lists_none(count_url: str) -> None:
     with ws(count_url) as conn:
         reply = ask(conn, {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}})
-        call = ask(conn, {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "x"}}})
+        call = ask(
+            conn, {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "x"}}}
+        )
     assert reply["type"] == "mcp"
     assert reply["data"] == {"jsonrpc": "2.0", "id": 3, "result": {"tools": []}}
     assert call["data"]["id"] == 4 and call["data"]["error"]["data"]["error_type"] == "tool_not_found"

@@ -19,8 +19,15 @@ from tests.support.servers import ROOT
 from tests.support.systems import require_system
 
 CHROMIUM = os.environ.get("OPENENV_TEST_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 ARTIFACTS = ROOT / "test-artifacts"
 
 

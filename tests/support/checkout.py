@@ -20,8 +20,16 @@ __all__ = ["copy_working_tree", "served_git_repo"]
 
 def copy_working_tree(dest: Path, *, as_git: bool = False) -> Path:
     """Copy the working tree to `dest`; with `as_git`, commit it there as one commit. Returns `dest`."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         source = ROOT / rel
         if source.is_file():

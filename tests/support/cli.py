@@ -24,11 +24,22 @@ def openenv_command(python: str | Path = sys.executable) -> str:
 def run_cli(tmp_path: Path) -> Run:
     """Run the real `openenv` command in a child process; returns the CompletedProcess."""
 
-    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, python: str | Path = sys.executable,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        python: str | Path = sys.executable,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
         child_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "OPENENV_"))}
         child_env.update({"HF_HOME": str(tmp_path / "hf-home"), "NO_COLOR": "1", **(env or {})})
-        return subprocess.run([openenv_command(python), *args], cwd=cwd or tmp_path, env=child_env, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            [openenv_command(python), *args],
+            cwd=cwd or tmp_path,
+            env=child_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     return run

@@ -30,7 +30,10 @@ def restart_dockerd(timeout_s: float = 60.0) -> None:
     Raises:
         RuntimeError: the engine did not stop, or did not come back, within `timeout_s` each.
     """
-    pid_file = Path(os.environ.get("OPENENV_DOCKER_STATE") or Path(os.environ.get("TMPDIR", "/tmp")) / "openenv-docker") / "dockerd.pid"
+    pid_file = (
+        Path(os.environ.get("OPENENV_DOCKER_STATE") or Path(os.environ.get("TMPDIR", "/tmp")) / "openenv-docker")
+        / "dockerd.pid"
+    )
     pids = [int(p) for p in subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):  # it exited between pgrep and now: gone is what we want
@@ -54,5 +57,7 @@ def restart_dockerd(timeout_s: float = 60.0) -> None:
         if proc.poll() is not None:
             raise RuntimeError(f"dockerd exited with {proc.returncode} on start; see {pid_file.parent / 'dockerd.log'}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"dockerd did not come back within {timeout_s:.0f} s; see {pid_file.parent / 'dockerd.log'}")
+            raise RuntimeError(
+                f"dockerd did not come back within {timeout_s:.0f} s; see {pid_file.parent / 'dockerd.log'}"
+            )
         time.sleep(0.5)

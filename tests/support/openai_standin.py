@@ -38,7 +38,9 @@ def _error(status: int, message: str, kind: str, code: str | None = None) -> JSO
 
 
 def openai_standin(
-    api_key: str | None = "test-key", models: set[str] | None = None, replies: list[str] | Callable[[str], str] | None = None
+    api_key: str | None = "test-key",
+    models: set[str] | None = None,
+    replies: list[str] | Callable[[str], str] | None = None,
 ) -> FastAPI:
     """The app; `app.state.requests` holds {"path", "headers", "body"} of every request, in order."""
     app = FastAPI()
@@ -61,7 +63,9 @@ def openai_standin(
         if api_key is not None and request.headers.get("authorization") != f"Bearer {api_key}":
             return None, _error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
         if body.get("model") not in served:
-            return None, _error(404, f"The model `{body.get('model')}` does not exist.", "invalid_request_error", "model_not_found")
+            return None, _error(
+                404, f"The model `{body.get('model')}` does not exist.", "invalid_request_error", "model_not_found"
+            )
         return body, None
 
     def usage(prompt: str, completion: str) -> dict[str, int]:
@@ -70,7 +74,10 @@ def openai_standin(
 
     @app.get("/v1/models")
     async def list_models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "standin"} for m in sorted(served)]}
+        return {
+            "object": "list",
+            "data": [{"id": m, "object": "model", "created": 0, "owned_by": "standin"} for m in sorted(served)],
+        }
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(request: Request) -> Any:
@@ -80,9 +87,18 @@ def openai_standin(
         text = " ".join(str(m.get("content", "")) for m in body.get("messages") or [] if m.get("role") == "user")
         reply = reply_to(text)
         return {
-            "id": f"chatcmpl-{len(app.state.requests)}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-{len(app.state.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop", "logprobs": None}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
             "usage": usage(text, reply),
         }
 
@@ -93,7 +109,9 @@ def openai_standin(
             return err
         reply = " " + reply_to(str(body.get("prompt", "")))
         return {
-            "id": f"cmpl-{len(app.state.requests)}", "object": "text_completion", "created": int(time.time()),
+            "id": f"cmpl-{len(app.state.requests)}",
+            "object": "text_completion",
+            "created": int(time.time()),
             "model": body["model"],
             "choices": [{"index": 0, "text": reply, "finish_reason": "stop", "logprobs": None}],
             "usage": usage(str(body.get("prompt", "")), reply),

@@ -35,14 +35,16 @@ def wheelhouse() -> Path:
 def pip_environ(*find_links: Path) -> dict[str, str]:
     """Variables that make pip (and the build environments it makes) install only from `find_links`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHONPATH"))}
-    env.update({
-        "PIP_CONFIG_FILE": os.devnull,  # not the machine's pip.conf (its mirrors, constraints)
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": " ".join(str(p) for p in find_links),
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PIP_NO_INPUT": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-    })
+    env.update(
+        {
+            "PIP_CONFIG_FILE": os.devnull,  # not the machine's pip.conf (its mirrors, constraints)
+            "PIP_NO_INDEX": "1",
+            "PIP_FIND_LINKS": " ".join(str(p) for p in find_links),
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+    )
     return env
 
 
@@ -63,7 +65,14 @@ class Venv:
 
     def pip(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """Run `python -m pip ARGS`; raises AssertionError with pip's output when it fails."""
-        out = subprocess.run([self.python, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout, env=self.env, cwd=self.path)
+        out = subprocess.run(
+            [self.python, "-m", "pip", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
+            cwd=self.path,
+        )
         assert out.returncode == 0, f"pip {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
         return out
 
@@ -72,8 +81,16 @@ class Venv:
         listed = json.loads(self.pip("list", "--format=json").stdout)
         return {d["name"].lower().replace("_", "-"): d["version"] for d in listed}
 
-    def run(self, code: str, *args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, code: str, *args: str, cwd: Path | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         """Run `code` (with `args` as sys.argv[1:]) with the venv's python, outside this checkout, so
         only what is installed imports."""
-        return subprocess.run([self.python, "-c", code, *args], capture_output=True, text=True, timeout=timeout, env=self.env,
-                              cwd=cwd or self.path)
+        return subprocess.run(
+            [self.python, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
+            cwd=cwd or self.path,
+        )

@@ -6,6 +6,7 @@ Uses the binaries `scripts/postgres` installs; runs as the `postgres` user on a 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import shutil
 import subprocess
@@ -32,10 +33,14 @@ class PrivatePostgres:
         self._su(f"{self.bin}/initdb -D {self.data} -U postgres --auth=trust -E UTF8 >/dev/null")
 
     def _su(self, command: str) -> None:
-        subprocess.run(["su", "postgres", "-c", command], check=True, timeout=120, cwd="/")  # the user may not enter ours
+        subprocess.run(
+            ["su", "postgres", "-c", command], check=True, timeout=120, cwd="/"
+        )  # the user may not enter ours
 
     def start(self) -> None:
-        self._su(f"{self.bin}/pg_ctl -D {self.data} -l {self.dir}/log -o '-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1' -w start >/dev/null")
+        self._su(
+            f"{self.bin}/pg_ctl -D {self.data} -l {self.dir}/log -o '-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1' -w start >/dev/null"
+        )
 
     def stop(self) -> None:
         self._su(f"{self.bin}/pg_ctl -D {self.data} -m fast -w stop >/dev/null")
@@ -46,8 +51,6 @@ class PrivatePostgres:
         self.start()
 
     def destroy(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
             self.stop()
-        except subprocess.CalledProcessError:
-            pass  # already stopped
         shutil.rmtree(self.dir, ignore_errors=True)

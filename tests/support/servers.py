@@ -82,13 +82,17 @@ def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = N
 class ProcessServer:
     """A server command run as a subprocess with `--host 127.0.0.1 --port N` appended."""
 
-    def __init__(self, cmd: list[str], cwd: Path | str, env: dict[str, str] | None = None, port_args: bool = True) -> None:
+    def __init__(
+        self, cmd: list[str], cwd: Path | str, env: dict[str, str] | None = None, port_args: bool = True
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [*cmd, "--host", "127.0.0.1", "--port", str(self.port)] if port_args else cmd
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"openenv-test-server-{self.port}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **(env or {})}, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env={**os.environ, **(env or {})}, stdout=self._log, stderr=subprocess.STDOUT
+        )
 
     def wait(self, path: str = "/health", timeout: float = 60.0) -> str:
         wait_http(self.url + path, timeout, self.proc)

@@ -24,5 +24,8 @@ def require_system(system: str, reason: str) -> NoReturn:
     """Stop the test because `system` is missing: a skip, or under CI a failure."""
     message = f"{system} is missing: {reason}"
     if in_ci():
-        pytest.fail(f"{message} (CI is set: every system must be there; `bash scripts/test` installs and starts them)", pytrace=False)
+        pytest.fail(
+            f"{message} (CI is set: every system must be there; `bash scripts/test` installs and starts them)",
+            pytrace=False,
+        )
     pytest.skip(message)

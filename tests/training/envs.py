@@ -36,7 +36,9 @@ class ScoredEnv(Environment[CountAction, CountObservation, State]):
         self._length = 3
         self._seed: int | None = None
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, length: int = 3, **kwargs: Any) -> CountObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, length: int = 3, **kwargs: Any
+    ) -> CountObservation:
         self._n, self._length, self._seed = 0, length, seed
         return CountObservation(text=f"seed {seed}: say good", count=0)
 
@@ -45,8 +47,11 @@ class ScoredEnv(Environment[CountAction, CountObservation, State]):
         correct = 1.0 if action.move == "good" else 0.0
         components = {"correct": correct, "format": 0.5}
         return CountObservation(
-            text=f"seed {self._seed}: step {self._n}", count=self._n, reward=correct + 0.5,
-            done=self._n >= self._length, metadata={"reward_components": components},
+            text=f"seed {self._seed}: step {self._n}",
+            count=self._n,
+            reward=correct + 0.5,
+            done=self._n >= self._length,
+            metadata={"reward_components": components},
         )
 
     @property

@@ -55,12 +55,20 @@ async def test_records_carry_prompts_completions_actions_rewards_and_timing(blac
 
 
 async def test_same_seeds_same_episodes_whatever_the_concurrency(blackjack_url: str) -> None:
-    one = await RolloutEngine(blackjack_url, seeded_random, concurrency=1, parse_action=HIT_OR_STAND).run(30, base_seed=7)
-    many = await RolloutEngine(blackjack_url, seeded_random, concurrency=16, parse_action=HIT_OR_STAND).run(30, base_seed=7)
+    one = await RolloutEngine(blackjack_url, seeded_random, concurrency=1, parse_action=HIT_OR_STAND).run(
+        30, base_seed=7
+    )
+    many = await RolloutEngine(blackjack_url, seeded_random, concurrency=16, parse_action=HIT_OR_STAND).run(
+        30, base_seed=7
+    )
     assert fingerprint(one) == fingerprint(many)
-    other = await RolloutEngine(blackjack_url, seeded_random, concurrency=16, parse_action=HIT_OR_STAND).run(30, base_seed=8)
+    other = await RolloutEngine(blackjack_url, seeded_random, concurrency=16, parse_action=HIT_OR_STAND).run(
+        30, base_seed=8
+    )
     assert fingerprint(other) != fingerprint(one)
-    explicit = await RolloutEngine(blackjack_url, seeded_random, concurrency=4, parse_action=HIT_OR_STAND).run(seeds=[9, 7, 9])
+    explicit = await RolloutEngine(blackjack_url, seeded_random, concurrency=4, parse_action=HIT_OR_STAND).run(
+        seeds=[9, 7, 9]
+    )
     assert fingerprint(explicit)[1] == fingerprint(one)[0]
     assert fingerprint(explicit)[0] == fingerprint(explicit)[2]
 
@@ -79,14 +87,20 @@ async def test_typed_client_and_action_models(blackjack_url: str) -> None:
 
 async def test_reward_components_from_observation_metadata(scored_url: str, blackjack_url: str) -> None:
     async def policy(inp: PolicyInput) -> Completion:
-        return Completion("good" if inp.turn % 2 == 0 else "meh", token_ids=[1, 2, inp.turn], logprobs=[-0.1, -0.2, -0.3])
+        return Completion(
+            "good" if inp.turn % 2 == 0 else "meh", token_ids=[1, 2, inp.turn], logprobs=[-0.1, -0.2, -0.3]
+        )
 
-    engine = RolloutEngine(scored_url, policy, parse_action=lambda text, obs: {"move": text}, reset_kwargs={"length": 3})
+    engine = RolloutEngine(
+        scored_url, policy, parse_action=lambda text, obs: {"move": text}, reset_kwargs={"length": 3}
+    )
     batch = await engine.run(5)
     for record in batch:
         assert record.status == "done" and record.length == 3
         assert [t.reward_components for t in record.turns] == [
-            {"correct": 1.0, "format": 0.5}, {"correct": 0.0, "format": 0.5}, {"correct": 1.0, "format": 0.5},
+            {"correct": 1.0, "format": 0.5},
+            {"correct": 0.0, "format": 0.5},
+            {"correct": 1.0, "format": 0.5},
         ]
         assert record.reward_components == {"correct": 2.0, "format": 1.5}
         assert record.total_reward == 3.5
@@ -111,7 +125,9 @@ async def test_rejected_actions_and_env_errors_end_only_their_episode(picky_url:
 
     batch = await RolloutEngine(picky_url, policy, concurrency=3).run(6)
     bad, boom, *fine = batch.records
-    assert bad.status == "error" and bad.attempts == 1 and "VALIDATION_ERROR" in bad.errors[0] and "move" in bad.errors[0]
+    assert (
+        bad.status == "error" and bad.attempts == 1 and "VALIDATION_ERROR" in bad.errors[0] and "move" in bad.errors[0]
+    )
     assert boom.status == "error" and "boom" in boom.errors[0]
     assert all(r.status == "done" and r.total_reward == 2.0 for r in fine)
 
@@ -120,7 +136,9 @@ async def test_step_timeout_gives_up_on_the_session_and_retries(slow_url: str) -
     async def policy(inp: PolicyInput) -> dict:
         return {"move": "good", "delay_s": 3.0 if inp.episode == 0 else 0.0}
 
-    engine = RolloutEngine(slow_url, policy, concurrency=4, step_timeout_s=0.3, max_attempts=2, reset_kwargs={"length": 2})
+    engine = RolloutEngine(
+        slow_url, policy, concurrency=4, step_timeout_s=0.3, max_attempts=2, reset_kwargs={"length": 2}
+    )
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     batch = await engine.run(8)

@@ -28,7 +28,14 @@ def standin() -> Iterator[tuple[str, object]]:
 async def test_openai_policy_plays_blackjack_through_the_endpoint(standin, blackjack_url: str) -> None:
     base_url, app = standin
     app.state.requests.clear()
-    policy = OpenAIPolicy("tiny-blackjack", base_url=base_url, api_key="test-key", system_prompt="You play blackjack.", max_tokens=4, temperature=0.0)
+    policy = OpenAIPolicy(
+        "tiny-blackjack",
+        base_url=base_url,
+        api_key="test-key",
+        system_prompt="You play blackjack.",
+        max_tokens=4,
+        temperature=0.0,
+    )
     batch = await RolloutEngine(blackjack_url, policy, concurrency=8, parse_action=HIT_OR_STAND).run(24, base_seed=3)
 
     assert all(r.status == "done" for r in batch)
@@ -62,10 +69,29 @@ async def test_openai_policy_errors_name_the_endpoint(standin) -> None:
     with pytest.raises(PolicyEndpointError, match=r"answered 404.*model name"):
         await OpenAIPolicy("no-such-model", base_url=base_url, api_key="test-key", max_retries=0)(inp)
     with pytest.raises(PolicyEndpointError, match=r"cannot reach.*is it running"):
-        await OpenAIPolicy("tiny-blackjack", base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0, timeout_s=2)(inp)
+        await OpenAIPolicy("tiny-blackjack", base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0, timeout_s=2)(
+            inp
+        )
 
 
-WORDS = ["hit", "stand", "New", "hand", ".", "Your", "total", "the", "dealer", "shows", "Reply", "with", "one", "action", ":", "or"]
+WORDS = [
+    "hit",
+    "stand",
+    "New",
+    "hand",
+    ".",
+    "Your",
+    "total",
+    "the",
+    "dealer",
+    "shows",
+    "Reply",
+    "with",
+    "one",
+    "action",
+    ":",
+    "or",
+]
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +101,9 @@ def tiny() -> tuple[object, object]:
 
 async def test_transformers_policy_batches_concurrent_calls(tiny) -> None:
     model, tokenizer = tiny
-    policy = TransformersPolicy(model, tokenizer, max_new_tokens=5, temperature=1.0, max_batch_size=8, batch_window_s=0.05)
+    policy = TransformersPolicy(
+        model, tokenizer, max_new_tokens=5, temperature=1.0, max_batch_size=8, batch_window_s=0.05
+    )
     prompts = [PolicyInput(f"Your hand : total {10 + i} . hit or stand", None, i, i, 0) for i in range(16)]
     answers = await asyncio.gather(*(policy(p) for p in prompts))
     assert policy.batches == 2  # 16 calls, batches of 8

@@ -52,7 +52,9 @@ async def test_a_server_killed_mid_batch_loses_no_episode(blackjack_servers: lis
 
     # Each record is what the seed gives on a healthy server: a retry starts from a fresh reset,
     # never from the half-played hand of the lost session.
-    reference = await RolloutEngine(urls[0], slow_strategy, concurrency=12, parse_action=HIT_OR_STAND).run(240, base_seed=5000)
+    reference = await RolloutEngine(urls[0], slow_strategy, concurrency=12, parse_action=HIT_OR_STAND).run(
+        240, base_seed=5000
+    )
     assert [outcome(r) for r in batch] == [outcome(r) for r in reference]
 
 
@@ -103,6 +105,7 @@ async def test_engine_runs_on_an_env_pool() -> None:
     from tests.support.servers import ROOT
 
     async with EnvPool.process(ROOT / "envs" / "blackjack_env", 2, venv=False, client_cls=BlackjackEnv) as pool:
+
         async def policy(inp: PolicyInput) -> str:
             return "hit" if inp.observation.player_total < 17 else "stand"
 

@@ -26,15 +26,33 @@ def test_grpo_trains_on_an_env_with_reward_components(scored_url: str, tmp_path)
     before = [p.detach().clone() for p in model.parameters()]
     batches = []
     kwargs = openenv_grpo_kwargs(
-        scored_url, parse_action=parse_move, max_turns=3, max_new_tokens=2, reset_kwargs={"length": 2},
-        on_batch=batches.append, base_seed=500,
+        scored_url,
+        parse_action=parse_move,
+        max_turns=3,
+        max_new_tokens=2,
+        reset_kwargs={"length": 2},
+        on_batch=batches.append,
+        base_seed=500,
     )
     config = GRPOConfig(
-        output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, max_steps=3,
-        learning_rate=1e-2, logging_steps=1, report_to=[], use_cpu=True, save_strategy="no", disable_tqdm=True,
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_steps=3,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
     )
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config,
-                          train_dataset=Dataset.from_dict({"prompt": ["Say good."] * 24}), **kwargs)
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": ["Say good."] * 24}),
+        **kwargs,
+    )
     trainer.train()
 
     logs = [h for h in trainer.state.log_history if "loss" in h]
@@ -54,7 +72,9 @@ def test_grpo_trains_on_an_env_with_reward_components(scored_url: str, tmp_path)
     first, second = record.turns
     feedback = tokenizer("\nseed 500: step 1\nAction:", add_special_tokens=False)["input_ids"]
     assert transcript.completion_ids == first.completion_ids + feedback + second.completion_ids
-    assert transcript.env_mask == [1] * len(first.completion_ids) + [0] * len(feedback) + [1] * len(second.completion_ids)
+    assert transcript.env_mask == [1] * len(first.completion_ids) + [0] * len(feedback) + [1] * len(
+        second.completion_ids
+    )
     assert transcript.logprobs[: len(first.completion_ids)] == first.logprobs
 
 
@@ -84,10 +104,14 @@ def test_chat_format_appends_exactly_what_the_template_renders() -> None:
         nxt = {"hand 5": "hand 9", "hand 9": "hand 2", "hand 2": "hand 7"}[obs]
         transcript.add_feedback(fmt.feedback(instruction, history, nxt, ids))
     messages = [
-        {"role": "system", "content": "say good"}, {"role": "user", "content": "seed 1\n\nhand 5"},
-        {"role": "assistant", "content": "hit"}, {"role": "user", "content": "hand 9"},
-        {"role": "assistant", "content": "stand"}, {"role": "user", "content": "hand 2"},
-        {"role": "assistant", "content": "hit"}, {"role": "user", "content": "hand 7"},
+        {"role": "system", "content": "say good"},
+        {"role": "user", "content": "seed 1\n\nhand 5"},
+        {"role": "assistant", "content": "hit"},
+        {"role": "user", "content": "hand 9"},
+        {"role": "assistant", "content": "stand"},
+        {"role": "user", "content": "hand 2"},
+        {"role": "assistant", "content": "hit"},
+        {"role": "user", "content": "hand 7"},
     ]
     whole = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     whole = list(whole["input_ids"] if hasattr(whole, "keys") else whole)
@@ -98,16 +122,22 @@ def test_chat_format_appends_exactly_what_the_template_renders() -> None:
 def test_text_format() -> None:
     tokenizer = word_tokenizer(WORDS)
     fmt = TextFormat(tokenizer)
-    assert tokenizer.decode(fmt.first("say good", "seed 1")) == tokenizer.decode(tokenizer("say good\nseed 1\nAction:")["input_ids"])
-    assert fmt.feedback("say good", [("seed 1", "good")], "step 1", []) == tokenizer("\nstep 1\nAction:", add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(fmt.first("say good", "seed 1")) == tokenizer.decode(
+        tokenizer("say good\nseed 1\nAction:")["input_ids"]
+    )
+    assert (
+        fmt.feedback("say good", [("seed 1", "good")], "step 1", [])
+        == tokenizer("\nstep 1\nAction:", add_special_tokens=False)["input_ids"]
+    )
 
 
 @pytest.mark.slow
 def test_an_env_folder_is_served_for_the_trainer() -> None:
     from tests.support.servers import ROOT
 
-    kwargs = openenv_grpo_kwargs(str(ROOT / "envs" / "blackjack_env"), parse_action=parse_move, servers=2,
-                                 provider_options={"venv": False})
+    kwargs = openenv_grpo_kwargs(
+        str(ROOT / "envs" / "blackjack_env"), parse_action=parse_move, servers=2, provider_options={"venv": False}
+    )
     rollout = kwargs["rollout_func"]
     try:
         assert len(rollout.env) == 2 and all(u.startswith("http://127.0.0.1:") for u in rollout.env)
@@ -123,8 +153,9 @@ def test_an_env_folder_is_served_for_the_trainer() -> None:
 def test_evaluate_plays_held_out_seeds_with_the_training_prompts(scored_url: str) -> None:
     model, tokenizer = tiny_causal_lm(WORDS, hidden_size=32, layers=1)
     model.train()
-    kwargs = openenv_grpo_kwargs(scored_url, parse_action=parse_move, max_turns=3, max_new_tokens=2,
-                                 reset_kwargs={"length": 2}, base_seed=500)
+    kwargs = openenv_grpo_kwargs(
+        scored_url, parse_action=parse_move, max_turns=3, max_new_tokens=2, reset_kwargs={"length": 2}, base_seed=500
+    )
     rollout = kwargs["rollout_func"]
     seeds = [9000, 9001, 9002]
     batch = rollout.evaluate(model, tokenizer, seeds, instruction="Say good.")

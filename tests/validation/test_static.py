@@ -25,57 +25,253 @@ def _yaml(env: Path, old: str, new: str) -> None:
 # name -> (mutation, check id, expected status, file, line). Line None: not asserted.
 BROKEN: dict[str, tuple[Callable[[Path], None], str, str, str | None, int | None]] = {
     "yaml syntax": (lambda e: _yaml(e, "port: 8000", "port: [8000"), "manifest.syntax", "fail", "openenv.yaml", 7),
-    "not a mapping": (lambda e: (e / "openenv.yaml").write_text("- just\n- a list\n"), "manifest.syntax", "fail", "openenv.yaml", 1),
-    "duplicate key": (lambda e: _yaml(e, "port: 8000", "port: 8000\nport: 9000"), "manifest.duplicate_key", "fail", "openenv.yaml", 7),
+    "not a mapping": (
+        lambda e: (e / "openenv.yaml").write_text("- just\n- a list\n"),
+        "manifest.syntax",
+        "fail",
+        "openenv.yaml",
+        1,
+    ),
+    "duplicate key": (
+        lambda e: _yaml(e, "port: 8000", "port: 8000\nport: 9000"),
+        "manifest.duplicate_key",
+        "fail",
+        "openenv.yaml",
+        7,
+    ),
     "bad port": (lambda e: _yaml(e, "port: 8000", "port: 99999"), "manifest.schema", "fail", "openenv.yaml", 6),
     "bad name": (lambda e: _yaml(e, "name: good_env", "name: good env"), "manifest.schema", "fail", "openenv.yaml", 2),
     "missing name": (lambda e: _yaml(e, "name: good_env\n", ""), "manifest.schema", "fail", "openenv.yaml", 1),
-    "bad app string": (lambda e: _yaml(e, "app: server.app:app", "app: server/app.py"), "manifest.schema", "fail", "openenv.yaml", 5),
+    "bad app string": (
+        lambda e: _yaml(e, "app: server.app:app", "app: server/app.py"),
+        "manifest.schema",
+        "fail",
+        "openenv.yaml",
+        5,
+    ),
     "bad type": (lambda e: _yaml(e, "type: space", "type: website"), "manifest.schema", "fail", "openenv.yaml", 3),
     "misspelled key": (lambda e: _yaml(e, "tags:", "tgas:"), "manifest.keys", "warn", "openenv.yaml", 9),
-    "no spec_version": (lambda e: _yaml(e, "spec_version: 1\n", ""), "manifest.spec_version", "warn", "openenv.yaml", 1),
-    "name differs from folder": (lambda e: _yaml(e, "name: good_env", "name: other_env"), "manifest.name", "warn", "openenv.yaml", 2),
-    "app module missing": (lambda e: _yaml(e, "app: server.app:app", "app: server.nope:app"), "app.module", "fail", "openenv.yaml", 5),
-    "app attribute missing": (lambda e: _yaml(e, "app: server.app:app", "app: server.app:application"), "app.object", "fail", "openenv.yaml", 5),
-    "app attribute not an app": (lambda e: _yaml(e, "app: server.app:app", "app: server.app:__doc__"), "app.object", "fail", "openenv.yaml", 5),
-    "syntax error in the env": (lambda e: _edit(e / "server" / "environment.py", "LOW, HIGH = 1, 100", "LOW, HIGH = (1, 100"),
-                                "app.import", "fail", "server/environment.py", None),
-    "env raises at import": (lambda e: _edit(e / "server" / "environment.py", "MAX_GUESSES = 7", "MAX_GUESSES = 7 // 0"),
-                             "app.import", "fail", "server/environment.py", 17),
+    "no spec_version": (
+        lambda e: _yaml(e, "spec_version: 1\n", ""),
+        "manifest.spec_version",
+        "warn",
+        "openenv.yaml",
+        1,
+    ),
+    "name differs from folder": (
+        lambda e: _yaml(e, "name: good_env", "name: other_env"),
+        "manifest.name",
+        "warn",
+        "openenv.yaml",
+        2,
+    ),
+    "app module missing": (
+        lambda e: _yaml(e, "app: server.app:app", "app: server.nope:app"),
+        "app.module",
+        "fail",
+        "openenv.yaml",
+        5,
+    ),
+    "app attribute missing": (
+        lambda e: _yaml(e, "app: server.app:app", "app: server.app:application"),
+        "app.object",
+        "fail",
+        "openenv.yaml",
+        5,
+    ),
+    "app attribute not an app": (
+        lambda e: _yaml(e, "app: server.app:app", "app: server.app:__doc__"),
+        "app.object",
+        "fail",
+        "openenv.yaml",
+        5,
+    ),
+    "syntax error in the env": (
+        lambda e: _edit(e / "server" / "environment.py", "LOW, HIGH = 1, 100", "LOW, HIGH = (1, 100"),
+        "app.import",
+        "fail",
+        "server/environment.py",
+        None,
+    ),
+    "env raises at import": (
+        lambda e: _edit(e / "server" / "environment.py", "MAX_GUESSES = 7", "MAX_GUESSES = 7 // 0"),
+        "app.import",
+        "fail",
+        "server/environment.py",
+        17,
+    ),
     "undeclared dependency not installed": (
-        lambda e: _edit(e / "server" / "environment.py", "import random\n", "import random\n\nimport nonexistent_dep_xyz\n"),
-        "app.import", "warn", "server/environment.py", None),
+        lambda e: _edit(
+            e / "server" / "environment.py", "import random\n", "import random\n\nimport nonexistent_dep_xyz\n"
+        ),
+        "app.import",
+        "warn",
+        "server/environment.py",
+        None,
+    ),
     "no Dockerfile": (lambda e: (e / "Dockerfile").unlink(), "dockerfile.present", "fail", None, None),
-    "Dockerfile only in server/": (lambda e: (e / "Dockerfile").rename(e / "server" / "Dockerfile"), "dockerfile.present", "warn", "server/Dockerfile", None),
-    "Dockerfile exposes another port": (lambda e: _edit(e / "Dockerfile", "EXPOSE 8000", "EXPOSE 7860"), "dockerfile.port", "warn", "Dockerfile", 14),
+    "Dockerfile only in server/": (
+        lambda e: (e / "Dockerfile").rename(e / "server" / "Dockerfile"),
+        "dockerfile.present",
+        "warn",
+        "server/Dockerfile",
+        None,
+    ),
+    "Dockerfile exposes another port": (
+        lambda e: _edit(e / "Dockerfile", "EXPOSE 8000", "EXPOSE 7860"),
+        "dockerfile.port",
+        "warn",
+        "Dockerfile",
+        14,
+    ),
     "no README": (lambda e: (e / "README.md").unlink(), "readme.front_matter", "fail", None, None),
-    "README without front matter": (lambda e: (e / "README.md").write_text("# hello\n"), "readme.front_matter", "fail", "README.md", 1),
-    "front matter not closed": (lambda e: _edit(e / "README.md", "tags:\n  - openenv\n---", "tags:\n  - openenv\n"), "readme.front_matter", "fail", "README.md", 1),
-    "gradio Space": (lambda e: _edit(e / "README.md", "sdk: docker", "sdk: gradio"), "readme.sdk", "fail", "README.md", 7),
-    "app_port disagrees": (lambda e: _edit(e / "README.md", "app_port: 8000", "app_port: 8001"), "readme.app_port", "fail", "README.md", 8),
-    "no app_port": (lambda e: _edit(e / "README.md", "app_port: 8000\n", ""), "readme.app_port", "fail", "README.md", None),
-    "not tagged openenv": (lambda e: _edit(e / "README.md", "  - openenv\n", "  - games\n"), "readme.tag", "warn", "README.md", 10),
-    "no dependency files": (lambda e: [(e / "pyproject.toml").unlink(), (e / "server" / "requirements.txt").unlink()], "deps.declared", "warn", None, None),
-    "SDK not declared": (lambda e: [(e / "pyproject.toml").unlink(), _edit(e / "Dockerfile", '"${OPENENV_SDK}" ', "")], "deps.sdk", "warn", None, None),
-    "import not declared": (lambda e: _edit(e / "server" / "environment.py", "import uuid\n", "import uuid\n\nimport yaml_extra_thing_xyz as _x  # noqa\n"),
-                            "deps.imports", "warn", "server/environment.py", 8),
+    "README without front matter": (
+        lambda e: (e / "README.md").write_text("# hello\n"),
+        "readme.front_matter",
+        "fail",
+        "README.md",
+        1,
+    ),
+    "front matter not closed": (
+        lambda e: _edit(e / "README.md", "tags:\n  - openenv\n---", "tags:\n  - openenv\n"),
+        "readme.front_matter",
+        "fail",
+        "README.md",
+        1,
+    ),
+    "gradio Space": (
+        lambda e: _edit(e / "README.md", "sdk: docker", "sdk: gradio"),
+        "readme.sdk",
+        "fail",
+        "README.md",
+        7,
+    ),
+    "app_port disagrees": (
+        lambda e: _edit(e / "README.md", "app_port: 8000", "app_port: 8001"),
+        "readme.app_port",
+        "fail",
+        "README.md",
+        8,
+    ),
+    "no app_port": (
+        lambda e: _edit(e / "README.md", "app_port: 8000\n", ""),
+        "readme.app_port",
+        "fail",
+        "README.md",
+        None,
+    ),
+    "not tagged openenv": (
+        lambda e: _edit(e / "README.md", "  - openenv\n", "  - games\n"),
+        "readme.tag",
+        "warn",
+        "README.md",
+        10,
+    ),
+    "no dependency files": (
+        lambda e: [(e / "pyproject.toml").unlink(), (e / "server" / "requirements.txt").unlink()],
+        "deps.declared",
+        "warn",
+        None,
+        None,
+    ),
+    "SDK not declared": (
+        lambda e: [(e / "pyproject.toml").unlink(), _edit(e / "Dockerfile", '"${OPENENV_SDK}" ', "")],
+        "deps.sdk",
+        "warn",
+        None,
+        None,
+    ),
+    "import not declared": (
+        lambda e: _edit(
+            e / "server" / "environment.py",
+            "import uuid\n",
+            "import uuid\n\nimport yaml_extra_thing_xyz as _x  # noqa\n",
+        ),
+        "deps.imports",
+        "warn",
+        "server/environment.py",
+        8,
+    ),
     "no pyproject": (lambda e: (e / "pyproject.toml").unlink(), "package.pyproject", "warn", None, None),
-    "pyproject not TOML": (lambda e: _edit(e / "pyproject.toml", 'version = "0.1.0"', "version = 0.1.0 oops"), "package.pyproject", "warn", "pyproject.toml", 11),
-    "package named otherwise": (lambda e: _edit(e / "pyproject.toml", 'name = "good_env"', 'name = "openenv-tools"'), "package.pyproject", "warn", "pyproject.toml", 10),
-    "no build-system": (lambda e: _edit(e / "pyproject.toml", 'build-backend = "hatchling.build"', ""), "package.pyproject", "warn", "pyproject.toml", None),
-    "folder not mapped to the package": (lambda e: _edit(e / "pyproject.toml", '"" = "good_env"', '"" = "src"'), "package.layout", "warn", "pyproject.toml", None),
+    "pyproject not TOML": (
+        lambda e: _edit(e / "pyproject.toml", 'version = "0.1.0"', "version = 0.1.0 oops"),
+        "package.pyproject",
+        "warn",
+        "pyproject.toml",
+        11,
+    ),
+    "package named otherwise": (
+        lambda e: _edit(e / "pyproject.toml", 'name = "good_env"', 'name = "openenv-tools"'),
+        "package.pyproject",
+        "warn",
+        "pyproject.toml",
+        10,
+    ),
+    "no build-system": (
+        lambda e: _edit(e / "pyproject.toml", 'build-backend = "hatchling.build"', ""),
+        "package.pyproject",
+        "warn",
+        "pyproject.toml",
+        None,
+    ),
+    "folder not mapped to the package": (
+        lambda e: _edit(e / "pyproject.toml", '"" = "good_env"', '"" = "src"'),
+        "package.layout",
+        "warn",
+        "pyproject.toml",
+        None,
+    ),
     "no __init__.py": (lambda e: (e / "__init__.py").unlink(), "package.layout", "warn", None, None),
-    "client not exported": (lambda e: _edit(e / "__init__.py", "from .client import GoodEnv\n", ""), "package.client", "warn", "__init__.py", None),
-    "models not exported": (lambda e: _edit(e / "__init__.py", "from .models import GoodAction, GoodObservation, GoodState",
-                                            "from .models import GoodAction"), "package.client", "warn", "__init__.py", None),
-    "client not typed": (lambda e: _edit(e / "client.py", "(EnvClient[GoodAction, GoodObservation, GoodState])", "(object)"),
-                         "package.client", "warn", "client.py", None),
-    "server deps required by the client": (lambda e: _edit(e / "pyproject.toml", 'dependencies = ["openenv-hub>=0.1.0"]',
-                                                            'dependencies = ["openenv-hub[server]>=0.1.0", "fastapi"]'),
-                                           "package.server_extra", "warn", "pyproject.toml", 14),
-    "no server extra": (lambda e: _edit(e / "pyproject.toml", 'server = ["openenv-hub[server]>=0.1.0"]\n', ""), "package.server_extra", "warn", "pyproject.toml", None),
-    "server extra lacks a requirement": (lambda e: (e / "server" / "requirements.txt").write_text("numpy>=1.26\n"),
-                                         "package.server_extra", "warn", "pyproject.toml", None),
+    "client not exported": (
+        lambda e: _edit(e / "__init__.py", "from .client import GoodEnv\n", ""),
+        "package.client",
+        "warn",
+        "__init__.py",
+        None,
+    ),
+    "models not exported": (
+        lambda e: _edit(
+            e / "__init__.py",
+            "from .models import GoodAction, GoodObservation, GoodState",
+            "from .models import GoodAction",
+        ),
+        "package.client",
+        "warn",
+        "__init__.py",
+        None,
+    ),
+    "client not typed": (
+        lambda e: _edit(e / "client.py", "(EnvClient[GoodAction, GoodObservation, GoodState])", "(object)"),
+        "package.client",
+        "warn",
+        "client.py",
+        None,
+    ),
+    "server deps required by the client": (
+        lambda e: _edit(
+            e / "pyproject.toml",
+            'dependencies = ["openenv-hub>=0.1.0"]',
+            'dependencies = ["openenv-hub[server]>=0.1.0", "fastapi"]',
+        ),
+        "package.server_extra",
+        "warn",
+        "pyproject.toml",
+        14,
+    ),
+    "no server extra": (
+        lambda e: _edit(e / "pyproject.toml", 'server = ["openenv-hub[server]>=0.1.0"]\n', ""),
+        "package.server_extra",
+        "warn",
+        "pyproject.toml",
+        None,
+    ),
+    "server extra lacks a requirement": (
+        lambda e: (e / "server" / "requirements.txt").write_text("numpy>=1.26\n"),
+        "package.server_extra",
+        "warn",
+        "pyproject.toml",
+        None,
+    ),
 }
 
 
@@ -91,7 +287,9 @@ def test_each_broken_env_is_caught_by_its_check(
     env = make_env("good_env")
     mutate(env)
     space_id = "someone/good_env" if request.node.callspec.id in AS_A_SPACE else None
-    report = validate_folder(env, space_id=space_id, import_app=check_id.startswith("app.") or "dependency not installed" in check_id)
+    report = validate_folder(
+        env, space_id=space_id, import_app=check_id.startswith("app.") or "dependency not installed" in check_id
+    )
     hits = [c for c in report.results(check_id) if c.status == status]
     assert hits, [(c.id, c.status, c.message) for c in report.checks if c.status != "pass"]
     hit = hits[0]
@@ -145,13 +343,17 @@ def _upstream_style_space(root: Path) -> Path:
     server/Dockerfile, no pyproject, README without the openenv tag, no spec_version."""
     env = root / "legacy_env"
     (env / "server").mkdir(parents=True)
-    (env / "openenv.yaml").write_text("name: legacy_env\nversion: \"0.1.0\"\ndescription: old\napp: envs.legacy_env.server.app:app\nport: 8000\n"
-                                      "action: LegacyAction\nobservation: LegacyObservation\n")
+    (env / "openenv.yaml").write_text(
+        'name: legacy_env\nversion: "0.1.0"\ndescription: old\napp: envs.legacy_env.server.app:app\nport: 8000\n'
+        "action: LegacyAction\nobservation: LegacyObservation\n"
+    )
     (env / "server" / "__init__.py").write_text("")
     (env / "server" / "app.py").write_text("from openenv.core.env_server import create_app\n\napp = create_app()\n")
     (env / "server" / "requirements.txt").write_text("openenv-core>=0.2\n")
-    (env / "server" / "Dockerfile").write_text("FROM python:3.11-slim\nCOPY . /app\nRUN pip install -r server/requirements.txt\nEXPOSE 8000\n"
-                                               'CMD ["uvicorn", "server.app:app", "--host", "0.0.0.0", "--port", "8000"]\n')
+    (env / "server" / "Dockerfile").write_text(
+        "FROM python:3.11-slim\nCOPY . /app\nRUN pip install -r server/requirements.txt\nEXPOSE 8000\n"
+        'CMD ["uvicorn", "server.app:app", "--host", "0.0.0.0", "--port", "8000"]\n'
+    )
     (env / "README.md").write_text("---\ntitle: Legacy\nsdk: docker\napp_port: 8000\n---\n# Legacy\n")
     return env
 
@@ -171,17 +373,23 @@ def test_the_report_is_a_versioned_json_document(make_env) -> None:
     doc = report.model_dump(mode="json")
     assert doc["report_version"] == 1 and doc["status"] == "pass" and doc["exit_code"] == 0
     assert doc["manifest"]["name"] == "good_env" and doc["target"]["name"] == "good_env"
-    assert {"id", "title", "status", "severity", "message", "remediation", "file", "line", "details"} <= set(doc["checks"][0])
+    assert {"id", "title", "status", "severity", "message", "remediation", "file", "line", "details"} <= set(
+        doc["checks"][0]
+    )
 
 
 def test_the_import_check_does_not_touch_this_process(make_env) -> None:
     import sys
 
     env = make_env("good_env")
-    _edit(env / "server" / "app.py", "app = create_app(", "import sys\nsys.modules['openenv'] = None\napp = create_app(")
+    _edit(
+        env / "server" / "app.py", "app = create_app(", "import sys\nsys.modules['openenv'] = None\napp = create_app("
+    )
     before = set(sys.modules)
     assert validate_folder(env).results("app.import")[0].status == "pass"
-    assert "server.environment" not in sys.modules and set(sys.modules) - before <= {m for m in sys.modules if m.startswith("openenv")}
+    assert "server.environment" not in sys.modules and set(sys.modules) - before <= {
+        m for m in sys.modules if m.startswith("openenv")
+    }
 
 
 def test_a_shutil_copy_of_echo_env_validates_against_its_folder_name(tmp_path: Path) -> None:
@@ -199,25 +407,36 @@ def test_every_reference_env_passes_validate_strictly(env: str) -> None:
 
 def test_lazy_optional_and_type_only_imports_need_no_declaration(make_env) -> None:
     env = make_env("good_env")
-    _edit(env / "server" / "environment.py", "import uuid\n", "import uuid\nfrom typing import TYPE_CHECKING\n\n"
-          "if TYPE_CHECKING:\n    import typing_only_xyz\ntry:\n    import optional_xyz\nexcept ImportError:\n    optional_xyz = None\n\n\n"
-          "def _lazy():\n    import lazy_xyz\n\n    return lazy_xyz\n")
+    _edit(
+        env / "server" / "environment.py",
+        "import uuid\n",
+        "import uuid\nfrom typing import TYPE_CHECKING\n\n"
+        "if TYPE_CHECKING:\n    import typing_only_xyz\ntry:\n    import optional_xyz\nexcept ImportError:\n    optional_xyz = None\n\n\n"
+        "def _lazy():\n    import lazy_xyz\n\n    return lazy_xyz\n",
+    )
     result = validate_folder(env, import_app=False).results("deps.imports")
     assert [r.status for r in result] == ["pass"], result
 
 
 def test_an_upstream_style_pyproject_passes_the_package_checks(tmp_path: Path) -> None:
     env = _upstream_style_space(tmp_path)
-    (env / "__init__.py").write_text("from .client import LegacyEnv\nfrom .models import LegacyAction, LegacyObservation\n")
-    (env / "models.py").write_text("from openenv.core.env_server.types import Action, Observation\n\n\nclass LegacyAction(Action):\n    x: int\n\n\n"
-                                   "class LegacyObservation(Observation):\n    y: int\n")
-    (env / "client.py").write_text("from openenv.core.env_client import EnvClient\n\nfrom .models import LegacyAction, LegacyObservation\n\n\n"
-                                   "class LegacyEnv(EnvClient[LegacyAction, LegacyObservation]):\n    pass\n")
+    (env / "__init__.py").write_text(
+        "from .client import LegacyEnv\nfrom .models import LegacyAction, LegacyObservation\n"
+    )
+    (env / "models.py").write_text(
+        "from openenv.core.env_server.types import Action, Observation\n\n\nclass LegacyAction(Action):\n    x: int\n\n\n"
+        "class LegacyObservation(Observation):\n    y: int\n"
+    )
+    (env / "client.py").write_text(
+        "from openenv.core.env_client import EnvClient\n\nfrom .models import LegacyAction, LegacyObservation\n\n\n"
+        "class LegacyEnv(EnvClient[LegacyAction, LegacyObservation]):\n    pass\n"
+    )
     (env / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=45"]\nbuild-backend = "setuptools.build_meta"\n\n'
         '[project]\nname = "openenv-legacy-env"\nversion = "0.1.0"\n'
         'dependencies = ["openenv-core[core]>=0.2.2", "fastapi>=0.115", "uvicorn>=0.24"]\n\n'
-        '[tool.setuptools]\npackages = ["legacy_env", "legacy_env.server"]\npackage-dir = { "legacy_env" = ".", "legacy_env.server" = "server" }\n')
+        '[tool.setuptools]\npackages = ["legacy_env", "legacy_env.server"]\npackage-dir = { "legacy_env" = ".", "legacy_env.server" = "server" }\n'
+    )
     report = validate_folder(env, space_id="someone/legacy_env", import_app=False)
     assert report.exit_code == 0, [(c.id, c.message) for c in report.problems()]
     status = {c.id: c.status for c in report.checks}

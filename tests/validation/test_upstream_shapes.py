@@ -73,7 +73,10 @@ def test_the_readme_lists_every_fixture() -> None:
 def test_server_dockerfile_is_the_source_layout_and_a_root_one_is_the_spaces() -> None:
     source = _one(validate_folder(FIXTURES / "template_env", import_app=False), "dockerfile.present")
     assert (source.status, source.file) == ("pass", "server/Dockerfile") and "openenv push" in source.message
-    as_space = _one(validate_folder(FIXTURES / "template_env", space_id="someone/template_env", import_app=False), "dockerfile.present")
+    as_space = _one(
+        validate_folder(FIXTURES / "template_env", space_id="someone/template_env", import_app=False),
+        "dockerfile.present",
+    )
     assert (as_space.status, as_space.file) == ("warn", "server/Dockerfile")
     pushed = validate_folder(FIXTURES / "pushed_env", space_id="someone/pushed_env", import_app=False)
     assert pushed.status == "pass", _seen(pushed)
@@ -86,7 +89,11 @@ def test_server_dockerfile_is_the_source_layout_and_a_root_one_is_the_spaces() -
 def test_a_plain_app_imports_plainly(tmp_path: Path) -> None:
     report = validate_folder(_on_our_sdk(_copy(tmp_path, "template_env")))
     result = _one(report, "app.import")
-    assert result.status == "pass" and result.details["import_mode"] == "plain" and result.details["module"] == "server.app"
+    assert (
+        result.status == "pass"
+        and result.details["import_mode"] == "plain"
+        and result.details["module"] == "server.app"
+    )
     assert report.status == "pass", _seen(report)
 
 
@@ -99,7 +106,11 @@ def test_an_app_with_relative_imports_only_imports_as_its_package(tmp_path: Path
     assert module.status == "pass" and module.details["package"] == "package_env"
     result = _one(report, "app.import")
     assert result.status == "pass" and "as the package package_env" in result.message
-    assert result.details == {"app_type": result.details["app_type"], "import_mode": "package", "module": "package_env.server.app"}
+    assert result.details == {
+        "app_type": result.details["app_type"],
+        "import_mode": "package",
+        "module": "package_env.server.app",
+    }
     assert _one(report, "app.object").status == "pass"
     assert sorted(p.relative_to(env) for p in env.rglob("*")) == before  # registered under its name, never copied
 
@@ -119,10 +130,16 @@ def test_an_app_served_locally_runs_as_its_package(tmp_path: Path) -> None:
 
 def test_a_relative_import_that_fails_as_a_package_too_is_a_failure(tmp_path: Path) -> None:
     env = _on_our_sdk(_copy(tmp_path, "package_env"))
-    _edit(env / "server" / "app.py", "from .hunt_environment import", "from ...elsewhere import nothing  # noqa\nfrom .hunt_environment import")
+    _edit(
+        env / "server" / "app.py",
+        "from .hunt_environment import",
+        "from ...elsewhere import nothing  # noqa\nfrom .hunt_environment import",
+    )
     report = validate_folder(env)
     result = _one(report, "app.import")
-    assert result.status == "fail" and "relative import" in result.message and result.details["import_mode"] == "package"
+    assert (
+        result.status == "fail" and "relative import" in result.message and result.details["import_mode"] == "package"
+    )
     assert (result.file, result.line) == ("server/app.py", 6)
     assert report.exit_code == 1
 
@@ -141,7 +158,11 @@ def test_a_dependency_wrapped_in_another_import_error_is_not_installed_here(tmp_
 
 def test_a_missing_module_of_the_env_itself_is_a_failure_even_when_wrapped(tmp_path: Path) -> None:
     env = _on_our_sdk(_copy(tmp_path, "wrapped_dep_env"))
-    _edit(env / "server" / "rules.py", "    import some_missing_module_xyz\n", "    import server.rules_engine as some_missing_module_xyz\n")
+    _edit(
+        env / "server" / "rules.py",
+        "    import some_missing_module_xyz\n",
+        "    import server.rules_engine as some_missing_module_xyz\n",
+    )
     result = _one(validate_folder(env), "app.import")
     assert result.status == "fail" and "wrapped_dep_env needs" in result.message, result
 
@@ -158,7 +179,9 @@ PUSH_WRITES: dict[str, tuple[Callable[[Path], None], str, str]] = {
 
 
 @pytest.mark.parametrize(("mutate", "check_id", "on_a_space"), PUSH_WRITES.values(), ids=PUSH_WRITES.keys())
-def test_what_push_writes_is_a_warning_on_a_source_folder_only(tmp_path: Path, mutate, check_id: str, on_a_space: str) -> None:
+def test_what_push_writes_is_a_warning_on_a_source_folder_only(
+    tmp_path: Path, mutate, check_id: str, on_a_space: str
+) -> None:
     env = _copy(tmp_path, "template_env")
     mutate(env)
     source = validate_folder(env, import_app=False)
@@ -170,10 +193,17 @@ def test_what_push_writes_is_a_warning_on_a_source_folder_only(tmp_path: Path, m
     assert space.exit_code == (1 if on_a_space == "fail" else 0)
 
 
-@pytest.mark.parametrize(("old", "new", "check_id"), [("sdk: docker", "sdk: gradio", "readme.sdk"),
-                                                      ("app_port: 8000", "app_port: 8001", "readme.app_port"),
-                                                      ("tags:\n  - openenv\n---", "tags:\n  - openenv\n", "readme.front_matter")])
-def test_front_matter_that_is_wrong_fails_a_source_folder_too(tmp_path: Path, old: str, new: str, check_id: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "check_id"),
+    [
+        ("sdk: docker", "sdk: gradio", "readme.sdk"),
+        ("app_port: 8000", "app_port: 8001", "readme.app_port"),
+        ("tags:\n  - openenv\n---", "tags:\n  - openenv\n", "readme.front_matter"),
+    ],
+)
+def test_front_matter_that_is_wrong_fails_a_source_folder_too(
+    tmp_path: Path, old: str, new: str, check_id: str
+) -> None:
     env = _copy(tmp_path, "template_env")
     _edit(env / "README.md", old, new)
     report = validate_folder(env, import_app=False)
@@ -183,7 +213,9 @@ def test_front_matter_that_is_wrong_fails_a_source_folder_too(tmp_path: Path, ol
 # -- upstream's package layout ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dist", ["openenv-template_env", "openenv-template-env", "openenv-template", "template_env", "Template-Env"])
+@pytest.mark.parametrize(
+    "dist", ["openenv-template_env", "openenv-template-env", "openenv-template", "template_env", "Template-Env"]
+)
 def test_upstreams_distribution_names_are_the_envs_package(tmp_path: Path, dist: str) -> None:
     env = _copy(tmp_path, "template_env")
     _edit(env / "pyproject.toml", 'name = "openenv-template_env"', f'name = "{dist}"')
@@ -197,8 +229,16 @@ def test_a_distribution_named_after_something_else_is_flagged(tmp_path: Path) ->
     assert result.status == "warn" and "'openenv-counter'" in result.message and result.line == 6
 
 
-@pytest.mark.parametrize("requirement", ["openenv>=0.2.2", "openenv[core]>=0.2.2", "openenv-core[core]>=0.2.2", "openenv-core>=0.1.0",
-                                         "openenv-core @ git+https://github.com/meta-pytorch/OpenEnv.git@v0.2.1"])
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        "openenv>=0.2.2",
+        "openenv[core]>=0.2.2",
+        "openenv-core[core]>=0.2.2",
+        "openenv-core>=0.1.0",
+        "openenv-core @ git+https://github.com/meta-pytorch/OpenEnv.git@v0.2.1",
+    ],
+)
 def test_upstreams_sdk_is_the_sdk_dependency(tmp_path: Path, requirement: str) -> None:
     env = _copy(tmp_path, "template_env")
     (env / "server" / "requirements.txt").unlink()
@@ -218,7 +258,9 @@ def test_without_any_sdk_dependency_deps_sdk_warns(tmp_path: Path) -> None:
 
 def test_clients_on_upstreams_env_client_and_mcp_tool_client_are_typed() -> None:
     template = _one(validate_folder(FIXTURES / "template_env", import_app=False), "package.client")
-    assert template.status == "pass" and template.message == "TemplateEnv(EnvClient[AddAction, CountObservation, State])"  # the SDK's State
+    assert (
+        template.status == "pass" and template.message == "TemplateEnv(EnvClient[AddAction, CountObservation, State])"
+    )  # the SDK's State
     mcp = _one(validate_folder(FIXTURES / "port_env", import_app=False), "package.client")
     assert mcp.status == "pass" and mcp.message == "PortEnv(MCPToolClient)"
 
@@ -231,25 +273,46 @@ def test_a_client_base_that_is_not_the_sdks_is_not_a_typed_client(tmp_path: Path
 
 def test_a_model_the_client_names_must_still_be_exported(tmp_path: Path) -> None:
     env = _copy(tmp_path, "package_env")
-    _edit(env / "__init__.py", "from .models import DateAction, DateObservation, HuntState", "from .models import DateAction, DateObservation")
+    _edit(
+        env / "__init__.py",
+        "from .models import DateAction, DateObservation, HuntState",
+        "from .models import DateAction, DateObservation",
+    )
     result = _one(validate_folder(env, import_app=False), "package.client")
     assert result.status == "warn" and "HuntState" in result.message
 
 
-DIFFERENT_IMPORT_NAMES = {"python-chess": "chess", "python-dateutil": "dateutil", "PyYAML": "yaml", "Pillow": "PIL", "ale-py": "ale_py",
-                          "scikit-learn": "sklearn", "beautifulsoup4": "bs4", "opencv-python-headless": "cv2",
-                          "browsergym-core": "browsergym.core", "sumo-rl": "sumo_rl", "absl-py": "absl"}
+DIFFERENT_IMPORT_NAMES = {
+    "python-chess": "chess",
+    "python-dateutil": "dateutil",
+    "PyYAML": "yaml",
+    "Pillow": "PIL",
+    "ale-py": "ale_py",
+    "scikit-learn": "sklearn",
+    "beautifulsoup4": "bs4",
+    "opencv-python-headless": "cv2",
+    "browsergym-core": "browsergym.core",
+    "sumo-rl": "sumo_rl",
+    "absl-py": "absl",
+}
 
 
 def test_distributions_that_provide_another_import_name_satisfy_deps_imports(tmp_path: Path) -> None:
     env = _copy(tmp_path, "template_env")
-    (env / "server" / "extras.py").write_text("".join(f"import {module}\n" for module in DIFFERENT_IMPORT_NAMES.values()))
+    (env / "server" / "extras.py").write_text(
+        "".join(f"import {module}\n" for module in DIFFERENT_IMPORT_NAMES.values())
+    )
     deps = "".join(f'    "{dist}",\n' for dist in DIFFERENT_IMPORT_NAMES)
     _edit(env / "pyproject.toml", '    "openenv>=0.2.2",\n', f'    "openenv>=0.2.2",\n{deps}')
     assert [r.status for r in validate_folder(env, import_app=False).results("deps.imports")] == ["pass"]
     _edit(env / "pyproject.toml", '    "python-chess",\n', "")
     result = _one(validate_folder(env, import_app=False), "deps.imports")
-    assert (result.status, result.details["module"], result.file, result.line) == ("warn", "chess", "server/extras.py", 1)
+    assert (result.status, result.details["module"], result.file, result.line) == (
+        "warn",
+        "chess",
+        "server/extras.py",
+        1,
+    )
 
 
 def test_what_upstreams_sdk_requires_needs_no_declaration(tmp_path: Path) -> None:
@@ -284,8 +347,11 @@ def test_each_shape_imports_with_upstreams_sdk(upstream_python: str) -> None:
         result = _one(report, "app.import")
         seen[shape] = (result.status, result.details.get("import_mode"))
         assert report.summary.failed == 0, (shape, _seen(report))
-    assert seen == {shape: ("pass", "package" if shape == "package_env" else "plain") for shape in SHAPES if shape != "wrapped_dep_env"} | {
-        "wrapped_dep_env": ("warn", "plain")}
+    assert seen == {
+        shape: ("pass", "package" if shape == "package_env" else "plain")
+        for shape in SHAPES
+        if shape != "wrapped_dep_env"
+    } | {"wrapped_dep_env": ("warn", "plain")}
 
 
 @pytest.mark.interop

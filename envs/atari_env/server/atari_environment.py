@@ -50,7 +50,14 @@ def encode_png(pixels: np.ndarray) -> bytes:
     rows = np.zeros((height, width * channels + 1), dtype=np.uint8)  # column 0: filter type 0
     rows[:, 1:] = pixels.reshape(height, -1)
     header = struct.pack(">IIBBBBB", width, height, 8, 2 if channels == 3 else 0, 0, 0, 0)
-    return b"".join((_PNG_SIGNATURE, _chunk(b"IHDR", header), _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)), _chunk(b"IEND", b"")))
+    return b"".join(
+        (
+            _PNG_SIGNATURE,
+            _chunk(b"IHDR", header),
+            _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
+            _chunk(b"IEND", b""),
+        )
+    )
 
 
 def _chunk(kind: bytes, body: bytes) -> bytes:
@@ -108,7 +115,9 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         games = available_games()
         if game not in games:
             near = difflib.get_close_matches(str(game), games, n=3)
-            hint = f"did you mean {', '.join(near)}?" if near else f"choose one of {len(games)} ids, e.g. pong, breakout"
+            hint = (
+                f"did you mean {', '.join(near)}?" if near else f"choose one of {len(games)} ids, e.g. pong, breakout"
+            )
             raise ValueError(f"unknown game {game!r}: {hint}")
         if not isinstance(frameskip, int) or not 1 <= frameskip <= 16:
             raise ValueError(f"frameskip must be an integer from 1 to 16, got {frameskip!r}")
@@ -132,12 +141,19 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             ale.setMode(mode)
         if difficulty is not None:
             if difficulty not in ale.getAvailableDifficulties():
-                raise ValueError(f"{game} has no difficulty {difficulty}; its difficulties are {list(ale.getAvailableDifficulties())}")
+                raise ValueError(
+                    f"{game} has no difficulty {difficulty}; its difficulties are {list(ale.getAvailableDifficulties())}"
+                )
             ale.setDifficulty(difficulty)
         ale.reset_game()
         self._ale = ale
         self._episode_id = episode_id or str(uuid.uuid4())
-        self._game, self._frameskip, self._sticky, self._obs_type = game, frameskip, float(repeat_action_probability), obs_type
+        self._game, self._frameskip, self._sticky, self._obs_type = (
+            game,
+            frameskip,
+            float(repeat_action_probability),
+            obs_type,
+        )
         self._max_frames = max_episode_frames
         self._actions = list(ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet())
         self._score = 0.0
@@ -156,7 +172,9 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         if ale is None or self._done:
             raise RuntimeError("no episode is running (none started, or the game is over); call reset()")
         if action.action >= len(self._actions):
-            raise ValueError(f"action {action.action} is out of range: this game has {len(self._actions)} actions (0-{len(self._actions) - 1})")
+            raise ValueError(
+                f"action {action.action} is out of range: this game has {len(self._actions)} actions (0-{len(self._actions) - 1})"
+            )
         button = self._actions[action.action]
         reward = 0.0
         for _ in range(self._frameskip):
@@ -172,8 +190,14 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
     @property
     def state(self) -> AtariState:
         return AtariState(
-            episode_id=self._episode_id, step_count=self._steps, game=self._game, frameskip=self._frameskip,
-            repeat_action_probability=self._sticky, obs_type=self._obs_type, score=self._score, seed=self._seed,
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            game=self._game,
+            frameskip=self._frameskip,
+            repeat_action_probability=self._sticky,
+            obs_type=self._obs_type,
+            score=self._score,
+            seed=self._seed,
         )
 
     def render(self) -> tuple[str, bytes] | None:

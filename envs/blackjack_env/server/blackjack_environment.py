@@ -121,7 +121,11 @@ class BlackjackEnvironment(Environment[BlackjackAction, BlackjackObservation, Bl
     @property
     def state(self) -> BlackjackState:
         return BlackjackState(
-            episode_id=self._episode_id, step_count=self._steps, decks=self._decks, blackjack_payout=self._payout, seed=self._seed
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            decks=self._decks,
+            blackjack_payout=self._payout,
+            seed=self._seed,
         )
 
     # -- rules ----------------------------------------------------------------------------------------
@@ -164,12 +168,18 @@ class BlackjackEnvironment(Environment[BlackjackAction, BlackjackObservation, Bl
         parts = [f'<rect width="{width}" height="250" rx="12" fill="#1f6b3a"/>']
         for y, label, cards in ((20, "Dealer", dealer), (135, "You", self._player)):
             total = hand_total([c for c in cards if c != "?"])[0]
-            parts.append(f'<text x="16" y="{y + 42}" font-size="16" fill="#fff" font-family="sans-serif">{label}</text>')
-            parts.append(f'<text x="16" y="{y + 64}" font-size="14" fill="#d8f0dd" font-family="sans-serif">{total}</text>')
+            parts.append(
+                f'<text x="16" y="{y + 42}" font-size="16" fill="#fff" font-family="sans-serif">{label}</text>'
+            )
+            parts.append(
+                f'<text x="16" y="{y + 64}" font-size="14" fill="#d8f0dd" font-family="sans-serif">{total}</text>'
+            )
             for i, card in enumerate(cards):
                 x = 90 + 66 * i
                 if card == "?":
-                    parts.append(f'<rect x="{x}" y="{y}" width="58" height="86" rx="6" fill="#8b1e2d" stroke="#fff" stroke-width="2"/>')
+                    parts.append(
+                        f'<rect x="{x}" y="{y}" width="58" height="86" rx="6" fill="#8b1e2d" stroke="#fff" stroke-width="2"/>'
+                    )
                     continue
                 colour = "#c0392b" if card[-1] in "♥♦" else "#111"
                 parts.append(f'<rect x="{x}" y="{y}" width="58" height="86" rx="6" fill="#fff" stroke="#333"/>')
@@ -178,11 +188,15 @@ class BlackjackEnvironment(Environment[BlackjackAction, BlackjackObservation, Bl
                     f'font-family="sans-serif">{card}</text>'
                 )
         if over:
-            result = {"win": "You win", "blackjack": "Blackjack!", "push": "Push", "loss": "You lose"}[self._outcome or "push"]
-            parts.append(f'<text x="{width - 16}" y="240" font-size="16" text-anchor="end" fill="#ffe27a" font-family="sans-serif">{result}</text>')
+            result = {"win": "You win", "blackjack": "Blackjack!", "push": "Push", "loss": "You lose"}[
+                self._outcome or "push"
+            ]
+            parts.append(
+                f'<text x="{width - 16}" y="240" font-size="16" text-anchor="end" fill="#ffe27a" font-family="sans-serif">{result}</text>'
+            )
         return "image/svg+xml", (
             f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} 250" width="{width}" height="250">'
-            f'<title>blackjack table</title>{"".join(parts)}</svg>'
+            f"<title>blackjack table</title>{''.join(parts)}</svg>"
         )
 
     def _observe(self, reward: float | None, note: str) -> BlackjackObservation:

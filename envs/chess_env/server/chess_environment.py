@@ -53,9 +53,17 @@ PUZZLES: dict[str, list[dict[str, Any]]] = {
         {"id": "back-rank", "fen": "6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1", "solutions": ["a1a8"]},
         {"id": "queen-and-king", "fen": "7k/8/6K1/8/8/8/8/Q7 w - - 0 1", "solutions": ["a1a8", "a1g7"]},
         {"id": "smothered", "fen": "6rk/6pp/7N/8/8/8/8/6K1 w - - 0 1", "solutions": ["h6f7"]},
-        {"id": "scholars", "fen": "r1bqkb1r/pppp1ppp/2n2n2/4p2Q/2B1P3/8/PPPP1PPP/RNB1K1NR w KQkq - 4 4", "solutions": ["h5f7"]},
+        {
+            "id": "scholars",
+            "fen": "r1bqkb1r/pppp1ppp/2n2n2/4p2Q/2B1P3/8/PPPP1PPP/RNB1K1NR w KQkq - 4 4",
+            "solutions": ["h5f7"],
+        },
         {"id": "rook-and-king", "fen": "3k4/8/3K4/8/8/8/8/7R w - - 0 1", "solutions": ["h1h8"]},
-        {"id": "early-queen", "fen": "rnbqkbnr/ppppp2p/5p2/6p1/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 3", "solutions": ["d1h5"]},
+        {
+            "id": "early-queen",
+            "fen": "rnbqkbnr/ppppp2p/5p2/6p1/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 3",
+            "solutions": ["d1h5"],
+        },
     ],
 }
 
@@ -119,7 +127,12 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             raise ValueError(f"depth must be 1, 2 or 3, got {depth!r}")
         if agent_color not in ("white", "black", "random"):
             raise ValueError(f"agent_color must be white, black or random, got {agent_color!r}")
-        if not isinstance(max_plies, int) or max_plies < 1 or not isinstance(max_illegal_moves, int) or max_illegal_moves < 1:
+        if (
+            not isinstance(max_plies, int)
+            or max_plies < 1
+            or not isinstance(max_illegal_moves, int)
+            or max_illegal_moves < 1
+        ):
             raise ValueError("max_plies and max_illegal_moves must be positive integers")
         if seed is not None:
             self._rng = random.Random(seed)
@@ -141,7 +154,9 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         if board.turn != self._agent:
             reply = self._opponent_moves()
             self._game_over()
-        return self._observe(None, "New game." + (f" The opponent opens with {reply}." if reply else ""), opponent_move=reply)
+        return self._observe(
+            None, "New game." + (f" The opponent opens with {reply}." if reply else ""), opponent_move=reply
+        )
 
     def list_splits(self) -> list[str]:
         return list(PUZZLES)
@@ -166,7 +181,9 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
             note = f"{action.move!r} is not a legal move here."
             if self._illegal_streak >= self._max_illegal:
                 self._outcome = "loss"
-                return self._observe(-1.0, f"{note} {self._illegal_streak} illegal moves in a row: you forfeit.", illegal=True)
+                return self._observe(
+                    -1.0, f"{note} {self._illegal_streak} illegal moves in a row: you forfeit.", illegal=True
+                )
             return self._observe(ILLEGAL_PENALTY, f"{note} Nothing moved; pick one of the legal moves.", illegal=True)
         self._illegal_streak = 0
         san = self._board.san(move)
@@ -185,9 +202,15 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
     @property
     def state(self) -> ChessState:
         return ChessState(
-            episode_id=self._episode_id, step_count=self._steps, opponent=self._opponent, depth=self._depth,
-            agent_color=_name(self._agent), fen=self._board.fen(), moves=[m.uci() for m in self._board.move_stack],
-            illegal_moves=self._illegal_total, seed=self._seed,
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            opponent=self._opponent,
+            depth=self._depth,
+            agent_color=_name(self._agent),
+            fen=self._board.fen(),
+            moves=[m.uci() for m in self._board.move_stack],
+            illegal_moves=self._illegal_total,
+            seed=self._seed,
         )
 
     def render(self) -> tuple[str, str]:
@@ -221,7 +244,12 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         return "1-0" if white_won else "0-1"
 
     def _observe(
-        self, reward: float | None, message: str, *, illegal: bool = False, last_move: str | None = None,
+        self,
+        reward: float | None,
+        message: str,
+        *,
+        illegal: bool = False,
+        last_move: str | None = None,
         opponent_move: str | None = None,
     ) -> ChessObservation:
         board = self._board
@@ -233,10 +261,21 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         if not over:
             text += f"\n{'You are in check. ' if board.is_check() else ''}Your legal moves (UCI): {' '.join(legal)}\nReply with one move."
         return ChessObservation(
-            fen=board.fen(), board=text_board, legal_moves=legal, agent_color=you, turn=_name(board.turn),  # type: ignore[arg-type]
-            last_move=last_move, opponent_move=opponent_move, is_check=board.is_check(), illegal_move=illegal,
-            result=self._result() if over else None, outcome=self._outcome, message=message, text=text,  # type: ignore[arg-type]
-            reward=reward, done=over,
+            fen=board.fen(),
+            board=text_board,
+            legal_moves=legal,
+            agent_color=you,
+            turn=_name(board.turn),  # type: ignore[arg-type]
+            last_move=last_move,
+            opponent_move=opponent_move,
+            is_check=board.is_check(),
+            illegal_move=illegal,
+            result=self._result() if over else None,
+            outcome=self._outcome,
+            message=message,
+            text=text,  # type: ignore[arg-type]
+            reward=reward,
+            done=over,
         )
 
 

@@ -37,7 +37,12 @@ def _ordered(board: chess.Board) -> list[chess.Move]:
 def _negamax(board: chess.Board, depth: int, alpha: int, beta: int, ply: int) -> int:
     if board.is_checkmate():
         return -_MATE + ply  # a quicker mate is better for the winner
-    if board.is_stalemate() or board.is_insufficient_material() or board.is_seventyfive_moves() or board.is_fivefold_repetition():
+    if (
+        board.is_stalemate()
+        or board.is_insufficient_material()
+        or board.is_seventyfive_moves()
+        or board.is_fivefold_repetition()
+    ):
         return 0
     if depth == 0:
         return material(board)

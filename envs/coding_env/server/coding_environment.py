@@ -100,7 +100,11 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
 
     @property
     def state(self) -> CodingState:
-        layers = self._sandbox.layers if self._sandbox is not None and self._sandbox.layers else isolation_report(self.settings)
+        layers = (
+            self._sandbox.layers
+            if self._sandbox is not None and self._sandbox.layers
+            else isolation_report(self.settings)
+        )
         return CodingState(
             episode_id=self._episode_id,
             step_count=self._steps,

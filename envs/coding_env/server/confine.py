@@ -86,7 +86,9 @@ def drop_privileges(uid: int, gid: int) -> None:
 
 
 def _prctl(option: int, arg2: int) -> int:
-    return _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    return _libc.prctl(
+        ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+    )
 
 
 def set_parent_death_signal(sig: int) -> None:
@@ -129,7 +131,9 @@ _FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_I
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version, or 0 when Landlock is missing or blocked."""
-    ret = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    ret = _libc.syscall(
+        _SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION)
+    )
     return int(ret) if ret > 0 else 0
 
 
@@ -187,7 +191,16 @@ def _add_rule(ruleset_fd: int, path: str, rights: int) -> None:
         if not os.path.isdir(path):
             rights &= _FILE_ONLY  # directory-only rights on a file are rejected with EINVAL
         rule = ctypes.create_string_buffer(struct.pack("<Qi", rights, pfd), 12)  # packed struct
-        if _libc.syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)) != 0:
+        if (
+            _libc.syscall(
+                _SYS_LANDLOCK_ADD_RULE,
+                ctypes.c_int(ruleset_fd),
+                ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
+                rule,
+                ctypes.c_uint32(0),
+            )
+            != 0
+        ):
             err = ctypes.get_errno()
             raise ConfinementError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
     finally:
@@ -200,33 +213,128 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # Syscalls that fail with EPERM inside the sandbox, by architecture (numbers from the kernel's tables).
 _DENY = {
     "x86_64": {
-        "socket": 41, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "bpf": 321,
-        "perf_event_open": 298, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "unshare": 272,
-        "setns": 308, "keyctl": 250, "add_key": 248, "request_key": 249, "userfaultfd": 323, "kexec_load": 246,
-        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176, "reboot": 169,
-        "swapon": 167, "swapoff": 168, "acct": 163, "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305,
-        "adjtimex": 159, "open_by_handle_at": 304, "name_to_handle_at": 303, "io_uring_setup": 425,
-        "io_uring_enter": 426, "io_uring_register": 427, "setsid": 112, "setpgid": 109, "quotactl": 179,
-        "syslog": 103, "vhangup": 153, "fanotify_init": 300, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "kcmp": 312, "pidfd_getfd": 438,
-        "iopl": 172, "ioperm": 173,
+        "socket": 41,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "chroot": 161,
+        "unshare": 272,
+        "setns": 308,
+        "keyctl": 250,
+        "add_key": 248,
+        "request_key": 249,
+        "userfaultfd": 323,
+        "kexec_load": 246,
+        "kexec_file_load": 320,
+        "init_module": 175,
+        "finit_module": 313,
+        "delete_module": 176,
+        "reboot": 169,
+        "swapon": 167,
+        "swapoff": 168,
+        "acct": 163,
+        "settimeofday": 164,
+        "clock_settime": 227,
+        "clock_adjtime": 305,
+        "adjtimex": 159,
+        "open_by_handle_at": 304,
+        "name_to_handle_at": 303,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "setsid": 112,
+        "setpgid": 109,
+        "quotactl": 179,
+        "syslog": 103,
+        "vhangup": 153,
+        "fanotify_init": 300,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "mount_setattr": 442,
+        "kcmp": 312,
+        "pidfd_getfd": 438,
+        "iopl": 172,
+        "ioperm": 173,
     },
     "aarch64": {
-        "socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "bpf": 280,
-        "perf_event_open": 241, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "unshare": 97,
-        "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218, "userfaultfd": 282, "kexec_load": 104,
-        "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106, "reboot": 142,
-        "swapon": 224, "swapoff": 225, "acct": 89, "settimeofday": 170, "clock_settime": 112, "clock_adjtime": 266,
-        "adjtimex": 171, "open_by_handle_at": 265, "name_to_handle_at": 264, "io_uring_setup": 425,
-        "io_uring_enter": 426, "io_uring_register": 427, "setsid": 157, "setpgid": 154, "quotactl": 60,
-        "syslog": 116, "vhangup": 58, "fanotify_init": 262, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "kcmp": 272, "pidfd_getfd": 438,
+        "socket": 198,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "mount": 40,
+        "umount2": 39,
+        "pivot_root": 41,
+        "chroot": 51,
+        "unshare": 97,
+        "setns": 268,
+        "keyctl": 219,
+        "add_key": 217,
+        "request_key": 218,
+        "userfaultfd": 282,
+        "kexec_load": 104,
+        "kexec_file_load": 294,
+        "init_module": 105,
+        "finit_module": 273,
+        "delete_module": 106,
+        "reboot": 142,
+        "swapon": 224,
+        "swapoff": 225,
+        "acct": 89,
+        "settimeofday": 170,
+        "clock_settime": 112,
+        "clock_adjtime": 266,
+        "adjtimex": 171,
+        "open_by_handle_at": 265,
+        "name_to_handle_at": 264,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "setsid": 157,
+        "setpgid": 154,
+        "quotactl": 60,
+        "syslog": 116,
+        "vhangup": 58,
+        "fanotify_init": 262,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "mount_setattr": 442,
+        "kcmp": 272,
+        "pidfd_getfd": 438,
     },
 }
 # Signals to other processes, denied only when nothing else keeps them inside the sandbox.
 _SIGNALS = {
-    "x86_64": {"kill": 62, "tkill": 200, "tgkill": 234, "pidfd_send_signal": 424, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297},
-    "aarch64": {"kill": 129, "tkill": 130, "tgkill": 131, "pidfd_send_signal": 424, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240},
+    "x86_64": {
+        "kill": 62,
+        "tkill": 200,
+        "tgkill": 234,
+        "pidfd_send_signal": 424,
+        "rt_sigqueueinfo": 129,
+        "rt_tgsigqueueinfo": 297,
+    },
+    "aarch64": {
+        "kill": 129,
+        "tkill": 130,
+        "tgkill": 131,
+        "pidfd_send_signal": 424,
+        "rt_sigqueueinfo": 138,
+        "rt_tgsigqueueinfo": 240,
+    },
 }
 _CLONE = {"x86_64": 56, "aarch64": 220}
 _CLONE3 = 435
@@ -301,7 +409,15 @@ def apply_seccomp(*, deny_signals: bool = False) -> None:
     code = _program(arch, deny_signals)
     buf = ctypes.create_string_buffer(code, len(code))
     prog = _SockFprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    if _libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.c_ulong(ctypes.addressof(prog)),
-                   ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+    if (
+        _libc.prctl(
+            ctypes.c_int(_PR_SET_SECCOMP),
+            ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+            ctypes.c_ulong(ctypes.addressof(prog)),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        )
+        != 0
+    ):
         err = ctypes.get_errno()
         raise ConfinementError(err, f"seccomp filter refused: {os.strerror(err)}")

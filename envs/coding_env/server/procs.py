@@ -28,7 +28,7 @@ def _stats() -> Iterator[tuple[int, str, int, int]]:
             except OSError:
                 continue
             # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses
-            fields = raw[raw.rfind(b")") + 2:].split()
+            fields = raw[raw.rfind(b")") + 2 :].split()
             with contextlib.suppress(IndexError, ValueError):
                 yield int(name), fields[0].decode(), int(fields[1]), int(fields[2])
 
@@ -102,7 +102,9 @@ def reap_orphans(tracked: set[int]) -> int:
     return reaped
 
 
-async def settle(pgid: int, uid: int | None, tracked: set[int], spare: int | None = None, timeout_s: float = 3.0) -> bool:
+async def settle(
+    pgid: int, uid: int | None, tracked: set[int], spare: int | None = None, timeout_s: float = 3.0
+) -> bool:
     """Kill a sandbox's processes until none is left (they count against its process limit
     until they are gone). Returns False if some survived `timeout_s`."""
     loop = asyncio.get_running_loop()

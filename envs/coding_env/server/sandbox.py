@@ -40,8 +40,19 @@ WORKER = str(Path(__file__).with_name("sandbox_worker.py"))
 _HEADER = struct.Struct(">I")
 _START_TIMEOUT_S = 20.0
 _MAX_REPLY_BYTES = 1 << 16
-_SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
-                      "/dev/urandom", "/dev/random", "/dev/zero")
+_SYSTEM_READ_PATHS = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/zero",
+)
 
 
 class SandboxError(RuntimeError):
@@ -107,7 +118,9 @@ def sandbox_python(configured: str, as_root: bool) -> tuple[str, tuple[str, ...]
             tried.append(f"{exe}: no such file")
             continue
         try:
-            out = subprocess.run([exe, "-s", "-c", _PROBE], capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+            out = subprocess.run(
+                [exe, "-s", "-c", _PROBE], capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"}
+            )
             prefixes = json.loads(out.stdout)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             tried.append(f"{exe}: {exc}")
@@ -140,7 +153,12 @@ def isolation_report(settings: SandboxSettings) -> dict[str, Any]:
     root = os.getuid() == 0
     abi = confine.landlock_abi()
     need_landlock = settings.require_landlock == "true" or (settings.require_landlock == "auto" and not root)
-    return {"own_uid": root, "landlock_abi": abi, "seccomp": confine.seccomp_supported(), "landlock_required": need_landlock}
+    return {
+        "own_uid": root,
+        "landlock_abi": abi,
+        "seccomp": confine.seccomp_supported(),
+        "landlock_required": need_landlock,
+    }
 
 
 def preflight(settings: SandboxSettings) -> dict[str, Any]:
@@ -290,7 +308,9 @@ class Sandbox:
                     self._persistent = None
             stdout, cut_out = self._read_output("out")
             stderr, cut_err = self._read_output("err")
-            return CellResult(stdout, stderr, exit_code, timed_out, cut_out or cut_err, time.perf_counter() - start, restarted)
+            return CellResult(
+                stdout, stderr, exit_code, timed_out, cut_out or cut_err, time.perf_counter() - start, restarted
+            )
 
     def _read_output(self, name: str, limit: int | None = None) -> tuple[str, bool]:
         """Read a file the sandbox wrote, at most `limit` bytes; returns (text, was cut).
@@ -342,9 +362,17 @@ class Sandbox:
         boot_log = os.open(boot_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             proc = await asyncio.create_subprocess_exec(
-                python, "-s", "-B", WORKER, marshal.dumps(cfg).hex(),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=boot_log,
-                cwd=str(self.work), env=self._environ(), start_new_session=True,
+                python,
+                "-s",
+                "-B",
+                WORKER,
+                marshal.dumps(cfg).hex(),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=boot_log,
+                cwd=str(self.work),
+                env=self._environ(),
+                start_new_session=True,
             )
         finally:
             os.close(boot_log)

@@ -96,8 +96,11 @@ def _confine(cfg: dict) -> dict:
     limits = cfg["limits"]
     os.nice(10)  # below the server, which must keep answering while sandboxes spin
     confine.apply_rlimits(
-        cpu_s=limits["cpu_s"], memory_bytes=limits["memory_bytes"], file_bytes=limits["file_bytes"],
-        processes=limits["processes"], open_files=limits["open_files"],
+        cpu_s=limits["cpu_s"],
+        memory_bytes=limits["memory_bytes"],
+        file_bytes=limits["file_bytes"],
+        processes=limits["processes"],
+        open_files=limits["open_files"],
     )
     layers: dict = {"rlimits": True, "own_uid": False, "landlock_abi": 0, "seccomp": False}
     if cfg.get("uid") is not None and os.getuid() == 0:
@@ -163,8 +166,12 @@ def main() -> None:
     os.chdir(cfg["home"])
     os.environ.clear()
     os.environ.update(cfg["environ"])
-    out = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True)
-    err = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True)
+    out = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+    )
+    err = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True
+    )
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     sys.argv = ["<cell>"]
     me = os.getpid()

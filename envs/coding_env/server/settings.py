@@ -45,11 +45,22 @@ class SandboxSettings:
     python: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "memory_mb", "file_mb", "processes", "open_files", "cpu_budget_s", "max_output_bytes", "max_parallel"):
+        for name in (
+            "timeout_s",
+            "memory_mb",
+            "file_mb",
+            "processes",
+            "open_files",
+            "cpu_budget_s",
+            "max_output_bytes",
+            "max_parallel",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{_PREFIX}{name.upper()} must be > 0, got {getattr(self, name)!r}")
         if self.memory_mb < 64:
-            raise ValueError(f"{_PREFIX}MEMORY_MB must be at least 64 (Python itself needs about 30), got {self.memory_mb}")
+            raise ValueError(
+                f"{_PREFIX}MEMORY_MB must be at least 64 (Python itself needs about 30), got {self.memory_mb}"
+            )
         if self.require_landlock not in ("auto", "true", "false"):
             raise ValueError(f"{_PREFIX}REQUIRE_LANDLOCK must be auto, true or false, got {self.require_landlock!r}")
 
@@ -68,9 +79,13 @@ class SandboxSettings:
                 continue
             kind = {"float": float, "int": int}.get(str(f.type), str)
             try:
-                values[f.name] = kind(raw.strip().lower() if kind is str and f.name == "require_landlock" else raw.strip())
+                values[f.name] = kind(
+                    raw.strip().lower() if kind is str and f.name == "require_landlock" else raw.strip()
+                )
             except ValueError:
-                raise ValueError(f"{_PREFIX}{f.name.upper()}={raw!r} is not a valid {f.type}; fix or unset it") from None
+                raise ValueError(
+                    f"{_PREFIX}{f.name.upper()}={raw!r} is not a valid {f.type}; fix or unset it"
+                ) from None
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
 

@@ -66,7 +66,7 @@ def generate(rng: random.Random, size: int, walls: float, pits: int) -> tuple[li
         n_walls = int(walls * size * size)
         for r, c in rest[:n_walls]:
             grid[r][c] = WALL
-        for r, c in rest[n_walls:n_walls + pits]:
+        for r, c in rest[n_walls : n_walls + pits]:
             grid[r][c] = PIT
         if _reachable(grid, start, goal):
             return grid, start, goal
@@ -120,14 +120,29 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
         """
         if split is not None or index is not None:
             _check(split in LEVELS, f"unknown split {split!r}; the splits are {', '.join(LEVELS)}")
-            _check(type(index) is int and 0 <= index < len(LEVELS[split]), f"split {split!r} has tasks 0 to {len(LEVELS[split]) - 1}, not {index!r}")
+            _check(
+                type(index) is int and 0 <= index < len(LEVELS[split]),
+                f"split {split!r} has tasks 0 to {len(LEVELS[split]) - 1}, not {index!r}",
+            )
             level = LEVELS[split][index]
             size, walls, pits, seed = level["size"], level["walls"], level["pits"], level["seed"]
         _check(isinstance(size, int) and 3 <= size <= 20, f"size must be an integer from 3 to 20, got {size!r}")
-        _check(isinstance(walls, (int, float)) and 0 <= walls <= 0.5, f"walls must be a fraction from 0 to 0.5, got {walls!r}")
-        _check(isinstance(pits, int) and 0 <= pits <= size, f"pits must be an integer from 0 to size ({size}), got {pits!r}")
-        _check(isinstance(slip, (int, float)) and 0 <= slip <= 0.5, f"slip must be a probability from 0 to 0.5, got {slip!r}")
-        _check(max_steps is None or (isinstance(max_steps, int) and max_steps >= 1), f"max_steps must be a positive integer, got {max_steps!r}")
+        _check(
+            isinstance(walls, (int, float)) and 0 <= walls <= 0.5,
+            f"walls must be a fraction from 0 to 0.5, got {walls!r}",
+        )
+        _check(
+            isinstance(pits, int) and 0 <= pits <= size,
+            f"pits must be an integer from 0 to size ({size}), got {pits!r}",
+        )
+        _check(
+            isinstance(slip, (int, float)) and 0 <= slip <= 0.5,
+            f"slip must be a probability from 0 to 0.5, got {slip!r}",
+        )
+        _check(
+            max_steps is None or (isinstance(max_steps, int) and max_steps >= 1),
+            f"max_steps must be a positive integer, got {max_steps!r}",
+        )
         if seed is not None:
             self._rng = random.Random(seed)
         self._seed = seed
@@ -177,8 +192,13 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
     @property
     def state(self) -> GridState:
         return GridState(
-            episode_id=self._episode_id, step_count=self._steps, size=self._size, walls=self._walls,
-            pits=self._pits, slip=self._slip, seed=self._seed,
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            size=self._size,
+            walls=self._walls,
+            pits=self._pits,
+            slip=self._slip,
+            seed=self._seed,
         )
 
     def _target(self, pos: Cell, move: str) -> Cell | None:
@@ -196,15 +216,21 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
                 fill = {WALL: "#3b3b3b", PIT: "#c0392b"}.get(kind, "#f3f1ea")
                 if (r, c) == self._goal:
                     fill = "#2e9e5b"
-                rows.append(f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" fill="{fill}" stroke="#999"/>')
+                rows.append(
+                    f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" fill="{fill}" stroke="#999"/>'
+                )
                 if kind == PIT:
-                    rows.append(f'<text x="{c * cell + 20}" y="{r * cell + 27}" font-size="20" text-anchor="middle" fill="#fff">X</text>')
+                    rows.append(
+                        f'<text x="{c * cell + 20}" y="{r * cell + 27}" font-size="20" text-anchor="middle" fill="#fff">X</text>'
+                    )
         r, c = self._pos
-        rows.append(f'<circle cx="{c * cell + 20}" cy="{r * cell + 20}" r="14" fill="#2a6fdb" stroke="#fff" stroke-width="3"/>')
+        rows.append(
+            f'<circle cx="{c * cell + 20}" cy="{r * cell + 20}" r="14" fill="#2a6fdb" stroke="#fff" stroke-width="3"/>'
+        )
         side = cell * max(self._size, 1)
         return "image/svg+xml", (
             f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {side} {side}" width="{side}" height="{side}">'
-            f'<title>grid world</title>{"".join(rows)}</svg>'
+            f"<title>grid world</title>{''.join(rows)}</svg>"
         )
 
     def grid_text(self) -> str:
@@ -229,8 +255,15 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
         if not over:
             text += f" {left} steps left. Reply with one move: {', '.join(legal)}."
         return GridObservation(
-            grid=grid, position=list(self._pos), goal=list(self._goal), legal_moves=legal,  # type: ignore[arg-type]
-            steps_left=left, outcome=self._outcome, text=text, reward=reward, done=over,  # type: ignore[arg-type]
+            grid=grid,
+            position=list(self._pos),
+            goal=list(self._goal),
+            legal_moves=legal,  # type: ignore[arg-type]
+            steps_left=left,
+            outcome=self._outcome,
+            text=text,
+            reward=reward,
+            done=over,  # type: ignore[arg-type]
         )
 
 

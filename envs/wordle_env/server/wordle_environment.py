@@ -162,8 +162,11 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     @property
     def state(self) -> WordleState:
         return WordleState(
-            episode_id=self._episode_id, step_count=self._steps, max_guesses=self._max_guesses,
-            invalid_guesses=self._invalid, seed=self._seed,
+            episode_id=self._episode_id,
+            step_count=self._steps,
+            max_guesses=self._max_guesses,
+            invalid_guesses=self._invalid,
+            seed=self._seed,
         )
 
     def _end(self, reward: float, message: str, meta: dict[str, Any] | None = None) -> WordleObservation:
@@ -179,19 +182,21 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
             for c in range(5):
                 x, y = gap + c * (tile + gap), gap + r * (tile + gap)
                 if row is None:
-                    parts.append(f'<rect x="{x}" y="{y}" width="{tile}" height="{tile}" fill="#fff" stroke="#d3d6da" stroke-width="2"/>')
+                    parts.append(
+                        f'<rect x="{x}" y="{y}" width="{tile}" height="{tile}" fill="#fff" stroke="#d3d6da" stroke-width="2"/>'
+                    )
                     continue
-                fill = colours.get(row.feedback[c:c + 1], "#787c7e")
+                fill = colours.get(row.feedback[c : c + 1], "#787c7e")
                 parts.append(f'<rect x="{x}" y="{y}" width="{tile}" height="{tile}" fill="{fill}"/>')
                 parts.append(
                     f'<text x="{x + tile // 2}" y="{y + 38}" font-size="30" font-weight="bold" text-anchor="middle" '
-                    f'fill="#fff" font-family="sans-serif">{row.guess[c:c + 1].upper()}</text>'
+                    f'fill="#fff" font-family="sans-serif">{row.guess[c : c + 1].upper()}</text>'
                 )
         width = gap + 5 * (tile + gap)
         height = gap + max(self._max_guesses, len(self._board)) * (tile + gap)
         return "image/svg+xml", (
             f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
-            f'<title>wordle board</title>{"".join(parts)}</svg>'
+            f"<title>wordle board</title>{''.join(parts)}</svg>"
         )
 
     def _letters(self) -> dict[str, str]:
@@ -208,13 +213,22 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         left = self._max_guesses - len(self._board)
         letters = self._letters()
         lines = [f"{row.guess.upper()}  {row.feedback}" for row in self._board] or ["(no guesses yet)"]
-        text = f"{message}\nBoard (G = right place, Y = elsewhere in the word, - = not in the word):\n" + "\n".join(lines)
+        text = f"{message}\nBoard (G = right place, Y = elsewhere in the word, - = not in the word):\n" + "\n".join(
+            lines
+        )
         if not self._over:
             absent = "".join(k for k, v in letters.items() if v == "absent")
             text += f"\nLetters not in the word: {absent or 'none yet'}. {left} tries left. Reply with one five-letter word."
         return WordleObservation(
-            board=list(self._board), guesses_left=left, letters=letters, message=message,  # type: ignore[arg-type]
-            answer=self._answer if self._over else None, text=text, reward=reward, done=self._over, metadata=meta or {},
+            board=list(self._board),
+            guesses_left=left,
+            letters=letters,
+            message=message,  # type: ignore[arg-type]
+            answer=self._answer if self._over else None,
+            text=text,
+            reward=reward,
+            done=self._over,
+            metadata=meta or {},
         )
 
 
@@ -225,7 +239,9 @@ def _task(split: str | None, index: int | None) -> dict[str, Any]:
         KeyError: no such split.  IndexError: no such task.  ValueError: split or index missing.
     """
     if split is None or index is None or type(index) is not int:
-        raise ValueError(f"give a split and an integer index to play a task, e.g. reset(split='test', index=0); got {split!r}, {index!r}")
+        raise ValueError(
+            f"give a split and an integer index to play a task, e.g. reset(split='test', index=0); got {split!r}, {index!r}"
+        )
     words = task_words()[split]
     if not 0 <= index < len(words):
         raise IndexError(f"split {split!r} has tasks 0 to {len(words) - 1}, not {index}")

@@ -17,25 +17,25 @@ from alembic import op
 
 import hub_service.db
 
-revision = '0003'
-down_revision = '0002'
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('env_versions') as batch:
-        batch.add_column(sa.Column('waiting_code', sa.String(length=32), nullable=True))
-        batch.add_column(sa.Column('waiting_reason', sa.Text(), nullable=True))
-        batch.add_column(sa.Column('waiting_since', hub_service.db.UTCDateTime(timezone=True), nullable=True))
-    with op.batch_alter_table('jobs') as batch:
-        batch.add_column(sa.Column('infra_retries', sa.Integer(), nullable=False, server_default='0'))
+    with op.batch_alter_table("env_versions") as batch:
+        batch.add_column(sa.Column("waiting_code", sa.String(length=32), nullable=True))
+        batch.add_column(sa.Column("waiting_reason", sa.Text(), nullable=True))
+        batch.add_column(sa.Column("waiting_since", hub_service.db.UTCDateTime(timezone=True), nullable=True))
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("infra_retries", sa.Integer(), nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('jobs') as batch:
-        batch.drop_column('infra_retries')
-    with op.batch_alter_table('env_versions') as batch:
-        batch.drop_column('waiting_since')
-        batch.drop_column('waiting_reason')
-        batch.drop_column('waiting_code')
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("infra_retries")
+    with op.batch_alter_table("env_versions") as batch:
+        batch.drop_column("waiting_since")
+        batch.drop_column("waiting_reason")
+        batch.drop_column("waiting_code")

@@ -13,17 +13,17 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0004'
-down_revision = '0003'
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('env_versions') as batch:
-        batch.add_column(sa.Column('port', sa.Integer(), nullable=True))
+    with op.batch_alter_table("env_versions") as batch:
+        batch.add_column(sa.Column("port", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('env_versions') as batch:
-        batch.drop_column('port')
+    with op.batch_alter_table("env_versions") as batch:
+        batch.drop_column("port")

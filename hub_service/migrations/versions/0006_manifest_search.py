@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0006'
-down_revision = '0005'
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
@@ -28,19 +28,28 @@ def _text(manifest: Any) -> str:
         return ""
     description, tags = manifest.get("description"), manifest.get("tags")
     words = description.lower()[:4000] if isinstance(description, str) else ""
-    tokens = "".join(f"#{t.lower()[:64]} " for t in (tags if isinstance(tags, list) else [])[:64] if isinstance(t, str) and t.strip())
+    tokens = "".join(
+        f"#{t.lower()[:64]} " for t in (tags if isinstance(tags, list) else [])[:64] if isinstance(t, str) and t.strip()
+    )
     return f"{words} {tokens}" if words or tokens else ""
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('environments') as batch:
-        batch.add_column(sa.Column('manifest_text', sa.Text(), server_default='', nullable=False))
-    environments = sa.table('environments', sa.column('id', sa.Integer), sa.column('latest_version_id', sa.Integer),
-                            sa.column('manifest_text', sa.Text))
-    versions = sa.table('env_versions', sa.column('id', sa.Integer), sa.column('manifest', sa.JSON))
+    with op.batch_alter_table("environments") as batch:
+        batch.add_column(sa.Column("manifest_text", sa.Text(), server_default="", nullable=False))
+    environments = sa.table(
+        "environments",
+        sa.column("id", sa.Integer),
+        sa.column("latest_version_id", sa.Integer),
+        sa.column("manifest_text", sa.Text),
+    )
+    versions = sa.table("env_versions", sa.column("id", sa.Integer), sa.column("manifest", sa.JSON))
     conn = op.get_bind()
-    rows = conn.execute(sa.select(environments.c.id, versions.c.manifest)
-                        .join(versions, versions.c.id == environments.c.latest_version_id)).all()
+    rows = conn.execute(
+        sa.select(environments.c.id, versions.c.manifest).join(
+            versions, versions.c.id == environments.c.latest_version_id
+        )
+    ).all()
     for env_id, manifest in rows:
         text = _text(manifest)
         if text:
@@ -48,5 +57,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('environments') as batch:
-        batch.drop_column('manifest_text')
+    with op.batch_alter_table("environments") as batch:
+        batch.drop_column("manifest_text")

@@ -29,12 +29,16 @@ def docker_client() -> Any:
         try:
             import docker
         except ImportError as exc:
-            raise ProviderUnavailableError("running containers needs the docker SDK: pip install 'openenv-hub[docker]'") from exc
+            raise ProviderUnavailableError(
+                "running containers needs the docker SDK: pip install 'openenv-hub[docker]'"
+            ) from exc
         try:
             client = docker.from_env(max_pool_size=_POOL_SIZE)
             client.ping()
         except Exception as exc:  # DockerException, requests' errors: all mean "no engine here"
-            raise ProviderUnavailableError(f"no Docker engine reachable ({exc}); start Docker, or set DOCKER_HOST") from exc
+            raise ProviderUnavailableError(
+                f"no Docker engine reachable ({exc}); start Docker, or set DOCKER_HOST"
+            ) from exc
         _client = client
         return client
 

@@ -34,7 +34,9 @@ def _stretch() -> float:
     return max(1.0, _waiting / 2)
 
 
-async def probe(url: str, path: str = "/health", *, timeout_s: float = 2.0, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+async def probe(
+    url: str, path: str = "/health", *, timeout_s: float = 2.0, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
     """One `GET url+path`; returns (status, body).
 
     Raises:

@@ -89,7 +89,9 @@ def read_env_folder(path: str | Path) -> EnvFolder:
     app = manifest.get("app") or "server.app:app"
     module = app.partition(":")[0].replace(".", "/")
     if not ((folder / f"{module}.py").is_file() or (folder / module / "__init__.py").is_file()):
-        raise ConfigurationError(f"{folder} has no {module}.py for app {app!r}; is this an env folder (see `openenv init`)?")
+        raise ConfigurationError(
+            f"{folder} has no {module}.py for app {app!r}; is this an env folder (see `openenv init`)?"
+        )
     try:
         port = int(manifest.get("port") or 8000)
     except ValueError:
@@ -101,12 +103,21 @@ def read_env_folder(path: str | Path) -> EnvFolder:
             deps = list(tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("dependencies", []))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigurationError(f"{pyproject} is not valid TOML: {exc}") from None
-    req_file = next((p for p in (folder / "server" / "requirements.txt", folder / "requirements.txt") if p.is_file()), None)
+    req_file = next(
+        (p for p in (folder / "server" / "requirements.txt", folder / "requirements.txt") if p.is_file()), None
+    )
     names = {_dep_name(d) for d in deps}
     if req_file is not None:
         names |= {_dep_name(line) for line in req_file.read_text(encoding="utf-8", errors="replace").splitlines()}
-    return EnvFolder(path=folder, name=manifest.get("name") or folder.name, app=app, port=port, requirements=tuple(deps),
-                     requirements_file=req_file, upstream=bool(names & _UPSTREAM))
+    return EnvFolder(
+        path=folder,
+        name=manifest.get("name") or folder.name,
+        app=app,
+        port=port,
+        requirements=tuple(deps),
+        requirements_file=req_file,
+        upstream=bool(names & _UPSTREAM),
+    )
 
 
 def sdk_spec(folder: EnvFolder, sdk: str) -> str | None:
@@ -139,8 +150,14 @@ def _uv() -> str | None:
     return str(beside) if beside.exists() else None
 
 
-def ensure_venv(folder: EnvFolder, *, python: str | None = None, sdk: str = "auto", installer: str = "auto",
-                cache_dir: Path | None = None) -> Path:
+def ensure_venv(
+    folder: EnvFolder,
+    *,
+    python: str | None = None,
+    sdk: str = "auto",
+    installer: str = "auto",
+    cache_dir: Path | None = None,
+) -> Path:
     """The env's venv (made now if missing); returns its python.
 
     Args:
@@ -158,17 +175,25 @@ def ensure_venv(folder: EnvFolder, *, python: str | None = None, sdk: str = "aut
     python = python or sys.executable
     uv = _uv() if installer in ("auto", "uv") else None
     if installer == "uv" and uv is None:
-        raise ProviderUnavailableError("installer='uv' but uv is not installed: pip install uv, or use installer='venv'")
+        raise ProviderUnavailableError(
+            "installer='uv' but uv is not installed: pip install uv, or use installer='venv'"
+        )
     if installer not in ("auto", "uv", "venv"):
         raise ConfigurationError(f"installer must be 'auto', 'uv' or 'venv', not {installer!r}")
     spec = sdk_spec(folder, sdk)
-    req_text = folder.requirements_file.read_text(encoding="utf-8", errors="replace") if folder.requirements_file else ""
+    req_text = (
+        folder.requirements_file.read_text(encoding="utf-8", errors="replace") if folder.requirements_file else ""
+    )
     key_data = {
-        "python": str(Path(python).resolve()), "version": list(sys.version_info[:3]) if python == sys.executable else None,
-        "deps": sorted(folder.requirements), "requirements.txt": req_text, "sdk": spec, "tool": "uv" if uv else "venv",
+        "python": str(Path(python).resolve()),
+        "version": list(sys.version_info[:3]) if python == sys.executable else None,
+        "deps": sorted(folder.requirements),
+        "requirements.txt": req_text,
+        "sdk": spec,
+        "tool": "uv" if uv else "venv",
     }
     key = hashlib.sha256(json.dumps(key_data, sort_keys=True).encode()).hexdigest()[:16]
-    root = (cache_dir or _settings.cache_dir() / "venvs")
+    root = cache_dir or _settings.cache_dir() / "venvs"
     root.mkdir(parents=True, exist_ok=True)
     venv = root / f"{re.sub(r'[^A-Za-z0-9_.-]', '-', folder.name)}-{key}"
     venv_python = venv / "bin" / "python"

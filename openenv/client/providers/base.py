@@ -161,7 +161,9 @@ class Provider(ABC):
         async def _gone() -> str | None:
             return await in_thread(self.exit_reason)
 
-        await asyncio.gather(*(wait_healthy(u, timeout_s=limit, exit_reason=_gone, headers=self.health_headers) for u in targets))
+        await asyncio.gather(
+            *(wait_healthy(u, timeout_s=limit, exit_reason=_gone, headers=self.health_headers) for u in targets)
+        )
 
     def _locked_launch(self) -> list[str]:
         # `stop` takes the same lock, so a stop that races a launch (a cancelled start, exit)

@@ -115,8 +115,15 @@ class DockerProvider(Provider):
             from openenv.manifest import env_port
 
             kwargs["port"] = env_port(folder)
-        build_image(folder, tag, base_image=base_image or _settings.base_image(), sdk=sdk, build_args=build_args, client=client,
-                    dockerfile=found.relative_to(folder).as_posix() if found else None)
+        build_image(
+            folder,
+            tag,
+            base_image=base_image or _settings.base_image(),
+            sdk=sdk,
+            build_args=build_args,
+            client=client,
+            dockerfile=found.relative_to(folder).as_posix() if found else None,
+        )
         return cls(tag, pull="never", **kwargs)
 
     @property
@@ -137,7 +144,9 @@ class DockerProvider(Provider):
                     "or check the reference and your registry login"
                 ) from None
         elif self.pull == "never" and not _image_exists(api, self.image):
-            raise ProviderStartError(f"image {self.image} is not here (pull='never'); build it first, e.g. `openenv build`")
+            raise ProviderStartError(
+                f"image {self.image} is not here (pull='never'); build it first, e.g. `openenv build`"
+            )
 
     def _launch(self) -> list[str]:
         api = self.client.api
@@ -157,7 +166,13 @@ class DockerProvider(Provider):
             ports = [self.port]
         try:
             created = api.create_container(
-                self.image, name=self.name, environment=env, labels=labels, ports=ports, host_config=host_config, detach=True,
+                self.image,
+                name=self.name,
+                environment=env,
+                labels=labels,
+                ports=ports,
+                host_config=host_config,
+                detach=True,
                 user=self.user or "",
             )
             self.container_id = created["Id"]
@@ -169,7 +184,9 @@ class DockerProvider(Provider):
             raise ProviderStartError(f"the engine could not run {self.image}: {exc.explanation or exc}") from None
         bindings = (info.get("NetworkSettings", {}).get("Ports") or {}).get(key) or []
         if not bindings:
-            raise ProviderStartError(f"container {self.name} has no published port {key}; does {self.image} listen on {self.port}?")
+            raise ProviderStartError(
+                f"container {self.name} has no published port {key}; does {self.image} listen on {self.port}?"
+            )
         return [f"http://{self.host}:{bindings[0]['HostPort']}"]
 
     def _terminate(self) -> None:

@@ -74,7 +74,9 @@ class KubernetesProvider(Provider):
             raise ConfigurationError("replicas must be >= 1")
         name = kwargs.pop("name", None) or _dns_name(image)
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
-            raise ConfigurationError(f"name {name!r} is not a valid Kubernetes name (lower case, digits and '-', at most 63)")
+            raise ConfigurationError(
+                f"name {name!r} is not a valid Kubernetes name (lower case, digits and '-', at most 63)"
+            )
         super().__init__(name=name, **kwargs)
         self.image = image
         self.replicas = replicas
@@ -98,39 +100,52 @@ class KubernetesProvider(Provider):
         return {NAME: "openenv-env", MANAGED_BY: lifecycle.MANAGED_VALUE, **self.selector(), **extra}
 
     def annotations(self) -> dict[str, str]:
-        return {k: v for k, v in lifecycle.owner_labels(self.image, self.labels).items() if k.startswith("org.openenv.")}
+        return {
+            k: v for k, v in lifecycle.owner_labels(self.image, self.labels).items() if k.startswith("org.openenv.")
+        }
 
     def build_objects(self) -> tuple[Any, Any]:
         """The Deployment and Service this provider creates (kubernetes.client models)."""
         from kubernetes import client as k8s
 
         labels, annotations = self.object_labels(), self.annotations()
-        probe = k8s.V1Probe(http_get=k8s.V1HTTPGetAction(path="/health", port="http"), period_seconds=1,
-                            timeout_seconds=2, failure_threshold=3)
+        probe = k8s.V1Probe(
+            http_get=k8s.V1HTTPGetAction(path="/health", port="http"),
+            period_seconds=1,
+            timeout_seconds=2,
+            failure_threshold=3,
+        )
         container = k8s.V1Container(
-            name="env", image=self.image, image_pull_policy=self.image_pull_policy,
+            name="env",
+            image=self.image,
+            image_pull_policy=self.image_pull_policy,
             ports=[k8s.V1ContainerPort(container_port=self.port, name="http", protocol="TCP")],
             env=[k8s.V1EnvVar(name=k, value=v) for k, v in sorted(self.env.items())] or None,
             readiness_probe=probe,
             resources=k8s.V1ResourceRequirements(**self.resources) if self.resources else None,
         )
         deployment = k8s.V1Deployment(
-            api_version="apps/v1", kind="Deployment",
+            api_version="apps/v1",
+            kind="Deployment",
             metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace, labels=labels, annotations=annotations),
             spec=k8s.V1DeploymentSpec(
                 replicas=self.replicas,
                 selector=k8s.V1LabelSelector(match_labels=self.selector()),
                 template=k8s.V1PodTemplateSpec(
                     metadata=k8s.V1ObjectMeta(labels=labels, annotations=annotations),
-                    spec=k8s.V1PodSpec(containers=[container], termination_grace_period_seconds=int(self.stop_timeout_s)),
+                    spec=k8s.V1PodSpec(
+                        containers=[container], termination_grace_period_seconds=int(self.stop_timeout_s)
+                    ),
                 ),
             ),
         )
         service = k8s.V1Service(
-            api_version="v1", kind="Service",
+            api_version="v1",
+            kind="Service",
             metadata=k8s.V1ObjectMeta(name=self.name, namespace=self.namespace, labels=labels, annotations=annotations),
             spec=k8s.V1ServiceSpec(
-                selector=self.selector(), type="ClusterIP",
+                selector=self.selector(),
+                type="ClusterIP",
                 ports=[k8s.V1ServicePort(name="http", port=self.port, target_port="http", protocol="TCP")],
             ),
         )
@@ -143,7 +158,9 @@ class KubernetesProvider(Provider):
             from kubernetes import client as k8s
             from kubernetes import config
         except ImportError as exc:
-            raise ProviderUnavailableError("KubernetesProvider needs the kubernetes client: pip install 'openenv-hub[kubernetes]'") from exc
+            raise ProviderUnavailableError(
+                "KubernetesProvider needs the kubernetes client: pip install 'openenv-hub[kubernetes]'"
+            ) from exc
         if self._api_client is None:
             try:
                 config.load_kube_config()
@@ -151,7 +168,9 @@ class KubernetesProvider(Provider):
                 try:
                     config.load_incluster_config()
                 except config.ConfigException as exc:
-                    raise ProviderUnavailableError(f"no Kubernetes cluster configured ({exc}); set KUBECONFIG or run in a pod") from exc
+                    raise ProviderUnavailableError(
+                        f"no Kubernetes cluster configured ({exc}); set KUBECONFIG or run in a pod"
+                    ) from exc
             self._api_client = k8s.ApiClient()
         return k8s.AppsV1Api(self._api_client), k8s.CoreV1Api(self._api_client)
 
@@ -165,7 +184,9 @@ class KubernetesProvider(Provider):
             self._created = True
             core.create_namespaced_service(self.namespace, service)
         except ApiException as exc:
-            raise ProviderStartError(f"the cluster refused {self.name}: {exc.status} {exc.reason}: {exc.body}") from None
+            raise ProviderStartError(
+                f"the cluster refused {self.name}: {exc.status} {exc.reason}: {exc.body}"
+            ) from None
         deadline = time.monotonic() + self.startup_timeout_s
         delay = 0.1
         while True:
@@ -173,7 +194,9 @@ class KubernetesProvider(Provider):
             if (status.ready_replicas or 0) >= self.replicas:
                 return [self.url]
             if time.monotonic() > deadline:
-                raise ProviderStartError(f"{self.name}: {status.ready_replicas or 0}/{self.replicas} pods ready after {self.startup_timeout_s:g}s")
+                raise ProviderStartError(
+                    f"{self.name}: {status.ready_replicas or 0}/{self.replicas} pods ready after {self.startup_timeout_s:g}s"
+                )
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
 

@@ -272,7 +272,9 @@ def list_running(*, labels: dict[str, str] | None = None, docker: bool = True) -
     return sorted(items, key=lambda i: i.started_at or 0.0)
 
 
-def gc(*, everything: bool = False, labels: dict[str, str] | None = None, dry_run: bool = False, docker: bool = True) -> list[RunningItem]:
+def gc(
+    *, everything: bool = False, labels: dict[str, str] | None = None, dry_run: bool = False, docker: bool = True
+) -> list[RunningItem]:
     """Remove leftovers: what clients started and did not stop because they crashed.
 
     Args:
@@ -304,10 +306,18 @@ def _process_items() -> list[RunningItem]:
             remove_record(str(rec.get("id")))  # the server is gone: the record is stale
             continue
         owner = str(rec.get("owner", ""))
-        items.append(RunningItem(
-            kind="process", id=str(pid), name=str(rec["id"]), url=rec.get("url"), owner=owner,
-            owner_alive=owner_alive(owner), started_at=rec.get("started_at"), labels=dict(rec.get("labels") or {}),
-        ))
+        items.append(
+            RunningItem(
+                kind="process",
+                id=str(pid),
+                name=str(rec["id"]),
+                url=rec.get("url"),
+                owner=owner,
+                owner_alive=owner_alive(owner),
+                started_at=rec.get("started_at"),
+                labels=dict(rec.get("labels") or {}),
+            )
+        )
     return items
 
 
@@ -342,8 +352,16 @@ def _docker_items() -> list[RunningItem]:
 def _item(kind: str, ident: str, name: str, url: str | None, labels: dict[str, str]) -> RunningItem:
     owner = labels.get(LABEL_OWNER, "")
     started = labels.get(LABEL_STARTED)
-    return RunningItem(kind=kind, id=ident, name=name, url=url, owner=owner, owner_alive=owner_alive(owner) if owner else None,
-                       started_at=float(started) if started else None, labels=dict(labels))
+    return RunningItem(
+        kind=kind,
+        id=ident,
+        name=name,
+        url=url,
+        owner=owner,
+        owner_alive=owner_alive(owner) if owner else None,
+        started_at=float(started) if started else None,
+        labels=dict(labels),
+    )
 
 
 def _remove(item: RunningItem) -> None:

@@ -162,16 +162,30 @@ class ProcessProvider(Provider):
             env.pop("PYTHONPATH", None)  # the venv is the server's whole world, not this interpreter's paths
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
-                self.command(python, port), cwd=self.folder.path, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                self.command(python, port),
+                cwd=self.folder.path,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self._identity = lifecycle.process_identity(self.proc.pid)
         url = f"http://{self.host}:{port}"
-        lifecycle.write_record({
-            "id": self.record_id, "kind": "process", "pid": self.proc.pid, "process": self._identity,
-            "owner": lifecycle.this_owner(), "url": url, "started_at": time.time(), "env_dir": str(self.folder.path),
-            "log": str(self.log_path), "labels": lifecycle.owner_labels(self.folder.name, self.labels),
-        })
+        lifecycle.write_record(
+            {
+                "id": self.record_id,
+                "kind": "process",
+                "pid": self.proc.pid,
+                "process": self._identity,
+                "owner": lifecycle.this_owner(),
+                "url": url,
+                "started_at": time.time(),
+                "env_dir": str(self.folder.path),
+                "log": str(self.log_path),
+                "labels": lifecycle.owner_labels(self.folder.name, self.labels),
+            }
+        )
         return [url]
 
     def _terminate(self) -> None:
@@ -190,7 +204,11 @@ class ProcessProvider(Provider):
         code = proc.poll()
         if code is None:
             return None
-        return f"the server process exited with code {code}" if code >= 0 else f"the server process was killed by signal {-code}"
+        return (
+            f"the server process exited with code {code}"
+            if code >= 0
+            else f"the server process was killed by signal {-code}"
+        )
 
     def logs(self, tail: int = 200) -> str:
         if self.log_path is None or not self.log_path.is_file():

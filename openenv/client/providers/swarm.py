@@ -102,7 +102,9 @@ class SwarmProvider(Provider):
 
         labels = lifecycle.owner_labels(self.image, self.labels)
         spec = ContainerSpec(
-            self.image, env=[f"{k}={v}" for k, v in self.env.items()], labels=labels,
+            self.image,
+            env=[f"{k}={v}" for k, v in self.env.items()],
+            labels=labels,
             stop_grace_period=int(self.stop_timeout_s * 1e9),
             # Swarm holds a task in "starting" (and its port unpublished) until the image's own
             # HEALTHCHECK first passes, typically 10 s later; this provider polls /health itself.
@@ -112,7 +114,9 @@ class SwarmProvider(Provider):
         endpoint["Ports"] = [{"Protocol": "tcp", "TargetPort": self.port, "PublishMode": "host"}]
         return {
             "task_template": TaskTemplate(spec, restart_policy=RestartPolicy(condition="none")),
-            "name": self.name, "labels": labels, "mode": ServiceMode("replicated", replicas=self.replicas),
+            "name": self.name,
+            "labels": labels,
+            "mode": ServiceMode("replicated", replicas=self.replicas),
             "endpoint_spec": endpoint,
         }
 
@@ -126,7 +130,9 @@ class SwarmProvider(Provider):
         try:
             self.service_id = api.create_service(**self.service_spec())["ID"]
         except docker_errors().APIError as exc:
-            raise ProviderStartError(f"the swarm could not create service {self.name}: {exc.explanation or exc}") from None
+            raise ProviderStartError(
+                f"the swarm could not create service {self.name}: {exc.explanation or exc}"
+            ) from None
         return self._wait_for_tasks(api)
 
     def _wait_for_tasks(self, api: Any) -> list[str]:
@@ -140,15 +146,21 @@ class SwarmProvider(Provider):
             for task in tasks:
                 status = task.get("Status") or {}
                 if status.get("State") in _FAILED:
-                    raise ProviderStartError(f"replica {task.get('Slot')} of {self.name} {status.get('State')}: {status.get('Err') or status.get('Message')}")
+                    raise ProviderStartError(
+                        f"replica {task.get('Slot')} of {self.name} {status.get('State')}: {status.get('Err') or status.get('Message')}"
+                    )
                 ports = ((status.get("PortStatus") or {}).get("Ports")) or []
                 if status.get("State") == "running" and ports:
-                    urls.append(f"http://{self._node_host(api, task.get('NodeID'), local_node)}:{ports[0]['PublishedPort']}")
+                    urls.append(
+                        f"http://{self._node_host(api, task.get('NodeID'), local_node)}:{ports[0]['PublishedPort']}"
+                    )
             if len(urls) >= self.replicas:
                 return sorted(urls)
             if time.monotonic() > deadline:
                 states = sorted((t.get("Status") or {}).get("State", "?") for t in tasks)
-                raise ProviderStartError(f"{self.name}: replicas not running within {self.startup_timeout_s:g}s (task states: {states})")
+                raise ProviderStartError(
+                    f"{self.name}: replicas not running within {self.startup_timeout_s:g}s (task states: {states})"
+                )
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
 

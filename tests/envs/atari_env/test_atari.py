@@ -131,7 +131,10 @@ async def test_concurrent_sessions_with_one_seed_see_the_same_frames(url: str) -
 @pytest.mark.slow
 async def test_soak_1000_random_steps_over_4_sessions(url: str, server_errors: list) -> None:
     report = await soak(
-        url, AtariEnv, lambda rng, obs: AtariAction(action=rng.randrange(len(obs.legal_actions))), reset_kwargs={"game": "breakout"}
+        url,
+        AtariEnv,
+        lambda rng, obs: AtariAction(action=rng.randrange(len(obs.legal_actions))),
+        reset_kwargs={"game": "breakout"},
     )
     assert report.steps == 1000 and report.episodes > 0
     assert (await wait_sessions_closed(url))["status"] == "healthy"

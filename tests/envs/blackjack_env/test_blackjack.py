@@ -126,7 +126,11 @@ async def test_concurrent_sessions_with_one_seed_play_identically(url: str) -> N
         async with BlackjackEnv(url) as env:
             out = [(await env.reset(seed=9)).observation]
             while not out[-1].done:
-                out.append((await env.step(BlackjackAction(action="hit" if out[-1].player_total < 15 else "stand"))).observation)
+                out.append(
+                    (
+                        await env.step(BlackjackAction(action="hit" if out[-1].player_total < 15 else "stand"))
+                    ).observation
+                )
             return out
 
     first, second = await asyncio.gather(run(), run())
@@ -164,4 +168,6 @@ def test_render_draws_the_cards_and_turns_the_dealers_over_at_the_end() -> None:
     obs = env.step(BlackjackAction(action="stand"))
     svg = env.render()[1]
     assert obs.done and all(card in svg for card in obs.dealer_cards) and 'fill="#8b1e2d"' not in svg
-    assert {"win": "You win", "blackjack": "Blackjack!", "push": "Push", "loss": "You lose"}[obs.outcome or "push"] in svg
+    assert {"win": "You win", "blackjack": "Blackjack!", "push": "Push", "loss": "You lose"}[
+        obs.outcome or "push"
+    ] in svg

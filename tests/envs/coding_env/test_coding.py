@@ -30,12 +30,18 @@ async def test_output_exit_codes_and_rewards(url: str) -> None:
         assert ok.reward == 1.0 and not ok.done and ok.observation.duration_s > 0
         boom = await run(env, "def f():\n    return 1 / 0\nf()")
         assert boom.observation.exit_code == 1 and boom.reward == 0.0
-        assert "ZeroDivisionError: division by zero" in boom.observation.stderr and 'File "<cell>", line 2' in boom.observation.stderr
+        assert (
+            "ZeroDivisionError: division by zero" in boom.observation.stderr
+            and 'File "<cell>", line 2' in boom.observation.stderr
+        )
         assert (await run(env, "raise SystemExit(3)")).observation.exit_code == 3
         assert (await run(env, "import sys; sys.exit()")).observation.exit_code == 0
         syntax = await run(env, "def (:")
         assert syntax.observation.exit_code == 1 and "SyntaxError" in syntax.observation.stderr
-        child = await run(env, "import subprocess\nprint(subprocess.run(['echo', 'from a child'], capture_output=True, text=True).stdout.strip())\nimport os\nos.system('echo straight to fd 1')")
+        child = await run(
+            env,
+            "import subprocess\nprint(subprocess.run(['echo', 'from a child'], capture_output=True, text=True).stdout.strip())\nimport os\nos.system('echo straight to fd 1')",
+        )
         assert child.observation.stdout.splitlines() == ["from a child", "straight to fd 1"]
         for blank in ("", "  \n\t"):  # no code runs cleanly, but earns nothing
             empty = await run(env, blank)

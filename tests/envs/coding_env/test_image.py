@@ -28,7 +28,11 @@ async def check_contained(url: str, *, own_uid: bool) -> None:
         await env.reset(seed=1)
         await other.reset()
         state = await env.state()
-        assert state.isolation["seccomp"] and state.isolation["landlock_abi"] >= 1 and state.isolation["own_uid"] is own_uid
+        assert (
+            state.isolation["seccomp"]
+            and state.isolation["landlock_abi"] >= 1
+            and state.isolation["own_uid"] is own_uid
+        )
         who = await run(env, "import os; print(os.getuid(), sorted(os.environ))")
         assert (int(who.stdout.split()[0]) not in (0, 1000)) is own_uid and "HUB_SECRET" not in who.stdout
         for code in (
@@ -43,7 +47,9 @@ async def check_contained(url: str, *, own_uid: bool) -> None:
             assert denied(obs) and SECRET not in obs.stdout, (code, obs)
         assert (await run(env, "x = 5", persist=True)).exit_code == 0
         assert (await run(env, "print(x * 2)", persist=True)).stdout == "10\n"
-        bomb = asyncio.create_task(run(env, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"))
+        bomb = asyncio.create_task(
+            run(env, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
+        )
         await asyncio.sleep(0.5)
         start = time.monotonic()
         assert (await asyncio.to_thread(health, url))["status"] == "healthy"

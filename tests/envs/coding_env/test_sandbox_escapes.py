@@ -56,7 +56,12 @@ async def test_code_does_not_run_as_root_nor_see_the_server_environment(url: str
         uid, gid, *_ = who.stdout.split()
         assert int(uid) != 0 and int(gid) != 0 and "[]" in who.stdout
         assert "OPENENV_TEST_SECRET" not in who.stdout
-        for path in (f"/proc/{os.getpid()}/environ", "/proc/self/environ", "/proc/1/environ", f"/proc/{os.getpid()}/cmdline"):
+        for path in (
+            f"/proc/{os.getpid()}/environ",
+            "/proc/self/environ",
+            "/proc/1/environ",
+            f"/proc/{os.getpid()}/cmdline",
+        ):
             obs = await run(env, f"print(open({path!r}, 'rb').read())")
             assert obs.exit_code == 1 and "PermissionError" in obs.stderr and SECRET not in obs.stdout, path
         mem = await run(env, f"f = open('/proc/{os.getpid()}/mem', 'rb'); print(f.read(16))")
@@ -65,7 +70,13 @@ async def test_code_does_not_run_as_root_nor_see_the_server_environment(url: str
 
 @pytest.mark.parametrize(
     "path",
-    ["/etc/shadow", "/etc/passwd", "/root/.bashrc", str(ROOT / "envs" / "coding_env" / "server" / "app.py"), str(ROOT / "pyproject.toml")],
+    [
+        "/etc/shadow",
+        "/etc/passwd",
+        "/root/.bashrc",
+        str(ROOT / "envs" / "coding_env" / "server" / "app.py"),
+        str(ROOT / "pyproject.toml"),
+    ],
 )
 async def test_host_files_cannot_be_read(url: str, path: str) -> None:
     async with CodingEnv(url) as env:
@@ -87,7 +98,10 @@ async def test_a_world_readable_secret_file_stays_unreadable(url: str, tmp_path:
         assert SECRET not in obs.stdout and "PermissionError" in obs.stderr
 
 
-@pytest.mark.parametrize("target", ["/tmp/escaped.txt", "/var/tmp/escaped.txt", "/dev/shm/escaped.txt", "../escaped.txt", "../io/../../x.txt"])
+@pytest.mark.parametrize(
+    "target",
+    ["/tmp/escaped.txt", "/var/tmp/escaped.txt", "/dev/shm/escaped.txt", "../escaped.txt", "../io/../../x.txt"],
+)
 async def test_nothing_is_written_outside_the_private_folder(url: str, target: str) -> None:
     async with CodingEnv(url) as env:
         await env.reset()
@@ -143,11 +157,17 @@ async def test_the_server_cannot_be_signalled_or_traced(url: str) -> None:
         assert kill.exit_code == 1 and "PermissionError" in kill.stderr
         parent = await run(env, "import os, signal; os.kill(os.getppid(), signal.SIGTERM)")
         assert parent.exit_code == 1 and "PermissionError" in parent.stderr
-        trace = await run(env, f"import ctypes; libc = ctypes.CDLL(None, use_errno=True); print(libc.ptrace(16, {os.getpid()}, 0, 0), ctypes.get_errno())")
+        trace = await run(
+            env,
+            f"import ctypes; libc = ctypes.CDLL(None, use_errno=True); print(libc.ptrace(16, {os.getpid()}, 0, 0), ctypes.get_errno())",
+        )
         assert trace.stdout.split() == ["-1", "1"]  # PTRACE_ATTACH: EPERM
         escape = await run(env, "import os; os.setsid()")
         assert escape.exit_code == 1 and "PermissionError" in escape.stderr
-        ns = await run(env, "import ctypes; libc = ctypes.CDLL(None, use_errno=True); print(libc.unshare(0x10000000 | 0x40000000), ctypes.get_errno())")
+        ns = await run(
+            env,
+            "import ctypes; libc = ctypes.CDLL(None, use_errno=True); print(libc.unshare(0x10000000 | 0x40000000), ctypes.get_errno())",
+        )
         assert ns.stdout.split() == ["-1", "1"]  # no new user or network namespace
     await still_serving(url)
 
@@ -171,7 +191,9 @@ async def test_a_fork_bomb_is_contained_and_cleaned_up(url: str) -> None:
     async with CodingEnv(url) as env:
         await env.reset()
         uid = await sandbox_uid(env)
-        bomb = asyncio.create_task(run(env, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"))
+        bomb = asyncio.create_task(
+            run(env, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
+        )
         await asyncio.sleep(0.5)
         await still_serving(url)
         obs = await bomb

@@ -160,7 +160,10 @@ async def test_concurrent_sessions_with_one_seed_see_the_same_world(url: str) ->
 @pytest.mark.slow
 async def test_soak_1000_random_steps_over_4_sessions(url: str, server_errors: list) -> None:
     report = await soak(
-        url, GridWorldEnv, lambda rng, obs: GridAction(move=rng.choice(list(MOVES))), reset_kwargs={"size": 5, "slip": 0.1}
+        url,
+        GridWorldEnv,
+        lambda rng, obs: GridAction(move=rng.choice(list(MOVES))),
+        reset_kwargs={"size": 5, "slip": 0.1},
     )
     assert report.steps == 1000 and report.episodes > 0
     assert (await wait_sessions_closed(url))["status"] == "healthy"

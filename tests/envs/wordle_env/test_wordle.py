@@ -55,7 +55,11 @@ def test_solving_pays_one_and_reveals_the_word() -> None:
 def test_invalid_guesses_cost_a_little_and_no_try() -> None:
     env = WordleEnvironment()
     env.reset(seed=1)
-    for bad, reason in (("zzzzz", "not in the word list"), ("cat", "not a 5-letter word"), ("cr4ne", "not a 5-letter word")):
+    for bad, reason in (
+        ("zzzzz", "not in the word list"),
+        ("cat", "not a 5-letter word"),
+        ("cr4ne", "not a 5-letter word"),
+    ):
         obs = env.step(WordleAction(guess=bad))
         assert obs.reward == -0.1 and obs.guesses_left == 6 and reason in obs.message and not obs.done
     assert env.state.invalid_guesses == 3

@@ -46,7 +46,11 @@ def web_settings(clean_factory: sessionmaker[Session], hub_settings: HubSettings
     root = Path(settings.local_source)
     root.mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "envs" / "echo_env", root / "echo_env", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "tests" / "hub" / "envs" / "bad_manifest", root / "bad_manifest", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "tests" / "hub" / "envs" / "bad_manifest",
+        root / "bad_manifest",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     readme = root / "echo_env" / "README.md"
     readme.write_text(readme.read_text() + XSS_README)
     index_source(clean_factory, LocalSource(root, trusted=True))

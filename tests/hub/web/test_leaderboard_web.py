@@ -79,7 +79,9 @@ def test_a_model_try_joins_the_leaderboard_beside_the_random_baseline(
 
             # a model that cannot be used at all (no such model at the endpoint) adds nothing
             _try(page, f"{llm}/v1", "no-such-model")
-            expect(page.locator("#oe-try-stopped")).to_contain_text("has no model 'no-such-model' (HTTP 404)", timeout=60_000)
+            expect(page.locator("#oe-try-stopped")).to_contain_text(
+                "has no model 'no-such-model' (HTTP 404)", timeout=60_000
+            )
             expect(page.locator("#oe-trajectory")).to_contain_text("HTTP 404")
             assert _website_runs(clean_factory) == []
 

@@ -25,7 +25,8 @@ TOKEN = "sk-very-secret-token-123"
 
 
 async def test_each_tab_plays_a_private_session_and_the_env_stops_when_the_last_leaves(
-        web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    web_settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
     play = PlayManager(web_settings, clean_factory)
     try:
         a = await play.open("tab-a", "10.0.0.1", "local", "echo_env")
@@ -68,7 +69,8 @@ async def test_caps_per_visitor_and_in_total(web_settings: HubSettings, clean_fa
 
 
 async def test_starting_sessions_and_model_tries_is_rate_limited_per_visitor(
-        web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+    web_settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
     from hub_service.limits import RateLimiter
 
     limiter = RateLimiter({"play": (2, 0.01), "model": (1, 0.01)})
@@ -88,7 +90,9 @@ async def test_starting_sessions_and_model_tries_is_rate_limited_per_visitor(
         await play.aclose()
 
 
-async def test_idle_sessions_are_reaped_and_their_env_stopped(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+async def test_idle_sessions_are_reaped_and_their_env_stopped(
+    web_settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
     play = PlayManager(web_settings.model_copy(update={"play_idle_timeout_s": 2.0}), clean_factory)
     try:
         session = await play.open("tab", "v", "local", "echo_env")
@@ -104,7 +108,9 @@ async def test_idle_sessions_are_reaped_and_their_env_stopped(web_settings: HubS
         await play.aclose()
 
 
-async def test_a_started_env_lingers_for_the_next_visitor(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+async def test_a_started_env_lingers_for_the_next_visitor(
+    web_settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
     play = PlayManager(web_settings.model_copy(update={"play_instance_linger_s": 60}), clean_factory)
     try:
         first = await play.open("tab-1", "v", "local", "echo_env")
@@ -117,19 +123,27 @@ async def test_a_started_env_lingers_for_the_next_visitor(web_settings: HubSetti
     assert not provider.running  # shutdown stops it
 
 
-async def test_an_env_that_failed_its_checks_cannot_be_played(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+async def test_an_env_that_failed_its_checks_cannot_be_played(
+    web_settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
     play = PlayManager(web_settings, clean_factory)
     with pytest.raises(NotPlayable, match="failed at validate"):
         await play.open("tab", "v", "local", "bad_manifest")
     assert play.stats()["sessions"] == 0
 
 
-async def test_the_random_baseline_plays_schema_valid_episodes(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+async def test_the_random_baseline_plays_schema_valid_episodes(
+    web_settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
     play = PlayManager(web_settings, clean_factory)
     try:
         session = await play.open("tab", "v", "local", "echo_env", kind="try")
-        events = [e async for e in run_episodes(session, RandomPolicy(session.action_schema, seed=3), episodes=2, max_steps=4,
-                                                render=True)]
+        events = [
+            e
+            async for e in run_episodes(
+                session, RandomPolicy(session.action_schema, seed=3), episodes=2, max_steps=4, render=True
+            )
+        ]
     finally:
         await play.aclose()
     steps = [e for e in events if e["type"] == "step"]
@@ -144,21 +158,41 @@ async def test_the_random_baseline_plays_schema_valid_episodes(web_settings: Hub
 
 
 async def test_an_llm_plays_and_unusable_answers_are_shown_and_counted(
-        web_settings: HubSettings, clean_factory: sessionmaker[Session], caplog: pytest.LogCaptureFixture) -> None:
+    web_settings: HubSettings, clean_factory: sessionmaker[Session], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
-    replies = ['{"message": "hello"}', 'Sure!\n```json\n{"message": "fenced"}\n```', "I would rather chat.", '{"nope": 1}', '{"message": "ok"}']
+    replies = [
+        '{"message": "hello"}',
+        'Sure!\n```json\n{"message": "fenced"}\n```',
+        "I would rather chat.",
+        '{"nope": 1}',
+        '{"message": "ok"}',
+    ]
     standin = openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=replies)
     play = PlayManager(web_settings, clean_factory)
     with serve_app(standin) as llm:
         try:
             session = await play.open("tab", "v", "local", "echo_env", kind="try")
-            policy = LLMPolicy(base_url=f"{llm}/v1", model="tiny-model", token=TOKEN, schema=session.action_schema,
-                               env_name=session.env_id, description=session.description, public_only=False)
+            policy = LLMPolicy(
+                base_url=f"{llm}/v1",
+                model="tiny-model",
+                token=TOKEN,
+                schema=session.action_schema,
+                env_name=session.env_id,
+                description=session.description,
+                public_only=False,
+            )
             events = [e async for e in run_episodes(session, policy, episodes=1, max_steps=5)]
         finally:
             await play.aclose()
     steps = [e for e in events if e["type"] == "step"]
-    assert [s["action"] for s in steps] == [{"message": "hello"}, {"message": "fenced"}, None, {"nope": 1}, {"message": "ok"}]
+    assert [s["action"] for s in steps] == [
+        {"message": "hello"},
+        {"message": "fenced"},
+        None,
+        {"nope": 1},
+        {"message": "ok"},
+    ]
     assert steps[2]["raw"] == "I would rather chat." and "no JSON object" in steps[2]["error"]
     assert "refused" in steps[3]["error"] and steps[3]["observation"] is None
     assert steps[0]["observation"]["echoed_message"] == "hello" and "Echo environment ready!" in steps[0]["prompt"]
@@ -170,7 +204,9 @@ async def test_an_llm_plays_and_unusable_answers_are_shown_and_counted(
     assert TOKEN not in caplog.text and TOKEN not in repr(events)
 
 
-async def test_a_model_that_cannot_be_asked_stops_the_try_at_once(web_settings: HubSettings, clean_factory: sessionmaker[Session]) -> None:
+async def test_a_model_that_cannot_be_asked_stops_the_try_at_once(
+    web_settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
     import socket
 
     with socket.socket() as sock:  # a port nobody listens on
@@ -181,10 +217,20 @@ async def test_a_model_that_cannot_be_asked_stops_the_try_at_once(web_settings: 
         try:
             session = await play.open("tab", "v", "local", "echo_env", kind="try")
             outcomes = {}
-            for base, model, token in ((closed, "tiny-model", TOKEN), (f"{llm}/v1", "tiny-model", "wrong"),
-                                       (f"{llm}/v1", "no-such-model", TOKEN)):
-                policy = LLMPolicy(base_url=base, model=model, token=token, schema=session.action_schema,
-                                   env_name="echo", description="", public_only=False)
+            for base, model, token in (
+                (closed, "tiny-model", TOKEN),
+                (f"{llm}/v1", "tiny-model", "wrong"),
+                (f"{llm}/v1", "no-such-model", TOKEN),
+            ):
+                policy = LLMPolicy(
+                    base_url=base,
+                    model=model,
+                    token=token,
+                    schema=session.action_schema,
+                    env_name="echo",
+                    description="",
+                    public_only=False,
+                )
                 outcomes[(base, token)] = [e async for e in run_episodes(session, policy, episodes=3, max_steps=5)]
         finally:
             await play.aclose()
@@ -195,9 +241,11 @@ async def test_a_model_that_cannot_be_asked_stops_the_try_at_once(web_settings: 
         assert len(steps) == 1 and summary["episodes"] == 1  # no second turn, no second episode
         assert summary["stopped"] == steps[0]["error"] and events[-2]["reason"] == "the model could not be asked"
         lines.append(summary["stopped"])
-    assert lines == [f"cannot reach the model endpoint at {closed}: connection refused",
-                     f"the model endpoint at {llm}/v1 refused the token (HTTP 401); check the token",
-                     f"the model endpoint at {llm}/v1 has no model 'no-such-model' (HTTP 404); check the model's name and the base URL"]
+    assert lines == [
+        f"cannot reach the model endpoint at {closed}: connection refused",
+        f"the model endpoint at {llm}/v1 refused the token (HTTP 401); check the token",
+        f"the model endpoint at {llm}/v1 has no model 'no-such-model' (HTTP 404); check the model's name and the base URL",
+    ]
 
 
 def test_env_failures_are_told_in_the_envs_words_without_internal_addresses() -> None:
@@ -205,23 +253,41 @@ def test_env_failures_are_told_in_the_envs_words_without_internal_addresses() ->
     from openenv.errors import EnvConnectionError, EnvDisconnectedError, server_error_from_frame
 
     inside = "http://127.0.0.1:32795"
-    failed = server_error_from_frame({"message": "the hand is over; call reset() to deal again", "code": "EXECUTION_ERROR"}, url=inside)
+    failed = server_error_from_frame(
+        {"message": "the hand is over; call reset() to deal again", "code": "EXECUTION_ERROR"}, url=inside
+    )
     assert describe_env_failure(failed) == "the env says: the hand is over; call reset() to deal again"
-    refused = server_error_from_frame({"message": "Invalid message", "code": "VALIDATION_ERROR",
-                                       "errors": [{"loc": ["action"], "msg": "Input should be 'hit' or 'stand'"}]}, url=inside)
+    refused = server_error_from_frame(
+        {
+            "message": "Invalid message",
+            "code": "VALIDATION_ERROR",
+            "errors": [{"loc": ["action"], "msg": "Input should be 'hit' or 'stand'"}],
+        },
+        url=inside,
+    )
     assert describe_env_failure(refused) == "the env refused this action: action: Input should be 'hit' or 'stand'"
     gone = describe_env_failure(EnvConnectionError(f"cannot connect to {inside}/ws: refused", url=inside))
     assert "not the env's fault" in gone and "127.0.0.1" not in gone
-    assert "127.0.0.1" not in describe_env_failure(EnvDisconnectedError(f"closed by {inside} (1011)", url=inside, close_code=1011))
-    leaky = server_error_from_frame({"message": f"cannot reach {inside}/internal or http://10.0.0.7:8080/x", "code": "EXECUTION_ERROR"})
+    assert "127.0.0.1" not in describe_env_failure(
+        EnvDisconnectedError(f"closed by {inside} (1011)", url=inside, close_code=1011)
+    )
+    leaky = server_error_from_frame(
+        {"message": f"cannot reach {inside}/internal or http://10.0.0.7:8080/x", "code": "EXECUTION_ERROR"}
+    )
     assert "127.0.0.1" not in describe_env_failure(leaky) and "10.0.0.7" not in describe_env_failure(leaky)
 
 
 def test_the_services_token_goes_only_to_the_services_endpoint(web_settings: HubSettings) -> None:
     from pydantic import SecretStr
 
-    settings = web_settings.model_copy(update={"llm_base_url": "http://127.0.0.1:9/v1", "llm_model": "m", "llm_token": SecretStr(TOKEN),
-                                               "llm_allowed_endpoints": ["http://127.0.0.1:7/v1"]})
+    settings = web_settings.model_copy(
+        update={
+            "llm_base_url": "http://127.0.0.1:9/v1",
+            "llm_model": "m",
+            "llm_token": SecretStr(TOKEN),
+            "llm_allowed_endpoints": ["http://127.0.0.1:7/v1"],
+        }
+    )
     assert choose_endpoint(settings, "", "", "") == ("http://127.0.0.1:9/v1", "m", TOKEN)
     assert choose_endpoint(settings, "http://127.0.0.1:9/v1/", "other", "") == ("http://127.0.0.1:9/v1", "other", TOKEN)
     assert choose_endpoint(settings, "http://127.0.0.1:7/v1", "", "") == ("http://127.0.0.1:7/v1", "m", None)
@@ -248,14 +314,22 @@ def test_what_an_env_draws_or_names_is_shown_inert() -> None:
     from hub_service.ui.views import frame_view
     from openenv.render import Frame
 
-    hostile = b'<div onclick="steal()">board<script>steal()</script><img src="http://10.0.0.7/x" onerror="steal()"></div>'
+    hostile = (
+        b'<div onclick="steal()">board<script>steal()</script><img src="http://10.0.0.7/x" onerror="steal()"></div>'
+    )
     shown = frame_view(Frame("text/html", hostile))
     assert "board" in shown and not any(bad in shown for bad in ("<script", "onclick", "onerror", "10.0.0.7"))
     svg = frame_view(Frame("image/svg+xml", b'<svg><script>steal()</script><rect width="4" height="4"/></svg>'))
     assert svg.startswith('<div class="oe-picture"><img class="oe-frame"') and "data:image/svg+xml;base64," in svg
     assert "cannot be shown" in frame_view(Frame("text/plain", b"\xff\xfe not utf-8"))
-    board = {"choices": [{"label": '<img src=x onerror="steal()">', "action": {"move": "x"}, "key": None},
-                         {"label": "up", "action": {"move": "up"}, "key": "ArrowUp"}], "done": True, "serial": 7}
+    board = {
+        "choices": [
+            {"label": '<img src=x onerror="steal()">', "action": {"move": "x"}, "key": None},
+            {"label": "up", "action": {"move": "up"}, "key": "ArrowUp"},
+        ],
+        "done": True,
+        "serial": 7,
+    }
     buttons = choices_html(board)
     assert "<img" not in buttons and 'data-choice="7:0"' in buttons and buttons.count(" disabled>") == 2
     assert 'class="oe-act oe-key-ArrowUp"' in buttons and "Keys: ↑ up" in buttons

@@ -50,15 +50,26 @@ def bundled_settings(clean_factory: sessionmaker[Session], hub_settings: HubSett
     is the subject of tests/hub/test_pipeline.py, and running it on seven envs here would cost
     minutes for nothing this test looks at.
     """
-    settings = hub_settings.model_copy(update={
-        "builder": "process", "play_instance_linger_s": 300.0, "play_max_instances": len(BUNDLED) + 1,
-        "play_max_sessions": 32, "play_max_sessions_per_visitor": 16, "play_visitor_share": 1.0,
-        "rate_play_burst": 200, "rate_model_burst": 50, "rate_web_burst": 5000, "rate_web_per_minute": 5000,
-    })
+    settings = hub_settings.model_copy(
+        update={
+            "builder": "process",
+            "play_instance_linger_s": 300.0,
+            "play_max_instances": len(BUNDLED) + 1,
+            "play_max_sessions": 32,
+            "play_max_sessions_per_visitor": 16,
+            "play_visitor_share": 1.0,
+            "rate_play_burst": 200,
+            "rate_model_burst": 50,
+            "rate_web_burst": 5000,
+            "rate_web_per_minute": 5000,
+        }
+    )
     root = Path(settings.local_source)
     root.mkdir(parents=True, exist_ok=True)
     for name in BUNDLED:
-        shutil.copytree(ROOT / "envs" / name, root / name, ignore=shutil.ignore_patterns("__pycache__", ".venv", "*.pyc"))
+        shutil.copytree(
+            ROOT / "envs" / name, root / name, ignore=shutil.ignore_patterns("__pycache__", ".venv", "*.pyc")
+        )
     index_source(clean_factory, LocalSource(root, trusted=True))
     with clean_factory.begin() as db:
         for env in db.scalars(select(EnvRecord)):
@@ -212,7 +223,8 @@ def _play_every_env(page: Page, url: str, size: str) -> None:
 
 
 def test_every_bundled_env_is_played_to_the_end_by_clicking_on_desktop_and_phone(
-        bundled_settings: HubSettings, new_page: Any) -> None:
+    bundled_settings: HubSettings, new_page: Any
+) -> None:
     app = create_app(bundled_settings)
     with serve_app(app) as url:
         for size, viewport in SIZES.items():
@@ -226,7 +238,16 @@ def test_every_bundled_env_is_played_to_the_end_by_clicking_on_desktop_and_phone
                 expect(page.locator("a.oe-card")).to_contain_text("local/blackjack_env")
             page.goto(url + "/?env=local/blackjack_env")
             if size == "phone":  # every tab is on screen, none behind an overflow menu
-                for name in ("Catalog", "Environment", "Overview", "Checks", "History", "Play", "Let a model try", "Leaderboard"):
+                for name in (
+                    "Catalog",
+                    "Environment",
+                    "Overview",
+                    "Checks",
+                    "History",
+                    "Play",
+                    "Let a model try",
+                    "Leaderboard",
+                ):
                     tab = page.get_by_role("tab", name=name)
                     expect(tab).to_be_visible()
                     box = tab.bounding_box()
@@ -247,7 +268,8 @@ def _closed_port() -> int:
 
 
 def test_a_model_that_cannot_be_asked_stops_the_try_at_once_and_trajectories_show_pictures(
-        bundled_settings: HubSettings, new_page: Any) -> None:
+    bundled_settings: HubSettings, new_page: Any
+) -> None:
     standin = openai_standin(api_key=TOKEN, models={"tiny-model"}, replies=['{"direction": "up"}'])
     closed = f"http://127.0.0.1:{_closed_port()}/v1"
     with serve_app(standin) as llm:
@@ -271,7 +293,12 @@ def test_a_model_that_cannot_be_asked_stops_the_try_at_once_and_trajectories_sho
             cases = [
                 (closed, "tiny-model", TOKEN, f"cannot reach the model endpoint at {closed}: connection refused"),
                 (f"{llm}/v1", "tiny-model", "sk-wrong", f"the model endpoint at {llm}/v1 refused the token (HTTP 401)"),
-                (f"{llm}/v1", "no-such-model", TOKEN, f"the model endpoint at {llm}/v1 has no model 'no-such-model' (HTTP 404)"),
+                (
+                    f"{llm}/v1",
+                    "no-such-model",
+                    TOKEN,
+                    f"the model endpoint at {llm}/v1 has no model 'no-such-model' (HTTP 404)",
+                ),
             ]
             for base, model, token, line in cases:
                 page.locator("#oe-try-base-url textarea, #oe-try-base-url input").first.fill(base)

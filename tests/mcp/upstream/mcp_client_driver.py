@@ -26,7 +26,11 @@ async def main(url):
         out["echo_message"] = await env.call_tool("echo_message", message="Hello, World!")
         out["echo_with_length"] = await env.call_tool("echo_with_length", message="abc")
         step = await env.step(CallToolAction(tool_name="echo_message", arguments={"message": "hi"}))
-        out["step"] = {"type": type(step.observation).__name__, "result": step.observation.result, "reward": step.reward}
+        out["step"] = {
+            "type": type(step.observation).__name__,
+            "result": step.observation.result,
+            "reward": step.reward,
+        }
         listed = await env.step(ListToolsAction())
         out["step_list"] = [t.name for t in listed.observation.tools]
         out["unknown_tool"] = await failure(env.call_tool("nope"))

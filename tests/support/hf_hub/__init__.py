@@ -29,10 +29,34 @@ from tests.support.hf_hub.store import Commit, Discussion, HubError, HubStore, R
 from tests.support.hf_hub.webhooks import WebhookSender
 from tests.support.servers import ThreadServer
 
-__all__ = ["STAGES", "Commit", "Discussion", "HubError", "HubStandIn", "HubStore", "Repo", "User", "hub_stand_in", "space_readme"]
+__all__ = [
+    "STAGES",
+    "Commit",
+    "Discussion",
+    "HubError",
+    "HubStandIn",
+    "HubStore",
+    "Repo",
+    "User",
+    "hub_stand_in",
+    "space_readme",
+]
 
-STAGES = ("NO_APP_FILE", "CONFIG_ERROR", "BUILDING", "BUILD_ERROR", "APP_STARTING", "RUNNING", "RUNNING_BUILDING",
-          "RUNNING_APP_STARTING", "RUNTIME_ERROR", "DELETING", "STOPPED", "PAUSED", "SLEEPING")
+STAGES = (
+    "NO_APP_FILE",
+    "CONFIG_ERROR",
+    "BUILDING",
+    "BUILD_ERROR",
+    "APP_STARTING",
+    "RUNNING",
+    "RUNNING_BUILDING",
+    "RUNNING_APP_STARTING",
+    "RUNTIME_ERROR",
+    "DELETING",
+    "STOPPED",
+    "PAUSED",
+    "SLEEPING",
+)
 
 
 def _bytes(content: str | bytes) -> bytes:
@@ -55,7 +79,9 @@ class HubStandIn:
         page_size: items per page of listings (the Link header leads to the next).
     """
 
-    def __init__(self, root: str | Path, *, user: str = "alice", orgs: Iterable[str] = ("openenv-org",), page_size: int = 100) -> None:
+    def __init__(
+        self, root: str | Path, *, user: str = "alice", orgs: Iterable[str] = ("openenv-org",), page_size: int = 100
+    ) -> None:
         self.store = HubStore(Path(root))
         self.state = HubState(store=self.store, page_size=page_size)
         self.token = self.add_user(user, orgs=orgs)
@@ -87,8 +113,14 @@ class HubStandIn:
 
     def client_env(self, token: str | None = None, hf_home: str | Path | None = None) -> dict[str, str]:
         """Environment variables that point `huggingface_hub` (in a child process) at this Hub."""
-        env = {"HF_ENDPOINT": self.url, "HF_TOKEN": token or self.token, "HF_HUB_DISABLE_TELEMETRY": "1",
-               "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_ETAG_TIMEOUT": "10", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "0"}
+        env = {
+            "HF_ENDPOINT": self.url,
+            "HF_TOKEN": token or self.token,
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "HF_HUB_ETAG_TIMEOUT": "10",
+            "HF_HUB_DISABLE_IMPLICIT_TOKEN": "0",
+        }
         if hf_home is not None:
             env["HF_HOME"] = str(hf_home)
         return env
@@ -108,7 +140,11 @@ class HubStandIn:
 
     def request_count(self, method: str | None = None, route: str | None = None) -> int:
         """Requests served, optionally only of one method and/or route template."""
-        return sum(n for (m, r), n in self.state.requests.items() if (method is None or m == method) and (route is None or r == route))
+        return sum(
+            n
+            for (m, r), n in self.state.requests.items()
+            if (method is None or m == method) and (route is None or r == route)
+        )
 
     def reset_requests(self) -> None:
         self.state.requests.clear()
@@ -164,7 +200,9 @@ class HubStandIn:
             self.store.commit(repo, "main", content, [], title="seed", author=repo.owner, oid=sha)
             repo.likes = likes
             repo.extra_tags = list(extra_tags)
-            repo.variables = {k: {"value": v, "description": None, "updatedAt": repo.created_at} for k, v in (variables or {}).items()}
+            repo.variables = {
+                k: {"value": v, "description": None, "updatedAt": repo.created_at} for k, v in (variables or {}).items()
+            }
             self.set_runtime(repo_id, stage=stage, hardware=hardware, domains=domains)
         return repo
 
@@ -177,19 +215,44 @@ class HubStandIn:
         """The stored Space (raises HubError 404)."""
         return self.store.get("space", repo_id)
 
-    def commit(self, repo_id: str, files: Mapping[str, str | bytes] | None = None, *, deletes: Iterable[str] = (),
-               message: str = "update", branch: str = "main", sha: str | None = None, repo_type: str = "space") -> Commit:
+    def commit(
+        self,
+        repo_id: str,
+        files: Mapping[str, str | bytes] | None = None,
+        *,
+        deletes: Iterable[str] = (),
+        message: str = "update",
+        branch: str = "main",
+        sha: str | None = None,
+        repo_type: str = "space",
+    ) -> Commit:
         """Commit to a repo directly (as if someone pushed); returns the commit."""
         repo = self.store.get(repo_type, repo_id)
         before = repo.refs.get(branch)
-        made = self.store.commit(repo, branch, {k: _bytes(v) for k, v in (files or {}).items()}, list(deletes),
-                                 title=message, author=repo.owner, oid=sha)
+        made = self.store.commit(
+            repo,
+            branch,
+            {k: _bytes(v) for k, v in (files or {}).items()},
+            list(deletes),
+            title=message,
+            author=repo.owner,
+            oid=sha,
+        )
         ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
-        self.state.webhooks.emit(repo, "repo.content", "update", updated_refs=[{"ref": ref, "oldSha": before, "newSha": made.oid}])
+        self.state.webhooks.emit(
+            repo, "repo.content", "update", updated_refs=[{"ref": ref, "oldSha": before, "newSha": made.oid}]
+        )
         return made
 
-    def set_runtime(self, repo_id: str, *, stage: str | None = None, hardware: str | None = None,
-                    domains: Iterable[str] | None = None, **raw: Any) -> dict[str, Any]:
+    def set_runtime(
+        self,
+        repo_id: str,
+        *,
+        stage: str | None = None,
+        hardware: str | None = None,
+        domains: Iterable[str] | None = None,
+        **raw: Any,
+    ) -> dict[str, Any]:
         """Change a Space's runtime (stage, hardware, domains, or any raw field); returns it."""
         repo = self.space(repo_id)
         runtime = dict(repo.runtime)
@@ -213,12 +276,24 @@ class HubStandIn:
         commit = repo.resolve(revision)
         return {p: self.store.blob(e) for p, e in commit.tree.items()}
 
-    def open_discussion(self, repo_id: str, title: str, *, author: str | None = None, description: str = "",
-                        pull_request: bool = False, repo_type: str = "space") -> Discussion:
+    def open_discussion(
+        self,
+        repo_id: str,
+        title: str,
+        *,
+        author: str | None = None,
+        description: str = "",
+        pull_request: bool = False,
+        repo_type: str = "space",
+    ) -> Discussion:
         repo = self.store.get(repo_type, repo_id)
-        return self.store.open_discussion(repo, title=title, author=author or self.user, description=description, pull_request=pull_request)
+        return self.store.open_discussion(
+            repo, title=title, author=author or self.user, description=description, pull_request=pull_request
+        )
 
-    def add_comment(self, repo_id: str, num: int, text: str, *, author: str | None = None, repo_type: str = "space") -> dict[str, Any]:
+    def add_comment(
+        self, repo_id: str, num: int, text: str, *, author: str | None = None, repo_type: str = "space"
+    ) -> dict[str, Any]:
         repo = self.store.get(repo_type, repo_id)
         event = comment_event(author or self.user, text)
         self.store.discussion(repo, num).events.append(event)

@@ -91,7 +91,11 @@ class Access:
         if request.query_params.get("create_pr") in ("1", "true"):
             return repo, user
         number = revision.rsplit("/", 1)[-1]
-        if revision.startswith("refs/pr/") and number.isdigit() and self.store.discussion(repo, int(number)).author == user.name:
+        if (
+            revision.startswith("refs/pr/")
+            and number.isdigit()
+            and self.store.discussion(repo, int(number)).author == user.name
+        ):
             return repo, user
         raise HubError(403, f"You don't have the rights to write to {repo.id}")
 
@@ -101,14 +105,16 @@ class Access:
         parts = rest.split("/")
         if len(parts) >= 3 and parts[0] == "refs" and parts[1] in ("pr", "convert", "heads"):
             rev = "/".join(parts[:3])
-            return (rev[len("refs/heads/"):] if parts[1] == "heads" else rev), "/".join(parts[3:])
+            return (rev[len("refs/heads/") :] if parts[1] == "heads" else rev), "/".join(parts[3:])
         return parts[0], "/".join(parts[1:])
 
     def paged(self, request: Request, items: list[Any], size: int) -> JSONResponse:
         start = int(request.query_params.get("cursor") or 0)
-        page = items[start:start + size]
+        page = items[start : start + size]
         headers = {}
         if start + size < len(items):
-            query = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor"] + [("cursor", str(start + size))]
+            query = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor"] + [
+                ("cursor", str(start + size))
+            ]
             headers["Link"] = f'<{self.endpoint(request)}{request.url.path}?{urlencode(query)}>; rel="next"'
         return JSONResponse(page, headers=headers)

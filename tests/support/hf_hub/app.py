@@ -62,9 +62,17 @@ def create_hub_app(state: HubState) -> FastAPI:
     def whoami(request: Request) -> dict[str, Any]:
         user = user_of(request, required=True)
         assert user is not None
-        return {"type": "user", "id": object_id(), "name": user.name, "fullname": user.name.title(), "email": f"{user.name}@example.com",
-                "emailVerified": True, "isPro": False, "orgs": [{"type": "org", "name": o, "fullname": o} for o in user.orgs],
-                "auth": {"type": "access_token", "accessToken": {"displayName": "stand-in", "role": user.role}}}
+        return {
+            "type": "user",
+            "id": object_id(),
+            "name": user.name,
+            "fullname": user.name.title(),
+            "email": f"{user.name}@example.com",
+            "emailVerified": True,
+            "isPro": False,
+            "orgs": [{"type": "org", "name": o, "fullname": o} for o in user.orgs],
+            "auth": {"type": "access_token", "accessToken": {"displayName": "stand-in", "role": user.role}},
+        }
 
     @app.post("/api/repos/create")
     async def create_repo(request: Request) -> JSONResponse:
@@ -84,7 +92,9 @@ def create_hub_app(state: HubState) -> FastAPI:
             repo = store.create(repo_type, repo_id, private=private, sdk=body.get("sdk"), author=user.name)
         except HubError as exc:
             if exc.status == 409:
-                return JSONResponse({"error": exc.message, "url": url}, status_code=409, headers={"X-Error-Message": exc.message})
+                return JSONResponse(
+                    {"error": exc.message, "url": url}, status_code=409, headers={"X-Error-Message": exc.message}
+                )
             raise
         hooks.emit(repo, "repo", "create")
         return JSONResponse({"url": url, "name": repo_id, "id": repo.mongo_id})
@@ -130,16 +140,27 @@ def create_hub_app(state: HubState) -> FastAPI:
         body = await request.json()
         lines = str(body.get("content", "")).splitlines()
         if not lines or lines[0].strip() != "---":
-            return JSONResponse({"errors": [], "warnings": [{"message": "empty or missing yaml metadata in repo card"}]})
+            return JSONResponse(
+                {"errors": [], "warnings": [{"message": "empty or missing yaml metadata in repo card"}]}
+            )
         end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
         if end is None:
-            return JSONResponse({"errors": [{"message": "metadata block is not closed with ---"}], "warnings": []}, status_code=400)
+            return JSONResponse(
+                {"errors": [{"message": "metadata block is not closed with ---"}], "warnings": []}, status_code=400
+            )
         try:
             data = yaml.safe_load("\n".join(lines[1:end])) or {}
         except yaml.YAMLError as exc:
             return JSONResponse({"errors": [{"message": f"invalid YAML: {exc}"}], "warnings": []}, status_code=400)
-        if body.get("repoType") == "space" and isinstance(data, dict) and data.get("sdk") not in (None, "gradio", "docker", "static", "streamlit"):
-            return JSONResponse({"errors": [{"message": '"sdk" must be one of gradio, docker, static, streamlit'}], "warnings": []}, status_code=400)
+        if (
+            body.get("repoType") == "space"
+            and isinstance(data, dict)
+            and data.get("sdk") not in (None, "gradio", "docker", "static", "streamlit")
+        ):
+            return JSONResponse(
+                {"errors": [{"message": '"sdk" must be one of gradio, docker, static, streamlit'}], "warnings": []},
+                status_code=400,
+            )
         return JSONResponse({"errors": [], "warnings": []})
 
     # -- listing and info ---------------------------------------------------------------------------
@@ -173,8 +194,12 @@ def create_hub_app(state: HubState) -> FastAPI:
             out.append(repo_info(store, repo, head, endpoint=endpoint(request), expand=expand or None, full=full))
         sort = q.get("sort")
         if sort in ("lastModified", "createdAt", "likes", "trendingScore"):
-            key = {"lastModified": lambda r: r.last_modified, "createdAt": lambda r: r.created_at,
-                   "likes": lambda r: r.likes, "trendingScore": lambda r: 0}[sort]
+            key = {
+                "lastModified": lambda r: r.last_modified,
+                "createdAt": lambda r: r.created_at,
+                "likes": lambda r: r.likes,
+                "trendingScore": lambda r: 0,
+            }[sort]
             by_id = {r.id: r for r in repos}
             out.sort(key=lambda info: key(by_id[info["id"]]), reverse=q.get("direction") != "1")
         limit = int(q["limit"]) if q.get("limit") else None
@@ -185,8 +210,14 @@ def create_hub_app(state: HubState) -> FastAPI:
         repo, _ = readable(request, kind, owner, name)
         commit = repo.resolve(revision)
         q = request.query_params
-        return repo_info(store, repo, commit, endpoint=endpoint(request), expand=q.getlist("expand") or None,
-                         blobs=q.get("blobs") in ("1", "true", "True"))
+        return repo_info(
+            store,
+            repo,
+            commit,
+            endpoint=endpoint(request),
+            expand=q.getlist("expand") or None,
+            blobs=q.get("blobs") in ("1", "true", "True"),
+        )
 
     @app.get("/api/{kind}/{owner}/{name}")
     def info(request: Request, kind: str, owner: str, name: str) -> dict[str, Any]:
@@ -208,8 +239,15 @@ def create_hub_app(state: HubState) -> FastAPI:
         repo, _ = committer(request, kind, owner, name, revision)
         body = await request.json()
         head = repo.resolve(revision)
-        files = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
-                  "oid": (head.tree.get(f["path"]) or {}).get("oid")} for f in body.get("files", [])]
+        files = [
+            {
+                "path": f["path"],
+                "uploadMode": "regular",
+                "shouldIgnore": False,
+                "oid": (head.tree.get(f["path"]) or {}).get("oid"),
+            }
+            for f in body.get("files", [])
+        ]
         return {"files": files, "commitOid": head.oid}
 
     @app.post("/api/{kind}/{owner}/{name}/commit/{revision:path}")
@@ -227,7 +265,11 @@ def create_hub_app(state: HubState) -> FastAPI:
             if key == "header":
                 header = value
             elif key == "file":
-                adds[value["path"]] = base64.b64decode(value["content"]) if value.get("encoding") == "base64" else value["content"].encode()
+                adds[value["path"]] = (
+                    base64.b64decode(value["content"])
+                    if value.get("encoding") == "base64"
+                    else value["content"].encode()
+                )
             elif key == "deletedFile":
                 deletes.append(value["path"])
             elif key == "deletedFolder":
@@ -241,29 +283,62 @@ def create_hub_app(state: HubState) -> FastAPI:
         pr = None
         if request.query_params.get("create_pr") in ("1", "true"):
             repo.resolve(revision)
-            pr = store.open_discussion(repo, title=title, author=user.name, description=header.get("description") or "",
-                                       pull_request=True, base=revision)
+            pr = store.open_discussion(
+                repo,
+                title=title,
+                author=user.name,
+                description=header.get("description") or "",
+                pull_request=True,
+                base=revision,
+            )
             ref = pr.ref or ""
         elif ref not in repo.refs:
             repo.resolve(ref)  # a commit id is not something to commit on
             raise HubError(400, f"Invalid revision {ref}: commit on a branch or a pull request ref")
         before = repo.refs.get(ref) if pr is None else None
-        made = store.commit(repo, ref, adds, deletes, title=title, message=header.get("description") or "", author=user.name,
-                            deleted_folders=folders, parent_commit=header.get("parentCommit"))
+        made = store.commit(
+            repo,
+            ref,
+            adds,
+            deletes,
+            title=title,
+            message=header.get("description") or "",
+            author=user.name,
+            deleted_folders=folders,
+            parent_commit=header.get("parentCommit"),
+        )
         if ref.startswith("refs/pr/"):
             d = pr or store.discussion(repo, int(ref.rsplit("/", 1)[1]))
-            d.events.append({"id": object_id(), "type": "commit", "createdAt": now_iso(), "author": {"name": user.name},
-                             "data": {"subject": title, "oid": made.oid}})
+            d.events.append(
+                {
+                    "id": object_id(),
+                    "type": "commit",
+                    "createdAt": now_iso(),
+                    "author": {"name": user.name},
+                    "data": {"subject": title, "oid": made.oid},
+                }
+            )
             store.save(repo)
         elif repo.repo_type == "space" and state.auto_run and "Dockerfile" in made.tree:
-            repo.runtime = {**repo.runtime, "stage": "RUNNING", "hardware": {"current": "cpu-basic", "requested": "cpu-basic"}}
+            repo.runtime = {
+                **repo.runtime,
+                "stage": "RUNNING",
+                "hardware": {"current": "cpu-basic", "requested": "cpu-basic"},
+            }
             store.save(repo)
         if pr is not None:
             hooks.emit(repo, "discussion", "create", discussion=pr, comment=pr.events[0])
         full_ref = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
-        hooks.emit(repo, "repo.content", "update", updated_refs=[{"ref": full_ref, "oldSha": before, "newSha": made.oid}])
+        hooks.emit(
+            repo, "repo.content", "update", updated_refs=[{"ref": full_ref, "oldSha": before, "newSha": made.oid}]
+        )
         base = f"{endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}"
-        out: dict[str, Any] = {"success": True, "commitOid": made.oid, "commitUrl": f"{base}/commit/{made.oid}", "hookOutput": ""}
+        out: dict[str, Any] = {
+            "success": True,
+            "commitOid": made.oid,
+            "commitUrl": f"{base}/commit/{made.oid}",
+            "hookOutput": "",
+        }
         out["pullRequestUrl"] = f"{base}/discussions/{pr.num}" if pr else None
         return out
 
@@ -271,7 +346,9 @@ def create_hub_app(state: HubState) -> FastAPI:
     def tree(request: Request, kind: str, owner: str, name: str, rest: str) -> JSONResponse:
         repo, _ = readable(request, kind, owner, name)
         revision, path = split_revision(rest)
-        entries = tree_entries(repo.resolve(revision), path, request.query_params.get("recursive") in ("1", "true", "True"))
+        entries = tree_entries(
+            repo.resolve(revision), path, request.query_params.get("recursive") in ("1", "true", "True")
+        )
         if entries is None:
             raise HubError(404, f"{path} does not exist on {revision}", "EntryNotFound")
         return paged(request, entries, max(state.page_size, 1000))
@@ -296,10 +373,16 @@ def create_hub_app(state: HubState) -> FastAPI:
     @app.get("/api/{kind}/{owner}/{name}/refs")
     def refs(request: Request, kind: str, owner: str, name: str) -> dict[str, Any]:
         repo, _ = readable(request, kind, owner, name)
-        branches = [{"name": r, "ref": f"refs/heads/{r}", "targetCommit": oid} for r, oid in repo.refs.items() if not r.startswith("refs/")]
+        branches = [
+            {"name": r, "ref": f"refs/heads/{r}", "targetCommit": oid}
+            for r, oid in repo.refs.items()
+            if not r.startswith("refs/")
+        ]
         out: dict[str, Any] = {"branches": branches, "converts": [], "tags": []}
         if request.query_params.get("include_prs"):
-            out["pullRequests"] = [{"name": r, "ref": r, "targetCommit": oid} for r, oid in repo.refs.items() if r.startswith("refs/pr/")]
+            out["pullRequests"] = [
+                {"name": r, "ref": r, "targetCommit": oid} for r, oid in repo.refs.items() if r.startswith("refs/pr/")
+            ]
         return out
 
     @app.get("/api/{kind}/{owner}/{name}/commits/{revision:path}")
@@ -307,8 +390,15 @@ def create_hub_app(state: HubState) -> FastAPI:
         repo, _ = readable(request, kind, owner, name)
         out, commit = [], repo.resolve(revision)
         while commit is not None:
-            out.append({"id": commit.oid, "title": commit.title, "message": commit.message,
-                        "authors": [{"user": commit.author}], "date": commit.date})
+            out.append(
+                {
+                    "id": commit.oid,
+                    "title": commit.title,
+                    "message": commit.message,
+                    "authors": [{"user": commit.author}],
+                    "date": commit.date,
+                }
+            )
             commit = repo.commits.get(commit.parents[0]) if commit.parents else None
         return paged(request, out, 1000)
 
@@ -319,7 +409,10 @@ def create_hub_app(state: HubState) -> FastAPI:
         entry = commit.tree.get(path)
         headers = {"X-Repo-Commit": commit.oid}
         if entry is None:
-            return Response(status_code=404, headers={**headers, "X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"})
+            return Response(
+                status_code=404,
+                headers={**headers, "X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"},
+            )
         headers.update({"ETag": f'"{entry["oid"]}"', "Content-Length": str(entry["size"]), "Accept-Ranges": "bytes"})
         if request.method == "HEAD":
             return Response(status_code=200, headers=headers)

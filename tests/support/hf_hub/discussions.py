@@ -32,8 +32,12 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         if q.get("author"):
             items = [d for d in items if d.author == q["author"]]
         start = int(q.get("p") or 0) * _DISCUSSIONS_PAGE
-        return {"discussions": [discussion_summary(repo, d) for d in items[start:start + _DISCUSSIONS_PAGE]],
-                "count": len(items), "start": start, "numClosedDiscussions": sum(d.status in ("closed", "merged") for d in repo.discussions)}
+        return {
+            "discussions": [discussion_summary(repo, d) for d in items[start : start + _DISCUSSIONS_PAGE]],
+            "count": len(items),
+            "start": start,
+            "numClosedDiscussions": sum(d.status in ("closed", "merged") for d in repo.discussions),
+        }
 
     @app.post("/api/{kind}/{owner}/{name}/discussions")
     async def open_discussion(request: Request, kind: str, owner: str, name: str) -> dict[str, Any]:
@@ -43,10 +47,18 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         body = await request.json()
         if not (body.get("title") or "").strip():
             raise HubError(400, "title is required")
-        d = access.store.open_discussion(repo, title=body["title"], author=user.name, description=body.get("description") or "",
-                                  pull_request=bool(body.get("pullRequest")))
+        d = access.store.open_discussion(
+            repo,
+            title=body["title"],
+            author=user.name,
+            description=body.get("description") or "",
+            pull_request=bool(body.get("pullRequest")),
+        )
         hooks.emit(repo, "discussion", "create", discussion=d, comment=d.events[0])
-        return {"num": d.num, "url": f"{access.endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}/discussions/{d.num}"}
+        return {
+            "num": d.num,
+            "url": f"{access.endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}/discussions/{d.num}",
+        }
 
     @app.get("/api/{kind}/{owner}/{name}/discussions/{num}")
     def get_discussion(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:
@@ -66,7 +78,9 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         return {"newMessage": event}
 
     @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/comment/{comment_id}/edit")
-    async def edit_comment(request: Request, kind: str, owner: str, name: str, num: int, comment_id: str) -> dict[str, Any]:
+    async def edit_comment(
+        request: Request, kind: str, owner: str, name: str, num: int, comment_id: str
+    ) -> dict[str, Any]:
         repo, user = access.readable(request, kind, owner, name)
         d = access.store.discussion(repo, num)
         event = next((e for e in d.events if e["id"] == comment_id and e["type"] == "comment"), None)
@@ -91,8 +105,13 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         if body.get("status") not in ("open", "closed"):
             raise HubError(400, "status must be open or closed")
         d.status = body["status"]
-        event = {"id": object_id(), "type": "status-change", "createdAt": now_iso(), "author": {"name": user.name},
-                 "data": {"status": d.status}}
+        event = {
+            "id": object_id(),
+            "type": "status-change",
+            "createdAt": now_iso(),
+            "author": {"name": user.name},
+            "data": {"status": d.status},
+        }
         d.events.append(event)
         if body.get("comment"):
             d.events.append(comment_event(user.name, body["comment"]))
@@ -107,8 +126,13 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         if user is None or not (user.can_write(repo.owner) or user.name == d.author):
             raise HubError(403, "Only the repo's owners and the discussion's author can rename it")
         new = (await request.json())["title"]
-        event = {"id": object_id(), "type": "title-change", "createdAt": now_iso(), "author": {"name": user.name},
-                 "data": {"from": d.title, "to": new}}
+        event = {
+            "id": object_id(),
+            "type": "title-change",
+            "createdAt": now_iso(),
+            "author": {"name": user.name},
+            "data": {"from": d.title, "to": new},
+        }
         d.title = new
         d.events.append(event)
         access.store.save(repo)
@@ -126,11 +150,25 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
         files = {p: access.store.blob(e) for p, e in pr_head.tree.items()}
         deletes = [p for p in (base.tree if base else {}) if p not in pr_head.tree]
         before = base.oid if base else None
-        made = access.store.commit(repo, d.target_branch, files, deletes, title=f"Merge pull request #{num}: {d.title}", author=user.name)
+        made = access.store.commit(
+            repo, d.target_branch, files, deletes, title=f"Merge pull request #{num}: {d.title}", author=user.name
+        )
         d.status, d.merge_commit = "merged", made.oid
-        d.events.append({"id": object_id(), "type": "status-change", "createdAt": now_iso(), "author": {"name": user.name},
-                         "data": {"status": "merged"}})
+        d.events.append(
+            {
+                "id": object_id(),
+                "type": "status-change",
+                "createdAt": now_iso(),
+                "author": {"name": user.name},
+                "data": {"status": "merged"},
+            }
+        )
         access.store.save(repo)
         hooks.emit(repo, "discussion", "update", discussion=d)
-        hooks.emit(repo, "repo.content", "update", updated_refs=[{"ref": f"refs/heads/{d.target_branch}", "oldSha": before, "newSha": made.oid}])
+        hooks.emit(
+            repo,
+            "repo.content",
+            "update",
+            updated_refs=[{"ref": f"refs/heads/{d.target_branch}", "oldSha": before, "newSha": made.oid}],
+        )
         return {}

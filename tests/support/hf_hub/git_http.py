@@ -69,7 +69,9 @@ def materialize(store: HubStore, repo: Repo) -> Path:
         shutil.rmtree(fresh, ignore_errors=True)
         fresh.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", "--bare", str(fresh)], check=True, capture_output=True)
-        subprocess.run(["git", "-C", str(fresh), "symbolic-ref", "HEAD", "refs/heads/main"], check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(fresh), "symbolic-ref", "HEAD", "refs/heads/main"], check=True, capture_output=True
+        )
         stream = bytearray()
         marks: dict[str, int] = {}
         # Commits in creation order: a parent is always written before its children.
@@ -89,12 +91,17 @@ def materialize(store: HubStore, repo: Repo) -> Path:
         for ref, oid in repo.refs.items():
             if oid in marks:
                 stream += f"reset {_ref_name(ref)}\n".encode() + b"from :%d\n\n" % marks[oid]
-        proc = subprocess.run(["git", "-C", str(fresh), "fast-import", "--quiet", "--date-format=raw"], input=bytes(stream),
-                              capture_output=True)
+        proc = subprocess.run(
+            ["git", "-C", str(fresh), "fast-import", "--quiet", "--date-format=raw"],
+            input=bytes(stream),
+            capture_output=True,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"git fast-import failed: {proc.stderr.decode(errors='replace')[-2000:]}")
         deletes = "".join(f"delete refs/openenv-standin/{n}\n" for n in marks.values())
-        subprocess.run(["git", "-C", str(fresh), "update-ref", "--stdin"], input=deletes.encode(), check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(fresh), "update-ref", "--stdin"], input=deletes.encode(), check=True, capture_output=True
+        )
         (fresh / "openenv-standin-refs.json").write_text(stamp)
         shutil.rmtree(target, ignore_errors=True)
         fresh.rename(target)
@@ -111,7 +118,9 @@ def _basic_as_bearer(request: Request) -> Request:
     except ValueError:
         raise HubError(401, "Invalid credentials in Authorization header") from None
     headers = [(k, v) for k, v in request.scope["headers"] if k != b"authorization"]
-    return Request({**request.scope, "headers": [*headers, (b"authorization", f"Bearer {password}".encode())]}, request.receive)
+    return Request(
+        {**request.scope, "headers": [*headers, (b"authorization", f"Bearer {password}".encode())]}, request.receive
+    )
 
 
 def add_git_routes(app: FastAPI, access: Access) -> None:
@@ -127,23 +136,35 @@ def add_git_routes(app: FastAPI, access: Access) -> None:
         except HubError as exc:
             if exc.status in (401, 404) and "authorization" not in request.headers:
                 # git retries with credentials only when asked to
-                return Response("Repository not found", status_code=401, headers={"WWW-Authenticate": 'Basic realm="Hugging Face"'})
+                return Response(
+                    "Repository not found", status_code=401, headers={"WWW-Authenticate": 'Basic realm="Hugging Face"'}
+                )
             raise
         if request.query_params.get("service") == "git-receive-pack" or service_path == "git-receive-pack":
-            raise HubError(403, "the stand-in's git is read-only: publish with `openenv push` (huggingface_hub's upload API)")
+            raise HubError(
+                403, "the stand-in's git is read-only: publish with `openenv push` (huggingface_hub's upload API)"
+            )
         git_dir = await asyncio.to_thread(materialize, access.store, repo)
         body = await request.body()
         env = {
-            "GIT_PROJECT_ROOT": str(git_dir.parent), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": f"/{git_dir.name}/{service_path}",
-            "REQUEST_METHOD": request.method, "QUERY_STRING": request.url.query, "CONTENT_TYPE": request.headers.get("content-type", ""),
-            "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": "127.0.0.1", "PATH": "/usr/bin:/bin",
+            "GIT_PROJECT_ROOT": str(git_dir.parent),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": f"/{git_dir.name}/{service_path}",
+            "REQUEST_METHOD": request.method,
+            "QUERY_STRING": request.url.query,
+            "CONTENT_TYPE": request.headers.get("content-type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_ADDR": "127.0.0.1",
+            "PATH": "/usr/bin:/bin",
         }
         for header in ("content-encoding", "git-protocol"):
             if header in request.headers:
                 env[f"HTTP_{header.upper().replace('-', '_')}"] = request.headers[header]
         # A blocking run in a worker thread: the stand-in may serve on uvloop, whose subprocess pipes
         # race with a backend that exits before reading an empty body.
-        proc = await asyncio.to_thread(subprocess.run, [_BACKEND], env=env, input=body, capture_output=True, timeout=120)
+        proc = await asyncio.to_thread(
+            subprocess.run, [_BACKEND], env=env, input=body, capture_output=True, timeout=120
+        )
         out, err = proc.stdout, proc.stderr
         head, _, payload = out.partition(b"\r\n\r\n")
         if not _:

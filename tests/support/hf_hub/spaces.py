@@ -27,7 +27,11 @@ def add_space_routes(app: FastAPI, access: Access) -> None:
     async def add_variable(request: Request, owner: str, name: str) -> dict[str, Any]:
         repo, _ = access.writable(request, "spaces", owner, name)
         body = await request.json()
-        repo.variables[body["key"]] = {"value": str(body.get("value", "")), "description": body.get("description"), "updatedAt": now_iso()}
+        repo.variables[body["key"]] = {
+            "value": str(body.get("value", "")),
+            "description": body.get("description"),
+            "updatedAt": now_iso(),
+        }
         access.store.save(repo)
         return repo.variables
 
@@ -41,13 +45,20 @@ def add_space_routes(app: FastAPI, access: Access) -> None:
     @app.get("/api/spaces/{owner}/{name}/secrets")
     def get_secrets(request: Request, owner: str, name: str) -> list[dict[str, Any]]:
         repo, _ = access.writable(request, "spaces", owner, name)
-        return [{"key": k, "description": v.get("description"), "updatedAt": v["updatedAt"]} for k, v in repo.secrets.items()]
+        return [
+            {"key": k, "description": v.get("description"), "updatedAt": v["updatedAt"]}
+            for k, v in repo.secrets.items()
+        ]
 
     @app.post("/api/spaces/{owner}/{name}/secrets")
     async def add_secret(request: Request, owner: str, name: str) -> dict[str, Any]:
         repo, _ = access.writable(request, "spaces", owner, name)
         body = await request.json()
-        repo.secrets[body["key"]] = {"value": str(body.get("value", "")), "description": body.get("description"), "updatedAt": now_iso()}
+        repo.secrets[body["key"]] = {
+            "value": str(body.get("value", "")),
+            "description": body.get("description"),
+            "updatedAt": now_iso(),
+        }
         access.store.save(repo)
         return {}
 
@@ -70,17 +81,35 @@ def add_space_routes(app: FastAPI, access: Access) -> None:
             raise HubError(403, f"You don't have the rights to create a repo under {to_owner}")
         head = source.head()
         files = {p: access.store.blob(e) for p, e in (head.tree if head else {}).items()}
-        private = bool(body.get("private")) or body.get("visibility") == "private" if ("private" in body or "visibility" in body) else source.private
+        private = (
+            bool(body.get("private")) or body.get("visibility") == "private"
+            if ("private" in body or "visibility" in body)
+            else source.private
+        )
         with access.store.lock:
             repo = access.store.create(source.repo_type, target, private=private, sdk=source.sdk, author=user.name)
             access.store.commit(repo, "main", files, [], title=f"Duplicate from {source.id}", author=user.name)
             for item in body.get("variables") or []:
-                repo.variables[item["key"]] = {"value": str(item.get("value", "")), "description": item.get("description"), "updatedAt": now_iso()}
+                repo.variables[item["key"]] = {
+                    "value": str(item.get("value", "")),
+                    "description": item.get("description"),
+                    "updatedAt": now_iso(),
+                }
             for item in body.get("secrets") or []:
-                repo.secrets[item["key"]] = {"value": str(item.get("value", "")), "description": item.get("description"), "updatedAt": now_iso()}
+                repo.secrets[item["key"]] = {
+                    "value": str(item.get("value", "")),
+                    "description": item.get("description"),
+                    "updatedAt": now_iso(),
+                }
             if repo.repo_type == "space":
                 hardware = body.get("hardware") or "cpu-basic"
                 stage = "RUNNING" if access.state.auto_run and "Dockerfile" in files else "BUILDING"
-                repo.runtime = {**repo.runtime, "stage": stage, "hardware": {"current": hardware if stage == "RUNNING" else None, "requested": hardware}}
+                repo.runtime = {
+                    **repo.runtime,
+                    "stage": stage,
+                    "hardware": {"current": hardware if stage == "RUNNING" else None, "requested": hardware},
+                }
             access.store.save(repo)
-        return JSONResponse({"url": f"{access.endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}", "filesCopyPending": False})
+        return JSONResponse(
+            {"url": f"{access.endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}", "filesCopyPending": False}
+        )

@@ -198,8 +198,17 @@ class HubStore:
             raise HubError(404, "Repository not found", "RepoNotFound")
         return repo
 
-    def create(self, repo_type: str, repo_id: str, *, private: bool = False, sdk: str | None = None, author: str = "",
-               initial_files: dict[str, bytes] | None = None, sha: str | None = None) -> Repo:
+    def create(
+        self,
+        repo_type: str,
+        repo_id: str,
+        *,
+        private: bool = False,
+        sdk: str | None = None,
+        author: str = "",
+        initial_files: dict[str, bytes] | None = None,
+        sha: str | None = None,
+    ) -> Repo:
         """Create a repo with an initial commit (a `.gitattributes`, as the Hub makes).
 
         Raises:
@@ -211,9 +220,15 @@ class HubStore:
                 raise HubError(409, f"You already created this {repo_type} repo")
             repo = Repo(repo_type=repo_type, owner=owner, name=name, private=private, sdk=sdk)
             if repo_type == "space":
-                repo.runtime = {"stage": "NO_APP_FILE", "hardware": {"current": None, "requested": "cpu-basic"},
-                                "storage": None, "gcTimeout": 172800, "replicas": {"current": 1, "requested": 1},
-                                "devMode": False, "domains": [{"domain": f"{repo.subdomain}.hf.space", "stage": "READY"}]}
+                repo.runtime = {
+                    "stage": "NO_APP_FILE",
+                    "hardware": {"current": None, "requested": "cpu-basic"},
+                    "storage": None,
+                    "gcTimeout": 172800,
+                    "replicas": {"current": 1, "requested": 1},
+                    "devMode": False,
+                    "domains": [{"domain": f"{repo.subdomain}.hf.space", "stage": "READY"}],
+                }
             self.repos[(repo_type, repo_id)] = repo
             files = {".gitattributes": b"*.bin filter=lfs diff=lfs merge=lfs -text\n", **(initial_files or {})}
             self.commit(repo, "main", files, [], title="initial commit", author=author or owner, oid=sha)
@@ -279,7 +294,9 @@ class HubStore:
             date = now_iso()
             parents = [head.oid] if head else []
             if oid is None:
-                seed = json.dumps([parents, sorted((p, e["oid"]) for p, e in tree.items()), title, message, author, date, object_id()])
+                seed = json.dumps(
+                    [parents, sorted((p, e["oid"]) for p, e in tree.items()), title, message, author, date, object_id()]
+                )
                 oid = hashlib.sha1(seed.encode()).hexdigest()
             commit = Commit(oid=oid, parents=parents, tree=tree, title=title, message=message, author=author, date=date)
             repo.commits[oid] = commit
@@ -288,12 +305,21 @@ class HubStore:
             self.save(repo)
             return commit
 
-    def open_discussion(self, repo: Repo, *, title: str, author: str, description: str, pull_request: bool, base: str = "main") -> Discussion:
+    def open_discussion(
+        self, repo: Repo, *, title: str, author: str, description: str, pull_request: bool, base: str = "main"
+    ) -> Discussion:
         """Open a discussion (a pull request gets its ref refs/pr/N at `base`'s head)."""
         with self.lock:
             num = max((d.num for d in repo.discussions), default=0) + 1
-            discussion = Discussion(num=num, title=title, author=author, is_pull_request=pull_request,
-                                    status="draft" if pull_request else "open", created_at=now_iso(), target_branch=base)
+            discussion = Discussion(
+                num=num,
+                title=title,
+                author=author,
+                is_pull_request=pull_request,
+                status="draft" if pull_request else "open",
+                created_at=now_iso(),
+                target_branch=base,
+            )
             discussion.events.append(comment_event(author, description))
             repo.discussions.append(discussion)
             if pull_request:
@@ -311,7 +337,16 @@ class HubStore:
 def comment_event(author: str, text: str) -> dict[str, Any]:
     """A discussion event of type comment, as the Hub serializes it."""
     return {
-        "id": object_id(), "type": "comment", "createdAt": now_iso(), "author": {"name": author, "type": "user"},
-        "data": {"edited": False, "hidden": False, "latest": {"raw": text, "html": text, "updatedAt": now_iso(),
-                                                              "author": {"name": author}}, "numEdits": 0, "editors": [author], "reactions": []},
+        "id": object_id(),
+        "type": "comment",
+        "createdAt": now_iso(),
+        "author": {"name": author, "type": "user"},
+        "data": {
+            "edited": False,
+            "hidden": False,
+            "latest": {"raw": text, "html": text, "updatedAt": now_iso(), "author": {"name": author}},
+            "numEdits": 0,
+            "editors": [author],
+            "reactions": [],
+        },
     }

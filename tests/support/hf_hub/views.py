@@ -51,8 +51,16 @@ def card_and_tags(store: HubStore, repo: Repo, commit: Commit | None) -> tuple[d
     return card, tags
 
 
-def repo_info(store: HubStore, repo: Repo, commit: Commit | None, *, endpoint: str, expand: list[str] | None = None,
-              full: bool = True, blobs: bool = False) -> dict[str, Any]:
+def repo_info(
+    store: HubStore,
+    repo: Repo,
+    commit: Commit | None,
+    *,
+    endpoint: str,
+    expand: list[str] | None = None,
+    full: bool = True,
+    blobs: bool = False,
+) -> dict[str, Any]:
     """The info document of a repo (GET /api/spaces/{id}), projected like the Hub does.
 
     `expand` keeps `_id`, `id` and the named properties; otherwise `full` gives everything and
@@ -80,15 +88,17 @@ def repo_info(store: HubStore, repo: Repo, commit: Commit | None, *, endpoint: s
         "usedStorage": sum(e["size"] for e in (commit.tree if commit else {}).values()),
     }
     if repo.repo_type == "space":
-        info.update({
-            "sdk": repo.sdk,
-            "subdomain": repo.subdomain,
-            "host": repo.host or f"https://{repo.subdomain}.hf.space",
-            "runtime": dict(repo.runtime),
-            "models": [],
-            "datasets": [],
-            "region": "us",
-        })
+        info.update(
+            {
+                "sdk": repo.sdk,
+                "subdomain": repo.subdomain,
+                "host": repo.host or f"https://{repo.subdomain}.hf.space",
+                "runtime": dict(repo.runtime),
+                "models": [],
+                "datasets": [],
+                "region": "us",
+            }
+        )
     if expand:
         return {k: v for k, v in info.items() if k in ("_id", "id") or k in expand}
     if not full:
@@ -108,7 +118,7 @@ def tree_entries(commit: Commit, path: str, recursive: bool) -> list[dict[str, A
         return None
     entries: dict[str, dict[str, Any]] = {}
     for p, e in sorted(files.items()):
-        rest = p[len(base):]
+        rest = p[len(base) :]
         parts = rest.split("/")
         if recursive:
             for depth in range(1, len(parts)):
@@ -146,7 +156,10 @@ def discussion_summary(repo: Repo, d: Discussion) -> dict[str, Any]:
 def discussion_details(store: HubStore, repo: Repo, d: Discussion) -> dict[str, Any]:
     out = {**discussion_summary(repo, d), "events": d.events}
     if d.is_pull_request:
-        out["changes"] = {"base": f"refs/heads/{d.target_branch}", **({"mergeCommitId": d.merge_commit} if d.merge_commit else {})}
+        out["changes"] = {
+            "base": f"refs/heads/{d.target_branch}",
+            **({"mergeCommitId": d.merge_commit} if d.merge_commit else {}),
+        }
         out["filesWithConflicts"] = []
         out["diff"] = _diff(store, repo, d)
     return out

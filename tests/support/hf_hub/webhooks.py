@@ -45,8 +45,15 @@ class Webhook:
         return False
 
     def info(self) -> dict[str, Any]:
-        return {"id": self.id, "url": self.url, "watched": self.watched, "domains": self.domains, "secret": self.secret,
-                "disabled": self.disabled, "job": None}
+        return {
+            "id": self.id,
+            "url": self.url,
+            "watched": self.watched,
+            "domains": self.domains,
+            "secret": self.secret,
+            "disabled": self.disabled,
+            "job": None,
+        }
 
 
 @dataclass
@@ -79,13 +86,25 @@ class WebhookSender:
 
     # -- sending ------------------------------------------------------------------------------------
 
-    def emit(self, repo: Repo, scope: str, action: str, *, discussion: Discussion | None = None, comment: dict[str, Any] | None = None,
-             updated_refs: list[dict[str, Any]] | None = None, moved_to: str | None = None, updated_config: dict[str, Any] | None = None,
-             name: str | None = None) -> int:
+    def emit(
+        self,
+        repo: Repo,
+        scope: str,
+        action: str,
+        *,
+        discussion: Discussion | None = None,
+        comment: dict[str, Any] | None = None,
+        updated_refs: list[dict[str, Any]] | None = None,
+        moved_to: str | None = None,
+        updated_config: dict[str, Any] | None = None,
+        name: str | None = None,
+    ) -> int:
         """Queue this event for every webhook that watches it; returns how many."""
         hooks = [h for h in self.hooks.values() if h.wants(repo, scope)]
         for hook in hooks:
-            payload = self._payload(hook, repo, scope, action, discussion, comment, updated_refs, moved_to, updated_config, name)
+            payload = self._payload(
+                hook, repo, scope, action, discussion, comment, updated_refs, moved_to, updated_config, name
+            )
             self._enqueue(Delivery(hook.id, hook.url, payload, hook.secret))
         return len(hooks)
 
@@ -93,7 +112,9 @@ class WebhookSender:
         """Send delivery `index` again, exactly as it was (the Hub's "Replay"); waits for it."""
         old = self.deliveries[index]
         hook = self.hooks.get(old.webhook_id)
-        delivery = Delivery(old.webhook_id, hook.url if hook else old.url, old.payload, hook.secret if hook else old.secret)
+        delivery = Delivery(
+            old.webhook_id, hook.url if hook else old.url, old.payload, hook.secret if hook else old.secret
+        )
         self._enqueue(delivery)
         delivery.done.wait(30)
         return delivery
@@ -132,15 +153,29 @@ class WebhookSender:
 
     # -- payloads -----------------------------------------------------------------------------------
 
-    def _payload(self, hook: Webhook, repo: Repo, scope: str, action: str, discussion: Discussion | None, comment: dict[str, Any] | None,
-                 updated_refs: list[dict[str, Any]] | None, moved_to: str | None, updated_config: dict[str, Any] | None,
-                 name: str | None) -> dict[str, Any]:
+    def _payload(
+        self,
+        hook: Webhook,
+        repo: Repo,
+        scope: str,
+        action: str,
+        discussion: Discussion | None,
+        comment: dict[str, Any] | None,
+        updated_refs: list[dict[str, Any]] | None,
+        moved_to: str | None,
+        updated_config: dict[str, Any] | None,
+        name: str | None,
+    ) -> dict[str, Any]:
         endpoint = self.state.endpoint
         repo_name = name or repo.id
         web = f"{endpoint}/{url_prefix(repo.repo_type)}{repo_name}"
         repo_part: dict[str, Any] = {
-            "type": repo.repo_type, "name": repo_name, "id": repo.mongo_id, "private": repo.private,
-            "url": {"web": web, "api": f"{endpoint}/api/{repo.repo_type}s/{repo_name}"}, "owner": {"id": _hex_id(repo.owner)},
+            "type": repo.repo_type,
+            "name": repo_name,
+            "id": repo.mongo_id,
+            "private": repo.private,
+            "url": {"web": web, "api": f"{endpoint}/api/{repo.repo_type}s/{repo_name}"},
+            "owner": {"id": _hex_id(repo.owner)},
         }
         if scope.startswith("repo"):
             head = repo.head()
@@ -152,9 +187,16 @@ class WebhookSender:
         if discussion is not None:
             d_web = f"{web}/discussions/{discussion.num}"
             out["discussion"] = {
-                "id": _hex_id(f"{repo.mongo_id}#{discussion.num}"), "title": discussion.title, "status": discussion.status,
-                "url": {"web": d_web, "api": f"{endpoint}/api/{repo.repo_type}s/{repo.id}/discussions/{discussion.num}"},
-                "author": {"id": _hex_id(discussion.author)}, "num": discussion.num, "isPullRequest": discussion.is_pull_request,
+                "id": _hex_id(f"{repo.mongo_id}#{discussion.num}"),
+                "title": discussion.title,
+                "status": discussion.status,
+                "url": {
+                    "web": d_web,
+                    "api": f"{endpoint}/api/{repo.repo_type}s/{repo.id}/discussions/{discussion.num}",
+                },
+                "author": {"id": _hex_id(discussion.author)},
+                "num": discussion.num,
+                "isPullRequest": discussion.is_pull_request,
                 "pinned": False,
             }
             if discussion.is_pull_request:
@@ -163,9 +205,13 @@ class WebhookSender:
                     changes["mergeCommitId"] = discussion.merge_commit
                 out["discussion"]["changes"] = changes
             if comment is not None:
-                out["comment"] = {"id": comment["id"], "author": {"id": _hex_id(comment["author"]["name"])},
-                                  "content": comment["data"]["latest"]["raw"], "hidden": comment["data"].get("hidden", False),
-                                  "url": {"web": f"{d_web}#{comment['id']}"}}
+                out["comment"] = {
+                    "id": comment["id"],
+                    "author": {"id": _hex_id(comment["author"]["name"])},
+                    "content": comment["data"]["latest"]["raw"],
+                    "hidden": comment["data"].get("hidden", False),
+                    "url": {"web": f"{d_web}#{comment['id']}"},
+                }
         if updated_refs is not None:
             out["updatedRefs"] = updated_refs
         if updated_config is not None:
@@ -187,8 +233,13 @@ def add_webhook_routes(app: FastAPI, access: Any, sender: WebhookSender) -> None
             raise HubError(400, "url is required (the stand-in does not run Jobs)")
         if not body.get("watched"):
             raise HubError(400, "watched must list at least one user, org or repo")
-        hook = Webhook(id=object_id(), url=body["url"], watched=list(body["watched"]), domains=list(body.get("domains") or ["repo", "discussion"]),
-                       secret=body.get("secret"))
+        hook = Webhook(
+            id=object_id(),
+            url=body["url"],
+            watched=list(body["watched"]),
+            domains=list(body.get("domains") or ["repo", "discussion"]),
+            secret=body.get("secret"),
+        )
         sender.hooks[hook.id] = hook
         return {"webhook": hook.info()}
 

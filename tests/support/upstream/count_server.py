@@ -35,7 +35,9 @@ class CountEnvironment(Environment):
         if action.fail:
             raise ValueError(f"asked to fail on {action.message!r}")
         self._state.step_count += 1
-        return CountObservation(echoed=action.message, count=self._state.step_count, reward=float(self._state.step_count))
+        return CountObservation(
+            echoed=action.message, count=self._state.step_count, reward=float(self._state.step_count)
+        )
 
     @property
     def state(self):

@@ -67,7 +67,12 @@ async def main(url: str, capacity: str) -> None:
     async with GenericEnvClient(base_url=url) as generic:
         await generic.reset()
         step = await generic.step({"message": "hello"})
-        report["generic"] = {"observation": step.observation, "reward": step.reward, "done": step.done, "metadata": step.metadata}
+        report["generic"] = {
+            "observation": step.observation,
+            "reward": step.reward,
+            "done": step.done,
+            "metadata": step.metadata,
+        }
         report["generic_state"] = await generic.state()
     async with EchoClient(base_url=url) as typed:
         await typed.reset()

@@ -5,7 +5,10 @@ from typing import Any
 
 from openenv.core.env_server import Action, Environment, Observation, State, create_app
 
-PUZZLES = {"train": [{"id": f"train-{i}", "target": i * 3} for i in range(6)], "test": [{"id": "test-0", "target": 100}]}
+PUZZLES = {
+    "train": [{"id": f"train-{i}", "target": i * 3} for i in range(6)],
+    "test": [{"id": "test-0", "target": 100}],
+}
 
 
 class GuessAction(Action):
@@ -29,13 +32,19 @@ class GuessEnvironment(Environment):
         self._state = State(episode_id=episode_id or "ep", step_count=0)
         split, index = kwargs.get("split"), kwargs.get("index")
         self._target = PUZZLES[split][index]["target"] if split is not None else 7
-        return GuessObservation(target_known=split is not None, feedback="guess", metadata={"split": split, "index": index})
+        return GuessObservation(
+            target_known=split is not None, feedback="guess", metadata={"split": split, "index": index}
+        )
 
     def step(self, action: GuessAction, timeout_s: float | None = None, **kwargs: Any) -> GuessObservation:
         self._state.step_count += 1
         hit = action.guess == self._target
-        return GuessObservation(feedback="yes" if hit else ("higher" if action.guess < self._target else "lower"),
-                                reward=1.0 if hit else 0.0, done=hit, metadata={"guesses": self._state.step_count})
+        return GuessObservation(
+            feedback="yes" if hit else ("higher" if action.guess < self._target else "lower"),
+            reward=1.0 if hit else 0.0,
+            done=hit,
+            metadata={"guesses": self._state.step_count},
+        )
 
     @property
     def state(self) -> State:

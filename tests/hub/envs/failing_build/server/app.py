@@ -1,8 +1,5 @@
-
 from __future__ import annotations
 
-import os
-import time
 from typing import Any
 
 from openenv import Environment, State, create_app

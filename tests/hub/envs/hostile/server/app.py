@@ -4,6 +4,7 @@ echo env afterwards so the smoke test can finish."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -73,10 +74,8 @@ def attack() -> None:
         except OSError as exc:
             probe(f"disk{path}", f"stopped-at-{written >> 20}MB-{errno.errorcode.get(exc.errno or 0, '?')}")
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
     children = []
     try:
         for _ in range(5000):
@@ -89,10 +88,8 @@ def attack() -> None:
     except OSError as exc:
         probe("forkbomb", f"stopped-at-{len(children)}-{errno.errorcode.get(exc.errno or 0, '?')}")
     for pid in children:
-        try:
+        with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
-        except OSError:
-            pass
 
 
 class Env(Environment[EchoAction, EchoObservation, State]):
