@@ -5,10 +5,12 @@ Build the app with `hub_service.app.create_app(settings)`; run it with `openenv 
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["HubSettings", "create_app", "get_settings"]
 
 
-def __getattr__(name: str):  # keep `import hub_service` cheap: the web stack loads on use
+def __getattr__(name: str) -> Any:  # keep `import hub_service` cheap: the web stack loads on use
     if name == "create_app":
         from hub_service.app import create_app
 

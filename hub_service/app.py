@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.engine import Engine
 
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.errors import HubError
-from hub_service.limits import LimitsMiddleware, RateLimiter
+from hub_service.limits import LimitsMiddleware
+from hub_service.pipeline.assembly import assemble
+from hub_service.quota import SharedRateLimiter
 from hub_service.settings import HubSettings, get_settings
 
 __all__ = ["create_app"]
@@ -26,7 +30,9 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if run_migrations:
         migrate(settings.sqlalchemy_url)
+    assemble(settings)  # the lifecycle's listeners (a maintainer's re-run moves a revision too)
     engine = make_engine(settings.sqlalchemy_url)
+    limits_engine = _limits_engine(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -34,6 +40,7 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
         if getattr(app.state, "play", None) is not None:  # the website's play sessions and the envs they run on
             await app.state.play.aclose()
         engine.dispose()
+        limits_engine.dispose()
 
     app = FastAPI(
         title="OpenEnv Hub",
@@ -44,7 +51,7 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = sessionmaker_for(engine)
-    app.state.limiter = _limiter(settings)
+    app.state.limiter = _limiter(settings, limits_engine)
     app.add_middleware(
         LimitsMiddleware,
         limiter=app.state.limiter,
@@ -89,12 +96,32 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     return app
 
 
-def _limiter(settings: HubSettings) -> RateLimiter:
-    return RateLimiter(
+def _limits_engine(settings: HubSettings) -> Engine:
+    """The rate limiter's own engine: on PostgreSQL it gives up quickly (a limiter that waits on a
+    database that is gone would hold every request), and its pool is not shared with slow queries."""
+    url = settings.sqlalchemy_url
+    if url.startswith("sqlite"):
+        return make_engine(url)
+    timeout_s = settings.limits_db_timeout_s
+    options = f"-c statement_timeout={int(timeout_s * 1000)} -c lock_timeout={int(timeout_s * 1000)}"
+    # No pre-ping: a hit is one round trip, not two. A connection that went stale (the server
+    # restarted) fails one hit, which is then counted locally, and the pool starts afresh.
+    return make_engine(
+        url,
+        pool_pre_ping=False,
+        connect_args={"connect_timeout": max(1, math.ceil(timeout_s)), "options": options},
+    )
+
+
+def _limiter(settings: HubSettings, engine: Engine) -> SharedRateLimiter:
+    return SharedRateLimiter(
+        engine,
         {
             "api": (settings.rate_api_burst, settings.rate_api_per_minute),
             "webhook": (settings.rate_webhook_burst, settings.rate_webhook_per_minute),
             "play": (settings.rate_play_burst, settings.rate_play_per_minute),
             "model": (settings.rate_model_burst, settings.rate_model_per_minute),
-        }
+            "web": (settings.rate_web_burst, settings.rate_web_per_minute),
+        },
+        retry_db_after_s=settings.limits_db_retry_s,
     )

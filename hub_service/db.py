@@ -9,14 +9,23 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine, Result
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["Base", "UTCDateTime", "make_engine", "migrate", "migrations_dir", "session_scope", "utcnow"]
+__all__ = [
+    "Base",
+    "UTCDateTime",
+    "affected_rows",
+    "make_engine",
+    "migrate",
+    "migrations_dir",
+    "session_scope",
+    "utcnow",
+]
 
 _NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -29,6 +38,15 @@ _NAMING = {
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def affected_rows(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE matched.
+
+    `Session.execute` types every result as a plain `Result`; for those statements it is a
+    `CursorResult`, which has the count.
+    """
+    return cast("CursorResult[Any]", result).rowcount
 
 
 class UTCDateTime(TypeDecorator[dt.datetime]):
@@ -87,7 +105,8 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
             conn.exec_driver_sql(f"BEGIN {mode}")
 
         return engine
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)
 
 
 def sessionmaker_for(engine: Engine) -> sessionmaker[Session]:

@@ -2,9 +2,9 @@
 
 A token bucket per (client, category): `capacity` requests at once, refilled at `per_minute`.
 Replies carry `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds until the
-bucket is full again); a refused request gets 429 with `Retry-After`. Limits live in memory, so
-each service process enforces its own (run one process per host, or put a shared limiter in
-front). The client is the connection's address as the server reports it: `openenv hub serve`
+bucket is full again); a refused request gets 429 with `Retry-After`. `RateLimiter` keeps its
+buckets in this process's memory; the service uses `hub_service.quota.SharedRateLimiter`, whose
+buckets live in the database, so that every API process behind a proxy counts the same. The client is the connection's address as the server reports it: `openenv hub serve`
 lets uvicorn take it from `X-Forwarded-For` only when told the service sits behind a proxy
 (`OPENENV_HUB_TRUST_FORWARDED_FOR`), so a client cannot pick its own identity.
 """
@@ -69,6 +69,10 @@ class RateLimiter:
         retry = math.ceil((cost - tokens) / rate) if not allowed and rate > 0 else 0
         return Decision(allowed, capacity, int(tokens), reset, max(retry, 1) if not allowed else 0)
 
+    async def ahit(self, category: str, client: str, cost: float = 1.0) -> Decision:
+        """`hit` for async code (memory only: nothing to wait for)."""
+        return self.hit(category, client, cost)
+
 
 def client_key(scope: dict[str, Any]) -> str:
     client = scope.get("client")
@@ -80,6 +84,7 @@ class LimitsMiddleware:
     and a 400 for a NUL character in the path or query (no name or parameter may hold one).
 
     Args:
+        limiter: a `RateLimiter` or `hub_service.quota.SharedRateLimiter` (anything with `ahit`).
         routes: (path prefix, category) pairs, first match wins; unmatched paths are not rate limited.
         max_body_bytes: larger bodies get 413 (by Content-Length, or while streaming).
     """
@@ -116,7 +121,7 @@ class LimitsMiddleware:
             )
             return
         category = next((c for prefix, c in self.routes if path.startswith(prefix)), None)
-        decision = self.limiter.hit(category, client_key(scope)) if category else None
+        decision = await self.limiter.ahit(category, client_key(scope)) if category else None
         if decision is not None and not decision.allowed:
             await _reply(
                 send,

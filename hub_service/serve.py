@@ -23,8 +23,9 @@ import time
 from typing import Any
 
 from hub_service.db import make_engine, migrate, sessionmaker_for
+from hub_service.indexer import source_for
 from hub_service.indexer.service import IndexReport, index_source
-from hub_service.pipeline.runner import source_for
+from hub_service.pipeline.assembly import assemble
 from hub_service.settings import HubSettings
 
 __all__ = ["WorkerSupervisor", "index_all", "poll_health", "reconcile", "run_worker", "serve", "settings_env"]
@@ -50,6 +51,7 @@ def settings_env(settings: HubSettings) -> dict[str, str]:
 
 def index_all(settings: HubSettings) -> list[IndexReport]:
     """Index every configured source once (local folder, and the Hub when enabled)."""
+    assemble(settings)  # the lifecycle's listeners are in place before a revision moves
     factory = sessionmaker_for(make_engine(settings.sqlalchemy_url))
     reports = []
     kinds = (["local"] if settings.local_source else []) + (["hf"] if settings.hf_enabled else [])
@@ -251,7 +253,7 @@ def serve(
 
 def _retry_waiting(settings: HubSettings) -> None:
     """A (re)start may have fixed what revisions wait for (an engine, a base image): run them now."""
-    from hub_service.pipeline.jobs import wake_waiting
+    from hub_service.queue.jobs import wake_waiting
 
     engine = make_engine(settings.sqlalchemy_url)
     try:
@@ -265,7 +267,7 @@ def _retry_waiting(settings: HubSettings) -> None:
 def _reap(settings: HubSettings) -> None:
     if settings.builder == "process":
         return  # this Hub starts no containers
-    from hub_service.pipeline.sandbox import reap_leftovers
+    from hub_service.sandbox import reap_leftovers
 
     removed = reap_leftovers(settings)
     if removed:

@@ -157,7 +157,30 @@ class HubSettings(BaseSettings):
             "(for clients pinned to them); the other images the Hub built are removed after each job of the env."
         ),
     )
+    lock_ttl_days: int = Field(
+        default=90,
+        ge=1,
+        description=(
+            "Days a registered lock file (`openenv lock`) keeps the images it names; registering it again or resolving "
+            "through it starts the count again."
+        ),
+    )
     fetch_max_mb: int = Field(default=512, ge=1, description="Revisions with more files than this fail the fetch.")
+
+    # Registry (hub_service/pipeline/publish.py): where passing images go, so other machines can pull them
+    registry: str | None = Field(
+        default=None,
+        description=(
+            "OCI registry `host[:port][/namespace]` the publish stage pushes each tested image to, as "
+            "`<registry>/<owner>/<name>:<sha>`; the resolve record then names it by digest. Unset: images stay in "
+            "this machine's engine."
+        ),
+    )
+    registry_user: str | None = Field(default=None, description="User the Hub pushes to the registry as.")
+    registry_password: SecretStr | None = Field(default=None, description="That user's password (or token).")
+    registry_timeout_s: float = Field(
+        default=600.0, gt=0, description="Wall-clock limit of one push; past it the revision waits for the registry."
+    )
     job_max_attempts: int = Field(default=3, ge=1)
     infra_retry_s: float = Field(
         default=15.0,
@@ -192,6 +215,19 @@ class HubSettings(BaseSettings):
     rate_play_per_minute: float = Field(default=20, gt=0)
     rate_model_burst: int = Field(default=3, ge=1, description="Model-try runs a visitor may start at once...")
     rate_model_per_minute: float = Field(default=6, gt=0)
+    limits_db_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description=(
+            "PostgreSQL: a rate-limit hit waits this long at most for the database (connecting, locks); "
+            "past it the request is counted in this process only."
+        ),
+    )
+    limits_db_retry_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="After the database failed a rate-limit hit, count in this process only for this long, then ask it again.",
+    )
     trust_forwarded_for: bool = Field(
         default=False, description="Take the client address from X-Forwarded-For (behind a proxy)."
     )
@@ -213,7 +249,7 @@ class HubSettings(BaseSettings):
         default=300.0, ge=0, description="Poll the runtime stage of indexed Spaces this often (0: never)."
     )
 
-    # Website: play as a human, let a model try (sessions live in this process's memory)
+    # Website: play as a human, let a model try (sessions live in this process's memory; the caps are shared)
     website: bool = Field(default=True, description="Serve the website at / (the API stays at /api/v1).")
     play_max_sessions: int = Field(
         default=16, ge=0, description="Play and model-try sessions at once, all visitors together."
@@ -225,6 +261,14 @@ class HubSettings(BaseSettings):
         default=4, ge=0, description="Env servers this service may run for visitors at once."
     )
     play_idle_timeout_s: float = Field(default=600.0, gt=0, description="A session unused this long is closed.")
+    play_lease_s: float = Field(
+        default=30.0,
+        ge=1,
+        description=(
+            "Play sessions count against the caps of every Hub process through leases in the database, renewed "
+            "every third of this; a process that dies stops counting this long after."
+        ),
+    )
     play_instance_linger_s: float = Field(
         default=60.0, ge=0, description="A started env with no sessions is stopped after this long."
     )
@@ -281,6 +325,19 @@ class HubSettings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.data_dir / 'hub.sqlite3'}"
+
+    @field_validator("registry")
+    @classmethod
+    def _registry(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if "://" in value or "@" in value or any(c.isspace() for c in value):
+            raise ValueError(
+                f"registry must be host[:port][/namespace] (e.g. 127.0.0.1:5000 or registry.example.com/openenv), "
+                f"not {value!r}"
+            )
+        return value
 
     @property
     def files_dir(self) -> Path:

@@ -9,8 +9,9 @@ Server-side names load lazily, so a client-only install never imports the web st
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openenv._lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -107,28 +108,7 @@ _LAZY = {
 _EXTRAS = {"openenv.server.app": "server"}
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'openenv' has no attribute {name!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        extra = _EXTRAS.get(module_name)
-        if extra and exc.name and not exc.name.startswith("openenv"):
-            raise ModuleNotFoundError(
-                f"openenv.{name} needs the '{extra}' extra ({exc.name} is missing): pip install 'openenv-hub[{extra}]'",
-                name=exc.name,
-            ) from exc
-        raise
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY, extras=_EXTRAS)
 
 if TYPE_CHECKING:
     from openenv.client import EnvClient, GenericEnvClient, SyncEnvClient

@@ -1,15 +1,49 @@
-"""Turning YAML and pydantic errors of a manifest into `ManifestProblem`s with their lines."""
+"""`ManifestProblem`, and turning YAML and pydantic errors of a manifest into them with their lines.
+
+Below `openenv.manifest` (which re-exports `ManifestProblem` and `MANIFEST_FILE`), so neither needs the other.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from openenv.manifest import ManifestProblem
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
-__all__ = ["LineIndex", "merge_by_field", "problem_from_pydantic"]
+__all__ = ["MANIFEST_FILE", "LineIndex", "ManifestProblem", "merge_by_field", "problem_from_pydantic"]
+
+MANIFEST_FILE = "openenv.yaml"
 
 
-def problem_from_pydantic(err: dict[str, Any], lines: LineIndex, hints: dict[str, str]) -> ManifestProblem:
+@dataclass(frozen=True, slots=True)
+class ManifestProblem:
+    """One thing wrong (or worth a warning) in a manifest.
+
+    Attributes:
+        code: a stable name of the rule: "syntax", "not_mapping", "duplicate_key", "invalid",
+            "missing", "unsupported_version", "unknown_key", "no_spec_version", "too_large".
+        field: the dotted path of the value ("port", "variables.LEVEL"), or "" for the file.
+        message: what is wrong.
+        line: 1-based line in the file, when known.
+        hint: what to do about it.
+    """
+
+    code: str
+    field: str
+    message: str
+    line: int | None = None
+    column: int | None = None
+    hint: str = ""
+
+    def format(self, source: str = MANIFEST_FILE) -> str:
+        """`openenv.yaml:6: port: must be ... — hint` on one line."""
+        where = f"{source}:{self.line}" if self.line else source
+        what = f"{self.field}: {self.message}" if self.field else self.message
+        return f"{where}: {what}" + (f" — {self.hint}" if self.hint else "")
+
+
+def problem_from_pydantic(err: ErrorDetails, lines: LineIndex, hints: dict[str, str]) -> ManifestProblem:
     loc = _trim_union_loc(tuple(err.get("loc", ())))
     top = str(loc[0]) if loc else ""
     dotted = ".".join(str(p) for p in loc)

@@ -33,7 +33,7 @@ as upstream OpenEnv 0.10.0's Task API; an environment without tasks says so (`No
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
 
 from openenv.errors import NoTasksError
 from openenv.rubrics.base import Rubric
@@ -206,3 +206,7 @@ class Environment(Generic[ActT, ObsT, StateT]):
     def _has_async(cls, name: str) -> bool:
         """Whether the subclass overrides the async twin of method `name`."""
         return getattr(cls, f"{name}_async") is not getattr(Environment, f"{name}_async")
+
+
+# What the server holds: an environment of any action, observation and state types.
+AnyEnvironment: TypeAlias = Environment[Any, Any, Any]

@@ -10,6 +10,7 @@ OpenEnvError
 │   ├── EnvTimeoutError              (also TimeoutError) connect or reply took too long
 │   ├── EnvDisconnectedError         (also ConnectionError) the session's connection ended
 │   ├── ToolCallError                (also RuntimeError) an MCP tool call failed; `.error_type` says why
+│   ├── LockMismatchError            a lock file (openenv.lock) names another env, revision, image or protocol
 │   └── EnvServerError               (also RuntimeError) the server answered with an error frame
 │       ├── InvalidActionError           VALIDATION_ERROR
 │       ├── EnvExecutionError            EXECUTION_ERROR: the environment raised
@@ -43,6 +44,7 @@ __all__ = [
     "EnvStepTimeout",
     "EnvTimeoutError",
     "InvalidActionError",
+    "LockMismatchError",
     "NoTasksError",
     "OpenEnvError",
     "ProtocolError",
@@ -130,6 +132,31 @@ class ToolCallError(EnvClientError, RuntimeError):
         self.error_type = error_type
         self.tool_name = tool_name
         self.code = code
+
+
+class LockMismatchError(EnvClientError):
+    """A client built from a lock file met something the lock does not name: an env not in it, another
+    revision or image digest, or a server speaking another protocol version. Re-run `openenv lock`.
+
+    Attributes:
+        env: the env id (owner/name) concerned.
+        expected: what the lock says (None when the env is not in the lock).
+        found: what was asked for or met instead.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        env: str | None = None,
+        expected: str | None = None,
+        found: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message, url=url)
+        self.env = env
+        self.expected = expected
+        self.found = found
 
 
 class EnvServerError(EnvClientError, RuntimeError):

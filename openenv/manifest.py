@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from openenv._manifest_problems import MANIFEST_FILE, ManifestProblem
 from openenv.errors import ConfigurationError
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "parse_manifest",
 ]
 
-MANIFEST_FILE = "openenv.yaml"
 SPEC_VERSION = 1
 SUPPORTED_SPEC_VERSIONS = frozenset({1})
 SCHEMA_ID = "https://github.com/openenv-hub/openenv-hub/blob/main/docs/manifest.schema.json"
@@ -196,33 +196,6 @@ _HINTS: dict[str, str] = {
     "tags": "write tags as a list, e.g. tags: [openenv, games]",
     "version": 'quote the version, e.g. version: "0.1.0"',
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestProblem:
-    """One thing wrong (or worth a warning) in a manifest.
-
-    Attributes:
-        code: a stable name of the rule: "syntax", "not_mapping", "duplicate_key", "invalid",
-            "missing", "unsupported_version", "unknown_key", "no_spec_version", "too_large".
-        field: the dotted path of the value ("port", "variables.LEVEL"), or "" for the file.
-        message: what is wrong.
-        line: 1-based line in the file, when known.
-        hint: what to do about it.
-    """
-
-    code: str
-    field: str
-    message: str
-    line: int | None = None
-    column: int | None = None
-    hint: str = ""
-
-    def format(self, source: str = MANIFEST_FILE) -> str:
-        """`openenv.yaml:6: port: must be ... — hint` on one line."""
-        where = f"{source}:{self.line}" if self.line else source
-        what = f"{self.field}: {self.message}" if self.field else self.message
-        return f"{where}: {what}" + (f" — {self.hint}" if self.hint else "")
 
 
 @dataclass(slots=True)

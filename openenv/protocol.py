@@ -17,9 +17,19 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 __all__ = [
+    "CLOSE_REQUEST",
     "EXTENSIONS",
+    "MCP_FRAME",
+    "NO_RENDER_REPLY",
+    "OBSERVATION_FRAME",
     "PROTOCOL_HEADER",
     "PROTOCOL_VERSION",
+    "RENDER_FRAME",
+    "RENDER_REQUEST",
+    "RESET_REQUEST",
+    "STATE_FRAME",
+    "STATE_REQUEST",
+    "STEP_PREFIX",
     "ErrorCode",
     "JSONDecodeError",
     "MsgType",
@@ -50,6 +60,22 @@ class MsgType(enum.StrEnum):
     RENDER = "render"
     OBSERVATION = "observation"
     ERROR = "error"
+
+
+# The frames as bytes, for the hot paths: a constant `%`-formatted, never a dict through the
+# encoder. A `*_FRAME` template takes the frame's `data` as JSON bytes: `OBSERVATION_FRAME % payload`.
+OBSERVATION_FRAME = b'{"type":"observation","data":%b}'
+STATE_FRAME = b'{"type":"state","data":%b}'
+RENDER_FRAME = b'{"type":"render","data":%b}'
+MCP_FRAME = b'{"type":"mcp","data":%b}'
+NO_RENDER_REPLY = RENDER_FRAME % b"null"  # the env draws nothing
+# What a client sends with no data of its own; a step is `STEP_PREFIX + action + b"}"`
+# (with `,"timeout_s":N` before the brace for the step-timeout extension).
+RESET_REQUEST = b'{"type":"reset","data":{}}'
+STATE_REQUEST = b'{"type":"state"}'
+RENDER_REQUEST = b'{"type":"render"}'
+CLOSE_REQUEST = b'{"type":"close"}'
+STEP_PREFIX = b'{"type":"step","data":'
 
 
 class ErrorCode(enum.StrEnum):
@@ -124,7 +150,8 @@ def observation_json(obs: BaseModel) -> bytes:
     metadata = getattr(obs, "metadata", None)
     exclude = _EXCLUDE_LIFTED if metadata else _EXCLUDE_LIFTED_AND_METADATA
     try:
-        body = obs.__pydantic_serializer__.to_json(obs, exclude=exclude)
+        # The stub asks for a set; pydantic-core takes any set, and a shared constant stays frozen.
+        body = obs.__pydantic_serializer__.to_json(obs, exclude=exclude)  # type: ignore[arg-type]
     except (PydanticSerializationError, TypeError, ValueError):
         return dumps(observation_payload(obs.model_dump()))
     reward = getattr(obs, "reward", None)

@@ -5,19 +5,20 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, CheckConstraint, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from hub_service.catalog.states import BuilderKind, EnvStatus, SourceKind, VersionState, check_values
 from hub_service.db import Base, utcnow
 
 __all__ = ["STATUSES", "VERSION_STATES", "EnvRecord", "EnvVersion"]
 
 # An environment's status is its latest main-branch version's verdict; before it has one, "waiting"
 # says that its run waits for the infrastructure (engine, registry, source), not on the env.
-STATUSES = ("pending", "waiting", "passing", "failing")
+STATUSES = tuple(EnvStatus)
 # "waiting": the run stopped for a reason outside the env and is retried with backoff (see
 # hub_service/pipeline/runner.py); its version keeps why in waiting_code / waiting_reason.
-VERSION_STATES = ("queued", "running", "waiting", "passed", "failed", "cancelled")
+VERSION_STATES = tuple(VersionState)
 
 
 class EnvRecord(Base):
@@ -28,6 +29,8 @@ class EnvRecord(Base):
         UniqueConstraint("owner", "name", name="uq_environments_owner_name"),
         Index("ix_environments_status_name", "status", "name"),
         Index("ix_environments_gone", "gone"),
+        CheckConstraint(check_values("status", EnvStatus), name="status"),
+        CheckConstraint(check_values("source", SourceKind), name="source"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -85,13 +88,17 @@ class EnvVersion(Base):
     """One revision of an environment and what the pipeline found about it."""
 
     __tablename__ = "env_versions"
-    __table_args__ = (UniqueConstraint("env_id", "sha", name="uq_env_versions_env_sha"),)
+    __table_args__ = (
+        UniqueConstraint("env_id", "sha", name="uq_env_versions_env_sha"),
+        CheckConstraint(check_values("state", VersionState), name="state"),
+        CheckConstraint(check_values("builder", BuilderKind, nullable=True), name="builder"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     env_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), index=True)
     sha: Mapped[str] = mapped_column(String(64))
     ref: Mapped[str] = mapped_column(String(128), default="main")  # "main" or "refs/pr/N"
-    state: Mapped[str] = mapped_column(String(16), default="queued")
+    state: Mapped[str] = mapped_column(String(16), default=VersionState.QUEUED)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     manifest: Mapped[dict[str, Any] | None] = mapped_column(default=None)
@@ -103,6 +110,11 @@ class EnvVersion(Base):
     build_status: Mapped[str | None] = mapped_column(String(16), default=None)
     builder: Mapped[str | None] = mapped_column(String(16), default=None)  # docker | process
     image_ref: Mapped[str | None] = mapped_column(String(512), default=None)
+    # Where the publish stage pushed the tested image (`<registry>/<owner>/<name>:<sha>`) and the digest the
+    # registry gave it (`sha256:...`): clients elsewhere pull `<registry>/<owner>/<name>@<digest>`. Kept for
+    # yanked versions too (pins must keep working). None: no registry was configured.
+    registry_ref: Mapped[str | None] = mapped_column(String(512), default=None)
+    image_digest: Mapped[str | None] = mapped_column(String(71), default=None)
     build_seconds: Mapped[float | None] = mapped_column(Float, default=None)
     smoke_status: Mapped[str | None] = mapped_column(String(16), default=None)
     cold_start_s: Mapped[float | None] = mapped_column(Float, default=None)
@@ -122,5 +134,8 @@ class EnvVersion(Base):
     waiting_since: Mapped[dt.datetime | None] = mapped_column(default=None)
     yanked: Mapped[bool] = mapped_column(Boolean, default=False)
     yank_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    # When a client last resolved this version by an explicit pin (full sha or image digest): image
+    # collection keeps its image while it is not yanked (hub_service/locks/service.py).
+    pinned_at: Mapped[dt.datetime | None] = mapped_column(default=None)
 
     env: Mapped[EnvRecord] = relationship(back_populates="versions", lazy="raise_on_sql")

@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session
 
 from hub_service.catalog import service
 from hub_service.catalog.schemas import EnvDetail, EnvPage, ResolveRecord, StageSummary, VersionDetail
+from hub_service.catalog.stage_runs import StageRun
 from hub_service.deps import db_session, etag_json, hub_settings
 from hub_service.errors import NotFound
-from hub_service.pipeline.models import StageRun
 from hub_service.settings import HubSettings
 
 router = APIRouter(prefix="/api/v1", tags=["catalog"])
@@ -113,6 +113,8 @@ def get_version(request: Request, owner: str, name: str, revision: str, db: DB) 
         reward_check=version.reward_check,
         builder=version.builder,
         image_ref=version.image_ref,
+        registry_ref=version.registry_ref,
+        image_digest=version.image_digest,
         build_seconds=version.build_seconds,
         validation=version.validation,
         manifest=version.manifest,
@@ -160,6 +162,14 @@ def get_log(owner: str, name: str, revision: str, stage: str, db: DB, attempt: i
 
 @router.get("/envs/{owner}/{name}/resolve", response_model=ResolveRecord, summary="What a client needs to connect")
 def resolve(
-    request: Request, owner: str, name: str, db: DB, settings: Settings, revision: str | None = None
+    request: Request,
+    owner: str,
+    name: str,
+    db: DB,
+    settings: Settings,
+    revision: str | None = None,
+    lock: Annotated[str | None, Query(description="The id of the lock file resolved through (it is renewed)")] = None,
 ) -> Response:
-    return etag_json(request, service.resolve(db, settings, owner, name, revision))
+    record = service.resolve(db, settings, owner, name, revision, lock)
+    db.commit()  # an explicit pin noted, a lock renewed: what image collection keeps
+    return etag_json(request, record)

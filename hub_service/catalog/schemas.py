@@ -120,6 +120,8 @@ class VersionDetail(VersionSummary):
     reward_check: dict[str, Any] | None = Field(default=None, description=_REWARD_CHECK)
     builder: str | None = None
     image_ref: str | None = None
+    registry_ref: str | None = Field(default=None, description="The tag the publish stage pushed to the registry")
+    image_digest: str | None = Field(default=None, description="The digest the registry gave the pushed image")
     build_seconds: float | None = None
     validation: dict[str, Any] | None = None
     manifest: dict[str, Any] | None = None
@@ -146,7 +148,18 @@ class ResolveRecord(BaseModel):
     stage: str | None = None
     url: str | None = Field(default=None, description="Base URL of the running Space, when it runs")
     image: str | None = Field(
-        default=None, description="Container image reference (the Space's registry image, or one the Hub built)"
+        default=None,
+        description=(
+            "Container image reference: `<registry>/<owner>/<name>@sha256:...` when the Hub pushed the tested image to its "
+            "registry, else the Space's registry image or one the Hub built (only on the Hub's own engine)"
+        ),
+    )
+    image_digest: str | None = Field(
+        default=None,
+        description="The pushed image's digest (`sha256:...`), as the registry reported it; pull by it and check it",
+    )
+    image_tag: str | None = Field(
+        default=None, description="The pushed image's human tag, `<registry>/<owner>/<name>:<sha>` (may be moved)"
     )
     port: int = Field(
         default=8000,
@@ -162,5 +175,12 @@ class ResolveRecord(BaseModel):
         default=None,
         description=(
             "The revision's capacity card, to size a pool: sessions_held is how many concurrent sessions one server held"
+        ),
+    )
+    lock_expires_at: dt.datetime | None = Field(
+        default=None,
+        description=(
+            "When resolved through a registered lock file (`?lock=ID`): until when the Hub now keeps its images; null "
+            "otherwise, or when this Hub does not hold that lock"
         ),
     )

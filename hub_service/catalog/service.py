@@ -14,10 +14,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from hub_service.catalog import pins
 from hub_service.catalog.models import STATUSES, EnvRecord, EnvVersion
 from hub_service.catalog.schemas import EnvSummary, ResolveRecord, VersionSummary
+from hub_service.catalog.stage_runs import StageRun
 from hub_service.errors import Conflict, InvalidRequest, NotFound
-from hub_service.pipeline.models import StageRun
 from hub_service.settings import HubSettings
 
 __all__ = [
@@ -390,23 +391,33 @@ def version_summary(v: EnvVersion) -> VersionSummary:
     )
 
 
-def resolve(session: Session, settings: HubSettings, owner: str, name: str, revision: str | None) -> ResolveRecord:
-    """What a client needs to connect to `owner/name` (at `revision`, or the latest on main).
+def resolve(
+    session: Session, settings: HubSettings, owner: str, name: str, revision: str | None, lock: str | None = None
+) -> ResolveRecord:
+    """What a client needs to connect to `owner/name` (at `revision`: a sha, a sha prefix or an image
+    digest `sha256:...`; else the latest on main). An explicit pin (full sha, digest) is noted on the
+    version and `lock` (a registered lock's id) is renewed, both for image collection: the caller commits.
 
     Raises:
-        NotFound: unknown env or revision.
+        NotFound: unknown env or revision (or no revision with that image digest).
         Conflict: the revision was yanked and not asked for by sha.
     """
     env = get_env(session, owner, name)
     if env.gone:
         raise NotFound(f"{env.repo_id} is gone from its source", gone=True)
-    version = get_version(session, env, revision)
+    digest = pins.digest_of(revision)
+    version = pins.version_by_digest(session, env, digest) if digest else get_version(session, env, revision)
+    if pins.is_explicit_pin(revision):
+        pins.note_pin(version)
+    lock_expires_at = pins.renew_lock(session, lock, settings.lock_ttl_days) if lock else None
     if version.yanked and not revision:
         raise Conflict(
             f"{env.repo_id}@{version.sha[:12]} was yanked; pin a revision explicitly to use it anyway", sha=version.sha
         )
     running = (env.stage or "").upper() == "RUNNING" and env.host is not None and version.sha == env.sha
     image = version.image_ref
+    if version.image_digest and version.registry_ref:  # pushed to the registry: pulled by digest, anywhere
+        image = f"{version.registry_ref.rsplit(':', 1)[0]}@{version.image_digest}"
     if env.source == "hf" and not image:
         image = settings.space_image_template.format(owner=env.owner.lower(), name=env.name.lower().replace("_", "-"))
     port = version.port or 8000
@@ -422,6 +433,8 @@ def resolve(session: Session, settings: HubSettings, owner: str, name: str, revi
         stage=env.stage,
         url=env.host if running else None,
         image=image,
+        image_digest=version.image_digest if version.registry_ref else None,
+        image_tag=version.registry_ref if version.image_digest else None,
         port=port,
         source=env.source,
         local=local,
@@ -430,4 +443,5 @@ def resolve(session: Session, settings: HubSettings, owner: str, name: str, revi
         successor=env.successor,
         deprecation_reason=env.deprecation_reason,
         capacity=version.capacity,
+        lock_expires_at=lock_expires_at,
     )

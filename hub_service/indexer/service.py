@@ -16,13 +16,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service import lifecycle
 from hub_service.audit.service import record
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
+from hub_service.catalog.states import VersionState
 from hub_service.db import session_scope, utcnow
 from hub_service.indexer.clean import Rejected, clean
 from hub_service.indexer.sources import Source, SourceEnv
-from hub_service.pipeline.models import Job
+from hub_service.queue.models import Job
 
 __all__ = ["IndexReport", "index_one", "index_source", "search_text"]
 
@@ -228,15 +230,16 @@ def _enqueue(session: Session, pairs: list[tuple[EnvRecord, str]], max_attempts:
         version = known.get((env.id, sha))
         if version is not None:
             version.ref = "main"  # a pull request's head that is now main's (a fast-forward merge)
-            if version.state in ("passed", "failed"):
+            if version.state in (VersionState.PASSED, VersionState.FAILED):
                 apply_verdict(env, version)
-            if version.state != "cancelled":
+            if version.state != VersionState.CANCELLED:
                 continue  # finished, or queued or running: its job exists already
-            version.state = "queued"  # checked for a pull request that closed before it finished
+            # checked for a pull request that closed before it finished: main needs its verdict
+            lifecycle.move(session, env, version, VersionState.QUEUED, cause=f"{sha[:12]} is main's revision now")
             session.add(Job(version_id=version.id, max_attempts=max_attempts, priority=priority))
             again += 1
             continue
-        fresh.append(EnvVersion(env_id=env.id, sha=sha, ref="main", state="queued"))
+        fresh.append(EnvVersion(env_id=env.id, sha=sha, ref="main", state=VersionState.QUEUED))
     session.add_all(fresh)
     session.flush()
     session.add_all([Job(version_id=v.id, max_attempts=max_attempts, priority=priority) for v in fresh])

@@ -15,9 +15,12 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hub_service.errors import SourceError
+
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ExpandSpaceProperty_T
 
 __all__ = ["FetchRefused", "HfSource", "LocalSource", "Source", "SourceEnv", "card_text", "check_tree", "folder_sha"]
 
@@ -31,7 +34,18 @@ _SKIP_DIRS = {
     "node_modules",
     ".openenv-sdk",
 }
-_EXPAND = ["sha", "tags", "likes", "private", "runtime", "subdomain", "cardData", "lastModified", "author", "sdk"]
+_EXPAND: list[ExpandSpaceProperty_T] = [
+    "sha",
+    "tags",
+    "likes",
+    "private",
+    "runtime",
+    "subdomain",
+    "cardData",
+    "lastModified",
+    "author",
+    "sdk",
+]
 
 
 @dataclass
@@ -229,7 +243,7 @@ class HfSource:
 
     def list(self) -> Iterator[SourceEnv]:
         try:
-            for info in self.api.list_spaces(filter=self.tag, expand=_EXPAND):  # type: ignore[arg-type]
+            for info in self.api.list_spaces(filter=self.tag, expand=_EXPAND):
                 yield self._convert(info)
         except Exception as exc:
             raise SourceError(f"listing Spaces tagged {self.tag!r} failed: {exc}") from exc
@@ -243,7 +257,7 @@ class HfSource:
         from huggingface_hub.errors import RepositoryNotFoundError
 
         try:
-            info = self.api.space_info(f"{owner}/{name}", expand=_EXPAND)  # type: ignore[arg-type]
+            info = self.api.space_info(f"{owner}/{name}", expand=_EXPAND)
         except RepositoryNotFoundError:
             return None
         except Exception as exc:
@@ -272,7 +286,7 @@ class HfSource:
     def stages(self) -> Iterator[tuple[str, str, str | None]]:
         """(owner, name, runtime stage) of every tagged Space: one listing, runtime only."""
         try:
-            for info in self.api.list_spaces(filter=self.tag, expand=["runtime"]):  # type: ignore[list-item]
+            for info in self.api.list_spaces(filter=self.tag, expand=["runtime"]):
                 owner, _, name = str(info.id).partition("/")
                 runtime = getattr(info, "runtime", None)
                 stage = getattr(runtime, "stage", None)

@@ -11,13 +11,16 @@ import hmac
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from hub_service import lifecycle
 from hub_service.audit.models import EnvEvent
 from hub_service.audit.service import record
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import get_env, get_version
+from hub_service.catalog.states import VersionState
 from hub_service.errors import Conflict, Forbidden, InvalidRequest, Unauthorized
-from hub_service.pipeline import jobs
-from hub_service.pipeline.models import Job
+from hub_service.queue import jobs
+from hub_service.queue.kinds import JobKind, JobState
+from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
 
 __all__ = ["check_token", "deprecate", "rerun", "rerun_failed", "undeprecate", "unyank", "yank"]
@@ -73,7 +76,7 @@ def rerun_failed(
             EnvRecord.gone.is_(False),
             EnvVersion.ref == "main",
             EnvVersion.sha == EnvRecord.sha,
-            EnvVersion.state.in_(("failed", "waiting")),
+            EnvVersion.state.in_((VersionState.FAILED, VersionState.WAITING)),
         )
         .order_by(EnvRecord.owner, EnvRecord.name)
     )
@@ -88,10 +91,14 @@ def _rerun(
 ) -> tuple[EnvVersion, EnvEvent]:
     busy = session.scalar(
         select(Job)
-        .where(Job.version_id == version.id, Job.kind == "pipeline", Job.state.in_(("queued", "running")))
+        .where(
+            Job.version_id == version.id,
+            Job.kind == JobKind.PIPELINE,
+            Job.state.in_((JobState.QUEUED, JobState.RUNNING)),
+        )
         .limit(1)
     )
-    if busy is not None and version.state == "waiting" and busy.state == "queued":
+    if busy is not None and version.state == VersionState.WAITING and busy.state == JobState.QUEUED:
         busy.run_after, busy.infra_retries = None, 0
         event = record(
             session,
@@ -110,22 +117,13 @@ def _rerun(
             f"{env.repo_id}@{version.sha[:12]} is already queued or running (job {busy.id}); wait for it to finish",
             job=busy.id,
         )
-    previous = version.state
-    version.state, version.finished_at = "queued", None
     job = jobs.enqueue(session, version.id, priority=PRIORITY_RERUN, max_attempts=settings.job_max_attempts)
     session.flush()
-    event = record(
-        session,
-        env,
-        "queued",
-        f"{version.sha[:12]} queued for the pipeline again (was {previous})",
-        cause=f"maintainer {actor}: {reason}",
-        actor=actor,
-        version=version,
-        job=job.id,
-        previous=previous,
+    queued = lifecycle.move(
+        session, env, version, VersionState.QUEUED, cause=f"maintainer {actor}: {reason}", actor=actor, job=job.id
     )
-    return version, event
+    assert queued is not None  # a person's re-run is always in the trail
+    return version, queued
 
 
 def yank(
@@ -133,18 +131,7 @@ def yank(
 ) -> tuple[EnvVersion, EnvEvent]:
     """Yank a revision: resolve refuses it unless it is asked for by sha."""
     env, version = _version(session, owner, name, revision)
-    if version.yanked:
-        raise Conflict(f"{env.repo_id}@{version.sha[:12]} is already yanked ({version.yank_reason})")
-    version.yanked, version.yank_reason = True, reason
-    event = record(
-        session,
-        env,
-        "yanked",
-        f"{version.sha[:12]} yanked: {reason}",
-        cause=f"maintainer {actor}: {reason}",
-        actor=actor,
-        version=version,
-    )
+    event = lifecycle.yank(session, env, version, reason=reason, actor=actor, cause=f"maintainer {actor}: {reason}")
     return version, event
 
 
@@ -152,18 +139,7 @@ def unyank(
     session: Session, owner: str, name: str, revision: str, *, actor: str, reason: str
 ) -> tuple[EnvVersion, EnvEvent]:
     env, version = _version(session, owner, name, revision)
-    if not version.yanked:
-        raise Conflict(f"{env.repo_id}@{version.sha[:12]} is not yanked")
-    version.yanked, version.yank_reason = False, None
-    event = record(
-        session,
-        env,
-        "unyanked",
-        f"{version.sha[:12]} is usable again",
-        cause=f"maintainer {actor}: {reason}",
-        actor=actor,
-        version=version,
-    )
+    event = lifecycle.unyank(session, env, version, actor=actor, cause=f"maintainer {actor}: {reason}")
     return version, event
 
 

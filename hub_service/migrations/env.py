@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import context
+from sqlalchemy.engine import Connection
 
 from hub_service.db import Base, make_engine
+from hub_service.errors import HubError
 from hub_service.models import import_all
 
 import_all()
@@ -28,7 +32,10 @@ def run_migrations_online() -> None:
     if connectable is not None:
         _run(connectable)
         return
-    engine = make_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise HubError("no database URL for the migrations: run them with hub_service.db.migrate(url)")
+    engine = make_engine(url)
     try:
         with engine.connect() as connection:
             if engine.dialect.name == "sqlite":
@@ -39,12 +46,12 @@ def run_migrations_online() -> None:
         engine.dispose()
 
 
-def _without_sqlite_foreign_keys(connection) -> None:  # type: ignore[no-untyped-def]
+def _without_sqlite_foreign_keys(connection: Connection) -> None:
     # SQLite changes a column by copying the table and dropping the old one. With foreign keys on,
     # that drop would delete (cascade) every row pointing at the table, so the pragma goes off for
     # the migration. It only takes effect outside a transaction: set it on the raw connection
     # before Alembic begins one, then check nothing dangles and turn it back on.
-    raw = connection.connection.driver_connection
+    raw: Any = connection.connection.driver_connection  # sqlite3's own connection (None only once closed)
     raw.execute("PRAGMA foreign_keys=OFF")
     try:
         _run(connection)
@@ -55,7 +62,7 @@ def _without_sqlite_foreign_keys(connection) -> None:  # type: ignore[no-untyped
         raw.execute("PRAGMA foreign_keys=ON")
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True, compare_type=True)
     with context.begin_transaction():
         context.run_migrations()

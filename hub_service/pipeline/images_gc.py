@@ -2,6 +2,8 @@
 pull-request head, and without this its disk would fill.
 
 Kept: the env's current revision, the heads of its open pull requests, anything not finished,
+every revision a live lock file names (yanked or not), every unyanked revision a client resolved
+by an explicit pin (`pinned_at`: a full sha or an image digest, hub_service/catalog/pins.py),
 and the `keep_images_per_env` newest other passing main revisions (clients may pin them). The
 rest of its images are removed after each of its jobs, and their versions forget the image (the
 resolve record then offers building from source). An image a container still runs (a play
@@ -16,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.pins import live_locked_version_ids
 from hub_service.db import session_scope
 from hub_service.prbot.models import PullRequestCheck
 from hub_service.settings import HubSettings
@@ -40,18 +43,25 @@ def _doomed(session: Session, env: EnvRecord, keep: int) -> list[tuple[int, str]
             )
         )
     )
-    protected = {env.latest_version_id} | open_heads
+    protected = {env.latest_version_id} | open_heads | live_locked_version_ids(session, env.id)
     kept: set[str] = set()
     fallbacks = 0
     doomed: list[tuple[int, str]] = []
     for version in versions:
-        if version.id in protected or version.state not in _FINISHED:
-            kept.add(version.image_ref)
+        ref = version.image_ref
+        if ref is None:  # left out by the query already
+            continue
+        if (
+            version.id in protected
+            or version.state not in _FINISHED
+            or (version.pinned_at is not None and not version.yanked)
+        ):
+            kept.add(ref)
         elif version.state == "passed" and version.ref == "main" and not version.yanked and fallbacks < keep:
-            kept.add(version.image_ref)
+            kept.add(ref)
             fallbacks += 1
         else:
-            doomed.append((version.id, version.image_ref))
+            doomed.append((version.id, ref))
     return [(vid, ref) for vid, ref in doomed if ref not in kept]  # a tag a kept version also names stays
 
 

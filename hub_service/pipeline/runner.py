@@ -4,19 +4,19 @@ Every outcome is written down: a stage that fails records why (and the version f
 outside the env (source down, engine gone or restarted, base image unreachable) puts the version in
 "waiting" for the infrastructure and gives the job back with backoff (never using up an attempt, and
 never blaming the env), and an unexpected bug in this code fails the version with the error rather
-than losing it.
+than losing it. The version moves only through `hub_service.lifecycle`, which writes the audit
+trail and tells the listeners (the pull-request bot, image collection).
 
-Every stage but publish runs against a wall-clock deadline enforced from here, not by the stage:
-it runs in a thread of its own, and when the deadline passes the runner aborts it (its server is
-stopped and removed, its event loop cancelled), fails the version (fetch: waits for the source),
-and moves on, whatever the stage was stuck on.
+`JobRunner._run` is the job's whole path, top to bottom. Every stage but publish runs against a
+wall-clock deadline enforced from outside the stage (hub_service/pipeline/deadline.py): when it
+passes, the stage is aborted, the version fails (fetch: waits for the source), and the runner
+moves on, whatever the stage was stuck on.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,59 +24,29 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service import lifecycle
+from hub_service.audit.service import record
 from hub_service.catalog.models import EnvRecord, EnvVersion
-from hub_service.catalog.service import apply_verdict
+from hub_service.catalog.stage_runs import StageName, StageRun, StageStatus
+from hub_service.catalog.states import VersionState
 from hub_service.db import session_scope, utcnow
 from hub_service.errors import SourceError
 from hub_service.evals.models import Eval
 from hub_service.evals.service import record_eval
-from hub_service.indexer.sources import FetchRefused, HfSource, LocalSource, Source
-from hub_service.pipeline import hooks, jobs, stages
-from hub_service.pipeline.images_gc import prune_env_images
-from hub_service.pipeline.models import Job, StageRun
+from hub_service.indexer import source_for
+from hub_service.indexer.sources import FetchRefused
+from hub_service.pipeline import publish, stages
+from hub_service.pipeline.deadline import within
+from hub_service.queue import jobs
+from hub_service.queue.errors import Transient, WaitCode, describe_exception
+from hub_service.queue.heartbeat import Heartbeat
+from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
 from openenv.manifest import env_port
 
-__all__ = ["JobRunner", "source_for"]
+__all__ = ["JobRunner"]
 
 log = logging.getLogger("hub_service.pipeline")
-
-_ABORT_GRACE_S = 30.0  # how long an aborted stage gets to stop its server before the runner moves on
-
-
-def source_for(settings: HubSettings, kind: str) -> Source:
-    if kind == "local":
-        if not settings.local_source:
-            raise SourceError("no local source is configured (OPENENV_HUB_LOCAL_SOURCE)")
-        return LocalSource(
-            settings.local_source,
-            owner=settings.local_owner,
-            trusted=settings.local_trusted,
-            max_bytes=settings.fetch_max_mb << 20,
-        )
-    if kind == "hf":
-        token = settings.hf_token.get_secret_value() if settings.hf_token else None
-        return HfSource(settings.hf_endpoint, token, tag=settings.hf_tag, max_bytes=settings.fetch_max_mb << 20)
-    raise SourceError(f"unknown source {kind!r}")
-
-
-class _Heartbeat(threading.Thread):
-    """Keeps the job's heartbeat fresh while stages run; notices when the job is taken away."""
-
-    def __init__(self, factory: sessionmaker[Session], job_id: int, worker_id: str, every_s: float) -> None:
-        super().__init__(name=f"heartbeat-{job_id}", daemon=True)
-        self.factory, self.job_id, self.worker_id, self.every_s = factory, job_id, worker_id, every_s
-        self.stop_event = threading.Event()
-        self.lost = False
-
-    def run(self) -> None:
-        while not self.stop_event.wait(self.every_s):
-            try:
-                if not jobs.heartbeat(self.factory, self.job_id, self.worker_id):
-                    self.lost = True
-                    return
-            except Exception:  # the database may be restarting: keep trying, the job is still ours
-                log.warning("heartbeat of job %s failed; retrying", self.job_id, exc_info=True)
 
 
 class JobRunner:
@@ -90,42 +60,78 @@ class JobRunner:
     def run(self, claim: jobs.Claim) -> str:
         """Run the job to its end; returns "passed", "failed", "waiting" (for the infrastructure),
         "cancelled" or "lost"."""
-        beat = _Heartbeat(self.factory, claim.job_id, self.worker_id, self.settings.heartbeat_s)
+        beat = Heartbeat(self.factory, claim.job_id, self.worker_id, self.settings.heartbeat_s)
         beat.start()
         self._beat = beat
         workdir = self.settings.data_dir / "work" / f"job-{claim.job_id}-{claim.attempt}"
         try:
-            outcome = self._run(claim, workdir)
+            return self._run(claim, workdir)
         except _Lost:
             return self._lost(claim)
         finally:
             beat.stop_event.set()
             shutil.rmtree(workdir, ignore_errors=True)
-        if outcome in ("passed", "failed"):
-            self._prune_images(claim)
-        return outcome
-
-    def _prune_images(self, claim: jobs.Claim) -> None:
-        """The env's images nobody needs any more go (never failing the job that ran)."""
-        try:
-            with self.factory() as session:
-                version = session.get(EnvVersion, claim.version_id)
-                env_id = version.env_id if version is not None and version.builder == "docker" else None
-            if env_id is not None:
-                prune_env_images(self.settings, self.factory, env_id)
-        except Exception:  # the engine went away, say: the next job of the env tries again
-            log.warning("removing old images after job %s failed", claim.job_id, exc_info=True)
 
     # -- orchestration ------------------------------------------------------------------------------
 
     def _run(self, claim: jobs.Claim, workdir: Path) -> str:
+        """The job's path, top to bottom: fetch → validate → build → smoke → publish, each a recorded
+        stage (`_stage`); what each found is written after it; every outcome is handled here."""
+        info = self._begin(claim)
+        if info is None:
+            jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error="its version no longer exists")
+            return "failed"
+        owner, name, sha, trusted = info["owner"], info["name"], info["sha"], info["trusted"]
+        try:
+            folder = self._stage(claim, StageName.FETCH, lambda lg, ab: self._fetch(info, workdir, lg))
+            report = self._stage(
+                claim,
+                StageName.VALIDATE,
+                lambda lg, ab: stages.validate(folder, f"{owner}/{name}", lg, run_code=trusted),
+            )
+            self._validated(claim, folder, report)
+            built = self._stage(
+                claim,
+                StageName.BUILD,
+                lambda lg, ab: stages.build(self.settings, folder, owner, name, sha, trusted, lg),
+            )
+            self._built(claim, built)
+            smoke = self._stage(
+                claim, StageName.SMOKE, lambda lg, ab: stages.smoke(self.settings, built, folder, lg, ab)
+            )
+            self._smoked(claim, report, smoke)
+            # registry push: hub_service/pipeline/publish.py (before the verdict; a registry in trouble: Transient)
+            self._stage(
+                claim,
+                StageName.PUBLISH,
+                lambda lg, ab: self._publish(
+                    claim,
+                    lg,
+                    publish.push_tested_image(self.settings, built, info["owner"], info["name"], info["sha"], lg),
+                ),
+                deadline=False,
+            )
+        except Transient as exc:  # the infrastructure failed: the version waits, the job comes back
+            return self._wait(claim, exc)
+        except _Failed as exc:  # the env failed a stage: the version fails with why
+            self._fail_version(claim, exc.stage, exc.reason, extra=exc.extra)
+            jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error=f"{exc.stage}: {exc.reason}")
+            return "failed"
+        jobs.finish(self.factory, claim.job_id, self.worker_id, ok=True)
+        return "passed"
+
+    # -- what each stage found, written down -----------------------------------------------------
+
+    def _begin(self, claim: jobs.Claim) -> dict[str, Any] | None:
+        """What the stages need of the env and its revision (None: the version is gone); a new
+        attempt starts with no failure of the last one."""
         with session_scope(self.factory) as session:
             version = session.get(EnvVersion, claim.version_id)
             env = session.get(EnvRecord, version.env_id) if version is not None else None
             if version is None or env is None:
-                jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error="its version no longer exists")
-                return "failed"
-            info = {
+                return None
+            version.failure_stage = version.failure_reason = None
+            return {
                 "owner": env.owner,
                 "name": env.name,
                 "sha": version.sha,
@@ -133,72 +139,55 @@ class JobRunner:
                 "trusted": env.trusted,
                 "ref": version.ref,
             }
-            version.failure_stage = version.failure_reason = None
-        try:
-            folder = self._stage(claim, "fetch", lambda lg, ab: self._fetch(info, workdir, lg))
-            report = self._stage(
-                claim,
-                "validate",
-                lambda lg, ab: stages.validate(folder, f"{info['owner']}/{info['name']}", lg, run_code=info["trusted"]),
-            )
-            self._update(
-                claim.version_id,
-                validation=report,
-                validation_status=report.get("status"),
-                manifest=report.get("manifest"),
-                readme=_readme(folder),
-                port=env_port(folder),
-            )
-            self._event(claim, "validated", f"validation {report.get('status')}", counts=report.get("summary"))
-            built = self._stage(
-                claim,
-                "build",
-                lambda lg, ab: stages.build(
-                    self.settings, folder, info["owner"], info["name"], info["sha"], info["trusted"], lg
-                ),
-            )
-            self._update(
-                claim.version_id,
-                build_status="passed",
-                builder=built.builder,
-                image_ref=built.image_ref,
-                build_seconds=round(built.seconds, 2),
-            )
-            self._event(claim, "built", f"built with {built.builder} in {built.seconds:.1f}s", image=built.image_ref)
-            smoke = self._stage(claim, "smoke", lambda lg, ab: stages.smoke(self.settings, built, folder, lg, ab))
-            merged = _merge_reports(report, smoke.runtime_report)
-            self._update(
-                claim.version_id,
-                smoke_status="passed",
-                cold_start_s=smoke.cold_start_s,
-                step_p50_ms=smoke.step_p50_ms,
-                step_p95_ms=smoke.step_p95_ms,
-                capacity=smoke.capacity,
-                determinism=smoke.determinism,
-                reward_check=smoke.reward_check,
-                validation=merged,
-                validation_status=merged.get("status"),
-            )
-            rejected = f", {smoke.rejected} of its actions rejected by the env" if smoke.rejected else ""
-            self._event(
-                claim,
-                "smoke_tested",
-                f"smoke test passed: cold start {smoke.cold_start_s:.2f}s, step p50 {smoke.step_p50_ms:.1f} ms{rejected}",
-                cold_start_s=smoke.cold_start_s,
-                step_p50_ms=smoke.step_p50_ms,
-                rejected_actions=smoke.rejected,
-                first_rejection=smoke.first_rejection,
-                rewards_outside_declared_range=smoke.rewards_outside_range,
-            )
-            self._stage(claim, "publish", lambda lg, ab: self._publish(claim, lg), deadline=False)
-        except stages.Transient as exc:
-            return self._wait(claim, exc)
-        except _Failed as exc:
-            self._fail_version(claim, exc.stage, exc.reason, extra=exc.extra)
-            jobs.finish(self.factory, claim.job_id, self.worker_id, ok=False, error=f"{exc.stage}: {exc.reason}")
-            return "failed"
-        jobs.finish(self.factory, claim.job_id, self.worker_id, ok=True)
-        return "passed"
+
+    def _validated(self, claim: jobs.Claim, folder: Path, report: dict[str, Any]) -> None:
+        self._update(
+            claim.version_id,
+            validation=report,
+            validation_status=report.get("status"),
+            manifest=report.get("manifest"),
+            readme=_readme(folder),
+            port=env_port(folder),
+        )
+        self._event(claim, "validated", f"validation {report.get('status')}", counts=report.get("summary"))
+
+    def _built(self, claim: jobs.Claim, built: stages.BuildOutput) -> None:
+        self._update(
+            claim.version_id,
+            build_status="passed",
+            builder=built.builder,
+            image_ref=built.image_ref,
+            build_seconds=round(built.seconds, 2),
+        )
+        self._event(claim, "built", f"built with {built.builder} in {built.seconds:.1f}s", image=built.image_ref)
+
+    def _smoked(self, claim: jobs.Claim, report: dict[str, Any], smoke: stages.SmokeOutput) -> None:
+        merged = _merge_reports(report, smoke.runtime_report)
+        self._update(
+            claim.version_id,
+            smoke_status="passed",
+            cold_start_s=smoke.cold_start_s,
+            step_p50_ms=smoke.step_p50_ms,
+            step_p95_ms=smoke.step_p95_ms,
+            capacity=smoke.capacity,
+            determinism=smoke.determinism,
+            reward_check=smoke.reward_check,
+            validation=merged,
+            validation_status=merged.get("status"),
+        )
+        rejected = f", {smoke.rejected} of its actions rejected by the env" if smoke.rejected else ""
+        self._event(
+            claim,
+            "smoke_tested",
+            f"smoke test passed: cold start {smoke.cold_start_s:.2f}s, step p50 {smoke.step_p50_ms:.1f} ms{rejected}",
+            cold_start_s=smoke.cold_start_s,
+            step_p50_ms=smoke.step_p50_ms,
+            rejected_actions=smoke.rejected,
+            first_rejection=smoke.first_rejection,
+            rewards_outside_declared_range=smoke.rewards_outside_range,
+        )
+
+    # -- running a stage -------------------------------------------------------------------------
 
     def _stage(self, claim: jobs.Claim, name: str, fn: Any, *, deadline: bool = True) -> Any:
         """Run `fn(log, abort)` as stage `name`, recorded; within its deadline unless `deadline` is False
@@ -208,18 +197,26 @@ class JobRunner:
         stage_log = stages.StageLog()
         with session_scope(self.factory) as session:
             run = StageRun(
-                job_id=claim.job_id, version_id=claim.version_id, attempt=claim.attempt, stage=name, status="running"
+                job_id=claim.job_id,
+                version_id=claim.version_id,
+                attempt=claim.attempt,
+                stage=name,
+                status=StageStatus.RUNNING,
             )
             session.add(run)
             session.flush()
             run_id = run.id
-        status, result, failure = "passed", None, None
+        status, result, failure = StageStatus.PASSED, None, None
         start = time.monotonic()
         try:
-            result = self._within(claim, name, fn, stage_log) if deadline else fn(stage_log, stages.Abort())
+            result = (
+                within(self.settings, name, fn, stage_log, job_id=claim.job_id)
+                if deadline
+                else fn(stage_log, stages.Abort())
+            )
         except stages.ValidationFailed as exc:
             status, failure = (
-                "failed",
+                StageStatus.FAILED,
                 _Failed(
                     name,
                     exc.reason,
@@ -231,75 +228,29 @@ class JobRunner:
                 ),
             )
         except stages.StageFailed as exc:
-            status, failure = "failed", _Failed(name, exc.reason)
-        except stages.Transient as exc:
+            status, failure = StageStatus.FAILED, _Failed(name, exc.reason)
+        except Transient as exc:
             stage_log(
                 f"not the env's failure: the infrastructure failed ({exc.code}); the revision waits for it and runs again: {exc}"
             )
-            status = "failed"
+            status = StageStatus.FAILED
             self._close_stage(run_id, status, stage_log, start)
             raise
         except FetchRefused as exc:
-            status, failure = "failed", _Failed(name, str(exc))
+            status, failure = StageStatus.FAILED, _Failed(name, str(exc))
         except SourceError as exc:
             stage_log(f"not the env's failure: its source failed; the revision waits for it and runs again: {exc}")
-            self._close_stage(run_id, "failed", stage_log, start)
-            raise stages.Transient(str(exc), code=stages.Transient.SOURCE) from exc
+            self._close_stage(run_id, StageStatus.FAILED, stage_log, start)
+            raise Transient(str(exc), code=WaitCode.SOURCE) from exc
         except Exception as exc:  # a bug of ours, or a library's: fail the version with the error, keep the log
             log.exception("stage %s of job %s crashed", name, claim.job_id)
-            status, failure = "failed", _Failed(name, f"internal error: {stages.describe_exception(exc)}")
+            status, failure = StageStatus.FAILED, _Failed(name, f"internal error: {describe_exception(exc)}")
         if failure is not None:
             stage_log(f"FAILED: {failure.reason}")
         self._close_stage(run_id, status, stage_log, start)
         if failure is not None:
             raise failure
         return result
-
-    def _deadline(self, name: str) -> tuple[float, str]:
-        if name == "smoke":
-            return self.settings.smoke_deadline_s, "OPENENV_HUB_SMOKE_DEADLINE_S"
-        return self.settings.stage_deadline_s, "OPENENV_HUB_STAGE_DEADLINE_S"
-
-    def _within(self, claim: jobs.Claim, name: str, fn: Any, stage_log: stages.StageLog) -> Any:
-        """`fn(stage_log, abort)` in a thread of its own, stopped from here at the stage's deadline.
-
-        Raises:
-            StageFailed: the deadline passed (the env's doing: its server was stopped).
-            Transient: the fetch's deadline passed (the source's doing).
-            Whatever `fn` raised.
-        """
-        limit, setting = self._deadline(name)
-        abort = stages.Abort()
-        outcome: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                outcome["result"] = fn(stage_log, abort)
-            except BaseException as exc:  # handed to the runner's thread, which decides what it means
-                outcome["error"] = exc
-
-        thread = threading.Thread(target=target, name=f"stage-{name}-job-{claim.job_id}", daemon=True)
-        thread.start()
-        thread.join(limit)
-        if thread.is_alive():
-            stage_log(f"the {name} stage ran past its deadline of {limit:g}s ({setting}); stopping it")
-            abort.abort()
-            thread.join(_ABORT_GRACE_S)
-            if thread.is_alive():
-                log.warning("stage %s of job %s is still winding down after its abort; moving on", name, claim.job_id)
-            if name == "fetch":
-                raise stages.Transient(
-                    f"fetching the revision took longer than {limit:g}s ({setting})", code=stages.Transient.SOURCE
-                )
-            if name == "smoke":
-                raise stages.StageFailed(
-                    f"the smoke stage did not finish within {limit:g}s ({setting}); its server was stopped. "
-                    "Does the server answer every request promptly, with a complete reply?"
-                )
-            raise stages.StageFailed(f"the {name} stage did not finish within {limit:g}s ({setting})")
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("result")
 
     def _close_stage(self, run_id: int, status: str, stage_log: stages.StageLog, start: float) -> None:
         stage_log.close()  # a stage abandoned at its deadline may still be winding down: what it says now is not kept
@@ -319,15 +270,16 @@ class JobRunner:
         lg(f"{len(files)} files, {sum(p.stat().st_size for p in files)} bytes")
         return folder
 
-    def _publish(self, claim: jobs.Claim, lg: stages.StageLog) -> None:
+    def _publish(self, claim: jobs.Claim, lg: stages.StageLog, pushed: publish.Pushed | None = None) -> None:
         with session_scope(self.factory) as session:
-            version = session.get(EnvVersion, claim.version_id)
-            env = session.get(EnvRecord, version.env_id)
-            if version.state == "cancelled":  # the pull request closed before the heartbeat told us
+            version = session.get_one(EnvVersion, claim.version_id)
+            env = session.get_one(EnvRecord, version.env_id)
+            if pushed is not None:
+                version.registry_ref, version.image_digest = pushed.registry_ref, pushed.digest
+            if version.state == VersionState.CANCELLED:  # the pull request closed before the heartbeat told us
                 lg(f"{version.sha[:12]} was cancelled; nothing to publish")
                 return
-            version.state, version.finished_at = "passed", utcnow()
-            version.waiting_code = version.waiting_reason = version.waiting_since = None
+            lifecycle.move(session, env, version, VersionState.PASSED, cause=_cause(claim))
             baseline = (version.reward_check or {}).get("baseline_returns")
             if baseline and not session.scalar(
                 select(Eval.id).where(Eval.version_id == version.id, Eval.source == "baseline")
@@ -335,13 +287,11 @@ class JobRunner:
                 row = record_eval(session, env, version, source="baseline", model="random", returns=baseline)
                 lg(f"random baseline: mean return {row.mean_return:.3f} over {row.episodes} episodes")
             if env.sha == version.sha and version.ref == "main":
-                apply_verdict(env, version)
                 lg(f"{env.repo_id} is passing at {version.sha[:12]}")
             else:
                 lg(f"{version.sha[:12]} passed ({version.ref}); the env's current revision is {str(env.sha)[:12]}")
-            hooks.version_finished(session, env, version, cause=_cause(claim))
 
-    def _wait(self, claim: jobs.Claim, exc: stages.Transient) -> str:
+    def _wait(self, claim: jobs.Claim, exc: Transient) -> str:
         """The infrastructure failed this run: the version waits for it, and the job comes back
         after a backoff (sooner when the engine answers again; see `jobs.wake_waiting`)."""
         reason = str(exc)[:4000]
@@ -357,53 +307,57 @@ class JobRunner:
             return "lost"
         with session_scope(self.factory) as session:
             version = session.get(EnvVersion, claim.version_id)
-            if version is None or version.state == "cancelled":
+            if version is None or version.state == VersionState.CANCELLED:
                 return "waiting"
-            env = session.get(EnvRecord, version.env_id)
-            first = version.waiting_code != exc.code or version.waiting_since is None
-            version.state = "waiting"
-            if first:
-                version.waiting_since = utcnow()
-            version.waiting_code, version.waiting_reason = exc.code, reason
-            if env.sha == version.sha and version.ref == "main" and env.status == "pending":
-                env.status = "waiting"
-            if first:
-                hooks.version_waiting(session, env, version, cause=_cause(claim))
+            env = session.get_one(EnvRecord, version.env_id)
+            lifecycle.move(
+                session,
+                env,
+                version,
+                VersionState.WAITING,
+                cause=_cause(claim),
+                waiting_code=exc.code,
+                waiting_reason=reason,
+            )
         log.warning(
             "job %s waits for the infrastructure (%s), retried in %.0fs: %s", claim.job_id, exc.code, delay, reason
         )
         return "waiting"
 
-    def _update(self, version_id: int, **values: Any) -> None:
+    def _update(self, version_id: int | None, **values: Any) -> None:
         with session_scope(self.factory) as session:
             version = session.get(EnvVersion, version_id)
             for key, value in values.items():
                 setattr(version, key, value)
 
     def _fail_version(self, claim: jobs.Claim, stage: str, reason: str, extra: dict[str, Any] | None = None) -> None:
-        status_field = {"build": "build_status", "smoke": "smoke_status"}.get(stage)
+        fields: dict[str, str] = {StageName.BUILD: "build_status", StageName.SMOKE: "smoke_status"}
+        status_field = fields.get(stage)
         with session_scope(self.factory) as session:
-            version = session.get(EnvVersion, claim.version_id)
-            env = session.get(EnvRecord, version.env_id)
-            if version.state == "cancelled":  # the pull request closed while this stage ran
+            version = session.get_one(EnvVersion, claim.version_id)
+            env = session.get_one(EnvRecord, version.env_id)
+            if version.state == VersionState.CANCELLED:  # the pull request closed while this stage ran
                 return
             for key, value in (extra or {}).items():
                 setattr(version, key, value)
-            version.state, version.finished_at = "failed", utcnow()
-            version.waiting_code = version.waiting_reason = version.waiting_since = None
-            version.failure_stage, version.failure_reason = stage, reason[:4000]
             if status_field:
                 setattr(version, status_field, "failed")
-            if env.sha == version.sha:
-                apply_verdict(env, version)
-            hooks.version_finished(session, env, version, cause=_cause(claim))
+            lifecycle.move(
+                session,
+                env,
+                version,
+                VersionState.FAILED,
+                cause=_cause(claim),
+                failure_stage=stage,
+                failure_reason=reason,
+            )
         log.info("job %s failed at %s: %s", claim.job_id, stage, reason)
 
     def _event(self, claim: jobs.Claim, kind: str, summary: str, **details: Any) -> None:
         with session_scope(self.factory) as session:
             version = session.get(EnvVersion, claim.version_id)
-            if version is not None:
-                hooks.stage_passed(session, version.env_id, version, kind, summary, cause=_cause(claim), **details)
+            if version is not None:  # a stage passed (validated, built, smoke_tested): one audit event
+                record(session, version.env_id, kind, summary, cause=_cause(claim), version=version, **details)
 
     def _lost(self, claim: jobs.Claim) -> str:
         """The job stopped being ours mid-run: cancelled (its version says so), or reclaimed."""
@@ -413,10 +367,10 @@ class JobRunner:
                 log.warning("job %s was taken from worker %s; stopping", claim.job_id, self.worker_id)
                 return "lost"
             version = session.get(EnvVersion, claim.version_id)
-            if version is not None and version.state not in ("passed", "failed", "cancelled"):
-                version.state, version.finished_at = "cancelled", utcnow()
-                env = session.get(EnvRecord, version.env_id)
-                hooks.version_finished(session, env, version, cause=f"{_cause(claim)}: {job.error or 'cancelled'}")
+            if version is not None and version.state not in lifecycle.FINISHED:
+                env = session.get_one(EnvRecord, version.env_id)
+                cause = f"{_cause(claim)}: {job.error or 'cancelled'}"
+                lifecycle.move(session, env, version, VersionState.CANCELLED, cause=cause)
         log.info("job %s was cancelled; stopped", claim.job_id)
         return "cancelled"
 

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import re
 import statistics
-import threading
 import time
-import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hub_service.pipeline.builders import BuildOutput, choose_builder, docker_available, image_tag
+from hub_service.pipeline.stage_kit import Abort, StageFailed, StageLog, ValidationFailed, plain
+from hub_service.queue.errors import Transient
 from hub_service.settings import HubSettings
 
 __all__ = [
@@ -35,128 +33,12 @@ __all__ = [
     "Transient",
     "ValidationFailed",
     "build",
+    "docker_available",
+    "image_tag",
+    "plain",
     "smoke",
     "validate",
 ]
-
-_MAX_LOG = 400_000  # characters kept per stage log (the first lines and the tail win)
-_MAX_LINE = 1_000  # characters kept per line: the 200 server lines a smoke log takes fit, with room to spare
-_KEEP_HEAD = 20  # lines at the start of a log (the Hub's own: what is built, from what) that are never dropped
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def plain(text: str) -> str:
-    """Text without terminal colour codes (build tools colour their errors)."""
-    return _ANSI.sub("", text)
-
-
-class StageFailed(Exception):
-    """The environment failed this stage; `reason` is what users see."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class ValidationFailed(StageFailed):
-    """Validation failed; `report` is the report, kept even though the stage failed."""
-
-    def __init__(self, reason: str, report: dict[str, Any]) -> None:
-        super().__init__(reason)
-        self.report = report
-
-
-class Transient(Exception):
-    """Something outside the environment failed; the job should be retried.
-
-    `code` says what: NO_ENGINE, ENGINE_LOST, BASE_IMAGE, NETWORK (the values of ImageBuildError's
-    reasons), SOURCE (the source of the env's files), or OTHER.
-    """
-
-    NO_ENGINE = "no_engine"
-    ENGINE_LOST = "engine_lost"
-    BASE_IMAGE = "base_image"
-    NETWORK = "network"
-    SOURCE = "source"
-    OTHER = "other"
-    ENGINE = frozenset({NO_ENGINE, ENGINE_LOST})  # what an engine that answers again may have fixed
-
-    def __init__(self, message: str, code: str = OTHER) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class StageLog:
-    """Lines of one stage's log, with a time offset, capped in size.
-
-    Each line is cut at `_MAX_LINE` characters (with a marker saying how much was cut), and when
-    the log is over `_MAX_LOG` lines are dropped after its first `_KEEP_HEAD`: one huge line or a
-    flood of output from a build or a server never pushes out the Hub's own lines.
-    """
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.size = 0
-        self.dropped = 0
-        self.start = time.monotonic()
-        self.closed = False
-
-    def __call__(self, line: str) -> None:
-        if self.closed:  # a stage stopped at its deadline may still be winding down
-            return
-        body = plain(line[: _MAX_LINE * 4]).rstrip()  # cut before the regex runs over a line of megabytes
-        if len(line) > _MAX_LINE * 4 or len(body) > _MAX_LINE:
-            cut = len(line) - _MAX_LINE if len(line) > _MAX_LINE * 4 else len(body) - _MAX_LINE
-            body = f"{body[:_MAX_LINE]} [... {cut} more characters cut]"
-        text = f"[{time.monotonic() - self.start:7.2f}s] {body}"
-        self.lines.append(text)
-        self.size += len(text) + 1
-        while self.size > _MAX_LOG and len(self.lines) > _KEEP_HEAD + 1:
-            self.size -= len(self.lines.pop(_KEEP_HEAD)) + 1
-            self.dropped += 1
-
-    def close(self) -> None:
-        """Take no more lines (the runner has recorded the log)."""
-        self.closed = True
-
-    def text(self) -> str:
-        if not self.dropped:
-            return "\n".join(self.lines)
-        head, tail = self.lines[:_KEEP_HEAD], self.lines[_KEEP_HEAD:]
-        return "\n".join(
-            [*head, f"[... {self.dropped} lines dropped: the log is capped at {_MAX_LOG} characters ...]", *tail]
-        )
-
-
-class Abort:
-    """Stops a running stage from outside (the runner, when the stage's deadline passes): the stage
-    registers what must stop with it (its server, its event loop), and `abort` stops all of it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._hooks: list[Callable[[], None]] = []
-        self.fired = False
-
-    def on_abort(self, hook: Callable[[], None]) -> None:
-        """Call `hook` when the stage is aborted (at once if it already was)."""
-        with self._lock:
-            if not self.fired:
-                self._hooks.append(hook)
-                return
-        hook()
-
-    def abort(self) -> None:
-        """Run every hook, the last registered first; a hook that fails is logged, the rest still run."""
-        with self._lock:
-            self.fired, hooks, self._hooks = True, self._hooks, []
-        for hook in reversed(hooks):
-            try:
-                hook()
-            except Exception:  # stopping is best-effort per hook; the others must still run
-                logging.getLogger("hub_service.pipeline").warning(
-                    "stopping an aborted stage: %r failed", hook, exc_info=True
-                )
-
 
 # -- validate ------------------------------------------------------------------------------------
 
@@ -207,141 +89,17 @@ def _validate_options(run_code: bool, repo_id: str) -> dict[str, Any]:
 # -- build ---------------------------------------------------------------------------------------
 
 
-@dataclass
-class BuildOutput:
-    builder: str
-    image_ref: str | None = None
-    python: str | None = None
-    seconds: float = 0.0
-
-
-def image_tag(settings: HubSettings, owner: str, name: str, sha: str) -> str:
-    slug = re.sub(r"[^a-z0-9_.-]+", "-", f"{owner}-{name}".lower()).strip("-.")
-    return f"{settings.image_prefix}/{slug}:{sha[:12]}"
-
-
-def choose_builder(settings: HubSettings, trusted: bool) -> str:
-    """docker or process; untrusted code never runs outside a container."""
-    if settings.builder == "process":
-        if not trusted:
-            raise StageFailed(
-                "this revision is not from a trusted source: it is built and run only in containers, and the Hub's builder is 'process'"
-            )
-        return "process"
-    if settings.builder == "docker" or not trusted:
-        return "docker"
-    return "docker" if docker_available() else "process"
-
-
-def docker_available() -> bool:
-    try:
-        import docker
-
-        docker.from_env(timeout=5).ping()
-    except Exception:  # no SDK, no engine, no permission: all mean "not available here"
-        return False
-    return True
-
-
 def build(
     settings: HubSettings, folder: Path, owner: str, name: str, sha: str, trusted: bool, log: StageLog
 ) -> BuildOutput:
-    """Build the env: an image with the Docker engine, or a cached virtual environment.
+    """Build the env with the builder `choose_builder` picks: an image with the Docker engine, or a
+    cached virtual environment (hub_service/pipeline/builders.py).
 
     Raises:
         StageFailed: the Dockerfile or the dependencies do not build.
         Transient: no Docker engine answered, it restarted, or a base image cannot be pulled.
     """
-    builder = choose_builder(settings, trusted)
-    start = time.monotonic()
-    if builder == "docker":
-        from hub_service.pipeline.sandbox import build_options
-        from openenv.dockerfile import find_dockerfile
-        from openenv.images import ImageBuildError, build_image
-
-        dockerfile = find_dockerfile(folder)
-        if dockerfile is None:
-            raise StageFailed(
-                "no Dockerfile: a Docker Space needs one at its root (upstream's source layout keeps it at server/Dockerfile, "
-                "which is built with the env folder as context)"
-            )
-        tag = image_tag(settings, owner, name, sha)
-        rel = dockerfile.relative_to(folder).as_posix()
-        log(f"building image {tag} from {rel}")
-        try:
-            result = build_image(
-                folder,
-                tag,
-                base_image=settings.base_image,
-                on_log=log,
-                timeout_s=settings.build_timeout_s,
-                dockerfile=rel,
-                labels={"org.openenv.hub.repo": f"{owner}/{name}", "org.openenv.hub.sha": sha},
-                **build_options(settings),  # memory, processes, disk while it runs, network
-            )
-        except ImageBuildError as exc:
-            if exc.infrastructure:
-                raise Transient(str(exc), code=exc.reason) from exc
-            text = str(exc).replace(str(folder), "<the env folder>")  # no path of this worker in what users see
-            summary = (
-                exc.reason != ImageBuildError.FAILED or exc.exit_code == 137
-            )  # the message says it better than the log
-            raise StageFailed(text if summary else _last_error_line(exc.log, text)) from exc
-        try:
-            size_mb = _image_size_mb(tag)
-        except Exception as exc:  # the image was built: an engine that stopped answering is the machine's trouble
-            if not docker_available():
-                raise Transient(
-                    f"the Docker engine stopped answering after the build ({exc})", code=Transient.ENGINE_LOST
-                ) from exc
-            raise
-        log(
-            f"built {tag} ({result.image_id[:19]}, {size_mb:.0f} MB) in {result.seconds:.1f}s with {result.builder}, SDK {result.sdk}"
-        )
-        if size_mb > settings.image_max_mb:
-            _remove_image(tag)
-            raise StageFailed(
-                f"the image is {size_mb:.0f} MB, over the Hub's cap of {settings.image_max_mb} MB; slim the image"
-            )
-        return BuildOutput(builder="docker", image_ref=tag, seconds=time.monotonic() - start)
-    from openenv.client.providers import ProcessProvider
-
-    log("preparing a virtual environment for the env's dependencies")
-    try:
-        provider = ProcessProvider(folder)
-        python = provider.interpreter
-    except Exception as exc:
-        raise StageFailed(f"installing the dependencies failed: {exc}") from exc
-    log(f"interpreter: {python}")
-    return BuildOutput(builder="process", python=str(python), seconds=time.monotonic() - start)
-
-
-def _image_size_mb(tag: str) -> float:
-    import docker
-
-    return float(docker.from_env().images.get(tag).attrs.get("Size", 0)) / 2**20
-
-
-def _remove_image(tag: str) -> None:
-    import docker
-
-    try:
-        docker.from_env().images.remove(tag, force=True)
-    except Exception:  # removal is tidying up; the verdict stands either way
-        logging.getLogger("hub_service.pipeline").warning("could not remove oversized image %s", tag, exc_info=True)
-
-
-# BuildKit's closing lines restate which step failed; the step's own last error line says why.
-_RESTATED = re.compile(r"executor failed running|did not complete successfully|failed to solve|^-+$|^\s*>\s*\[", re.I)
-_STEP_PREFIX = re.compile(r"^#\d+\s+(\d+(\.\d+)?\s+)?")
-
-
-def _last_error_line(log: str, fallback: str) -> str:
-    lines = [_STEP_PREFIX.sub("", line).strip() for line in plain(log or "").splitlines()]
-    for line in reversed(lines):
-        if re.search(r"error|failed|not found|no such", line, re.I) and not _RESTATED.search(line):
-            return f"build failed: {line[:300]}"
-    return plain(fallback)[:500]
+    return choose_builder(settings, trusted).build(settings, folder, owner, name, sha, log)
 
 
 # -- smoke ---------------------------------------------------------------------------------------
@@ -449,7 +207,7 @@ def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_o
 
     timeout = settings.smoke_timeout_s
     if built.builder == "docker":
-        from hub_service.pipeline.sandbox import confined_provider, grant
+        from hub_service.sandbox import confined_provider, grant
         from openenv.manifest import env_port
 
         overrides, _ = grant(settings, _declared(folder))
@@ -480,8 +238,7 @@ async def _start(
         try:
             return provider, await provider.astart(), start
         except OpenEnvError as exc:
-            text = str(exc)
-            if read_only and "Read-only file system" in text:
+            if read_only and _wrote_on_read_only_root(exc):
                 log("the server wrote outside /tmp on a read-only root; trying again with a writable root")
                 await provider.astop()
                 read_only = False
@@ -496,13 +253,20 @@ async def _start(
             raise StageFailed(f"the server did not start: {exc}") from exc
 
 
+def _wrote_on_read_only_root(exc: Exception) -> bool:
+    """Whether the server stopped because it wrote on the container's read-only root. The words
+    are the kernel's (EROFS, as the env's own Python prints it), in the server's output: text from
+    outside the Hub, and this is the one place that reads it."""
+    return "Read-only file system" in str(exc)
+
+
 async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog, abort: Abort) -> SmokeOutput:
     from openenv import GenericEnvClient
     from openenv.errors import EnvExecutionError, OpenEnvError
 
     declared = _declared(folder)
     if built.builder == "docker":
-        from hub_service.pipeline.sandbox import grant
+        from hub_service.sandbox import grant
 
         for note in grant(settings, declared)[1]:
             log(note)
@@ -581,7 +345,8 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             "step_p50_ms": round(statistics.median(latencies), 3),
             "step_p95_ms": round(_p95(latencies), 3),
         }
-        from hub_service.pipeline.trust import TrustContext, run_checks
+        from hub_service.pipeline.trust import TrustContext
+        from hub_service.pipeline.trust_checks import run_checks
 
         # The server's log as the smoke test left it, before the trust checks' hundreds of sessions
         # would push its start-up and the smoke run's lines out of the tail the stage log keeps.
@@ -710,7 +475,3 @@ def _p95(values: list[float]) -> float:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 160 else text[:157] + "..."
-
-
-def describe_exception(exc: BaseException) -> str:
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

@@ -20,9 +20,9 @@ _HEALTH_MAX = 64 << 10  # bytes read of a /health reply
 
 
 def image_size_mb(tag: str) -> float:
-    from hub_service.pipeline.stages import _image_size_mb
+    from hub_service.pipeline.builders import image_size_mb as size
 
-    return _image_size_mb(tag)
+    return size(tag)
 
 
 def reader(provider: Any) -> Callable[[], Awaitable[float | None]]:

@@ -13,29 +13,37 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.models import EnvVersion
+from hub_service.catalog.states import BuilderKind, VersionState
 from hub_service.db import make_engine, sessionmaker_for
-from hub_service.pipeline import jobs
-from hub_service.pipeline.models import JOB_KINDS
+from hub_service.pipeline.assembly import assemble
 from hub_service.pipeline.runner import JobRunner
-from hub_service.pipeline.stages import Transient, docker_available
-from hub_service.pipeline.tasks import run_task
+from hub_service.pipeline.stages import docker_available
+from hub_service.queue import jobs
+from hub_service.queue.errors import Transient
+from hub_service.queue.kinds import JobKind
+from hub_service.queue.tasks import Handler, run_task
 from hub_service.settings import HubSettings
 
 __all__ = ["TASK_KINDS", "Worker", "main"]
 
-TASK_KINDS = tuple(k for k in JOB_KINDS if k != "pipeline")
+TASK_KINDS = tuple(k for k in JobKind if k != JobKind.PIPELINE)
 
 log = logging.getLogger("hub_service.worker")
 
 
 class Worker:
     """Runs jobs; `kinds` limits it to some job kinds (e.g. TASK_KINDS: a worker that keeps
-    webhooks and pull-request comments moving while others build)."""
+    webhooks and pull-request comments moving while others build).
+
+    `tasks` maps each task kind to its handler; by default the Hub's assembly
+    (`hub_service.pipeline.assembly.assemble`) registers them, and the lifecycle's listeners with them.
+    """
 
     def __init__(
         self,
@@ -43,7 +51,9 @@ class Worker:
         factory: sessionmaker[Session] | None = None,
         worker_id: str | None = None,
         kinds: tuple[str, ...] | None = None,
+        tasks: Mapping[str, Handler] | None = None,
     ) -> None:
+        self.tasks = assemble(settings) if tasks is None else tasks
         self.settings = settings
         self.kinds = kinds
         self.factory = factory or sessionmaker_for(make_engine(settings.sqlalchemy_url))
@@ -61,14 +71,14 @@ class Worker:
             self._wake_if_engine_back()
             return None
         log.info("worker %s runs %s job %s (attempt %s)", self.worker_id, claim.kind, claim.job_id, claim.attempt)
-        if claim.kind != "pipeline":
-            return run_task(self.settings, self.factory, self.worker_id, claim)
+        if claim.kind != JobKind.PIPELINE:
+            return run_task(self.tasks, self.settings, self.factory, self.worker_id, claim)
         return self.runner.run(claim)
 
     def _wake_if_engine_back(self) -> None:
         """While idle, now and then: when revisions wait for the Docker engine and it answers
         again, run them now rather than at the end of their backoff."""
-        if self.kinds is not None and "pipeline" not in self.kinds:
+        if self.kinds is not None and JobKind.PIPELINE not in self.kinds:
             return
         now = time.monotonic()
         if now - self._probed_at < self.settings.infra_probe_s:
@@ -77,7 +87,7 @@ class Worker:
         with self.factory() as session:
             waiting = session.scalar(
                 select(EnvVersion.id)
-                .where(EnvVersion.state == "waiting", EnvVersion.waiting_code.in_(sorted(Transient.ENGINE)))
+                .where(EnvVersion.state == VersionState.WAITING, EnvVersion.waiting_code.in_(sorted(Transient.ENGINE)))
                 .limit(1)
             )
         if waiting is not None and docker_available():
@@ -88,7 +98,7 @@ class Worker:
     def run_until_idle(self, max_wait_s: float = 120.0) -> list[str]:
         """Run jobs until the queue is empty (tests, `openenv hub index --wait`); waits for jobs
         that are queued but not due yet (retries, deferred tasks) up to `max_wait_s` each."""
-        outcomes = []
+        outcomes: list[str] = []
         while not self.stopping.is_set():
             outcome = self.run_once()
             if outcome is None:
@@ -102,8 +112,8 @@ class Worker:
 
     def run_forever(self, poll_s: float = 1.0) -> None:
         log.info("worker %s started", self.worker_id)
-        if self.settings.builder != "process" and (self.kinds is None or "pipeline" in self.kinds):
-            from hub_service.pipeline.sandbox import reap_leftovers
+        if self.settings.builder != BuilderKind.PROCESS and (self.kinds is None or JobKind.PIPELINE in self.kinds):
+            from hub_service.sandbox import reap_leftovers
 
             reap_leftovers(self.settings)  # smoke containers of workers that were killed
         while not self.stopping.is_set():

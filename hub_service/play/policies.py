@@ -13,7 +13,7 @@ import json
 import random
 import socket
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import httpcore2  # the openai client is built on httpx2 and httpcore2
@@ -22,6 +22,9 @@ import httpx2
 from hub_service.play.errors import PlayError
 from hub_service.schema_refs import deref
 from openenv.evaluation import observation_text, parse_action
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 __all__ = [
     "Decision",
@@ -165,13 +168,13 @@ class LLMPolicy:
             "valid against this JSON Schema, and nothing else.\n"
             f"Action schema: {json.dumps(_lean_schema(schema), separators=(',', ':'))}"
         )
-        self.turns: list[dict[str, str]] = []
+        self.turns: list[ChatCompletionMessageParam] = []
 
     async def act(self, observation: dict[str, Any], step: int) -> Decision:
         from openai import OpenAIError
 
         prompt = f"Step {step}. Observation: {observation_text(observation)}\nYour action (JSON only):"
-        messages = [
+        messages: list[ChatCompletionMessageParam] = [
             {"role": "system", "content": self.system},
             *self.turns[-2 * _HISTORY_TURNS :],
             {"role": "user", "content": prompt},
@@ -179,7 +182,7 @@ class LLMPolicy:
         try:
             reply = await self.client.chat.completions.create(
                 model=self.model, messages=messages, temperature=self.temperature
-            )  # type: ignore[arg-type]
+            )
         except OpenAIError as exc:
             fatal = _fatal_reason(exc, self.base_url, self.model)
             if fatal is not None:

@@ -2,7 +2,10 @@
 
 A session belongs to one browser tab (`tab`: Gradio's session hash) and one purpose (`kind`:
 "play" for a human, "try" for a model); a visitor (by address) may hold a few at once, and all
-visitors together a bounded number. Sessions end when the tab goes away, when unused for
+visitors together a bounded number. The caps count the sessions of every Hub process on the same
+database: each session holds a lease there (hub_service/quota/leases.py) that this process's
+heartbeat renews, so the sessions of a process that died stop counting when their leases expire.
+Sessions end when the tab goes away, when unused for
 `play_idle_timeout_s`, or at shutdown; their env instance stops when nobody plays it.
 """
 
@@ -23,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.catalog import service as catalog
 from hub_service.play.errors import NotPlayable, PlayError, PlayLimit, PlayStartError
 from hub_service.play.instances import Instance, InstancePool, Target
+from hub_service.quota.leases import LeaseBook
 from hub_service.settings import HubSettings
 
 __all__ = ["PlayManager", "PlaySession", "resolve_target"]
@@ -50,6 +54,7 @@ class PlaySession:
     last_active: float = field(default_factory=time.monotonic)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     max_reply_mb: float = 0.0  # the client's cap on one reply (play_max_reply_mb), named when it trips
+    lease: str = ""  # its lease in the database, which counts it against the caps of every process
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
@@ -160,7 +165,7 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
 
     timeout = settings.play_start_timeout_s
     if version.builder == "docker" and version.image_ref:
-        from hub_service.pipeline.sandbox import confined_provider, grant
+        from hub_service.sandbox import confined_provider, grant
         from openenv.declared import read_declared
 
         image, port = version.image_ref, version.port or 8000
@@ -192,11 +197,13 @@ class PlayManager:
     def __init__(self, settings: HubSettings, factory: sessionmaker[Session], limiter: Any = None) -> None:
         self.settings = settings
         self.factory = factory
-        self.limiter = limiter  # hub_service.limits.RateLimiter: "play" and "model" categories
+        self.limiter = limiter  # a RateLimiter or SharedRateLimiter with "play" and "model" categories
+        self.leases = LeaseBook(factory.kw["bind"], lease_s=settings.play_lease_s)
         self.pool = InstancePool(max_instances=settings.play_max_instances, linger_s=settings.play_instance_linger_s)
         self.sessions: dict[tuple[str, str], PlaySession] = {}
         self._opening: dict[tuple[str, str], str] = {}  # sessions being started: key → visitor
         self._reaper: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -224,12 +231,13 @@ class PlayManager:
             await self.close(tab, kind)
         if key in self._opening:
             raise PlayError("a session is already being started in this tab; wait a moment")
-        if kind == "play":  # model tries are counted per run, by whoever starts one
-            self.check_rate("play", visitor)
-        # Checked and reserved with no await in between, so simultaneous starts all count.
-        self._check_caps(visitor)
-        self._opening[key] = visitor
+        self._opening[key] = visitor  # before any await: a second start in this tab waits for this one
+        lease = ""
         try:
+            if kind == "play":  # model tries are counted per run, by whoever starts one
+                await self.check_rate("play", visitor)
+            # Checked and reserved in one transaction, so simultaneous starts on every process all count.
+            lease = await self._take_lease(visitor, kind, f"{owner}/{name}")
             with self.factory() as db:
                 target = resolve_target(db, self.settings, owner, name)
                 description = _description(db, owner, name)
@@ -250,14 +258,19 @@ class PlayManager:
                 action_schema=schema,
                 description=description,
                 max_reply_mb=self.settings.play_max_reply_mb,
+                lease=lease,
             )
             self.sessions[key] = session
             log.info("play session %s opened on %s (%s)", session.id, target.key, target.how)
             return session
+        except BaseException:
+            if lease:
+                await self._release_lease(lease)
+            raise
         finally:
             self._opening.pop(key, None)
 
-    def check_rate(self, category: str, visitor: str) -> None:
+    async def check_rate(self, category: str, visitor: str) -> None:
         """Count one start (a play session, a model-try run) against the visitor's rate limit.
 
         Raises:
@@ -265,7 +278,7 @@ class PlayManager:
         """
         if self.limiter is None:
             return
-        decision = self.limiter.hit(category, visitor)
+        decision = await self.limiter.ahit(category, visitor)
         if not decision.allowed:
             what = "play sessions" if category == "play" else "model tries"
             raise PlayLimit(f"you have started too many {what} in a short time; try again in {decision.retry_after_s}s")
@@ -275,18 +288,44 @@ class PlayManager:
         share = max(1, int(self.settings.play_max_sessions * self.settings.play_visitor_share))
         return min(self.settings.play_max_sessions_per_visitor, share)
 
-    def _check_caps(self, visitor: str) -> None:
-        if len(self.sessions) + len(self._opening) >= self.settings.play_max_sessions:
-            raise PlayLimit(
-                f"all {self.settings.play_max_sessions} play sessions of this Hub are in use; try again in a few minutes"
+    async def _take_lease(self, visitor: str, kind: str, env_id: str) -> str:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from hub_service.quota.leases import CapReached
+
+        try:
+            return await asyncio.to_thread(
+                self.leases.take,
+                visitor,
+                kind,
+                env_id,
+                max_total=self.settings.play_max_sessions,
+                max_per_visitor=self.visitor_cap(),
             )
-        held = sum(1 for s in self.sessions.values() if s.visitor == visitor) + sum(
-            1 for v in self._opening.values() if v == visitor
-        )
-        if held >= self.visitor_cap():
+        except CapReached as full:
+            if full.which == "total":
+                raise PlayLimit(
+                    f"all {self.settings.play_max_sessions} play sessions of this Hub are in use; "
+                    "try again in a few minutes"
+                ) from None
             raise PlayLimit(
                 f"you already have {self.visitor_cap()} play sessions open or starting; "
                 "close another tab (or wait for it to time out) first"
+            ) from None
+        except SQLAlchemyError as exc:
+            log.warning("play: could not take a session lease: %s", exc)
+            raise PlayError(
+                "the Hub's database did not answer, so no session was started; try again in a moment"
+            ) from exc
+
+    async def _release_lease(self, lease: str) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            await asyncio.to_thread(self.leases.release, lease)
+        except SQLAlchemyError:  # it stops counting when it expires all the same
+            log.warning(
+                "play: could not release lease %s; it expires in %gs", lease, self.leases.lease_s, exc_info=True
             )
 
     async def _connect(self, instance: Instance) -> tuple[Any, dict[str, Any]]:
@@ -331,6 +370,8 @@ class PlayManager:
         except Exception:  # the env may be gone already; its instance is released all the same
             log.warning("closing play session %s failed", session.id, exc_info=True)
         await self.pool.release(session.instance)
+        if session.lease:
+            await self._release_lease(session.lease)
         log.info("play session %s closed", session.id)
 
     # -- upkeep ------------------------------------------------------------------------------
@@ -350,6 +391,16 @@ class PlayManager:
     def _ensure_reaper(self) -> None:
         if self._reaper is None or self._reaper.done():
             self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.leases.lease_s / 3)
+            try:
+                await asyncio.to_thread(self.leases.renew)
+            except Exception:  # keep renewing: the database may answer again before the leases expire
+                log.exception("renewing play session leases failed")
 
     async def _reap_forever(self) -> None:
         every = max(
@@ -364,10 +415,11 @@ class PlayManager:
 
     async def aclose(self) -> None:
         """Close every session and stop every instance (service shutdown)."""
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(BaseException):
-                await self._reaper
+        for task in (self._reaper, self._heartbeat):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
         for key in list(self.sessions):
             await self._close(self.sessions.pop(key))
         await self.pool.aclose()

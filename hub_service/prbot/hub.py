@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hub_service.errors import SourceError
-from hub_service.pipeline.stages import Transient
+from hub_service.queue.errors import Transient
 
 __all__ = ["HubPullRequests", "PullRequestInfo", "PullRequests"]
 

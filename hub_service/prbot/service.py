@@ -16,15 +16,18 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
+from hub_service import lifecycle
 from hub_service.audit.service import record
 from hub_service.catalog.models import EnvRecord, EnvVersion
-from hub_service.db import session_scope, utcnow
-from hub_service.pipeline import jobs
-from hub_service.pipeline.models import Job
-from hub_service.pipeline.tasks import Deferred, TaskContext
+from hub_service.catalog.states import VersionState
+from hub_service.db import affected_rows, session_scope, utcnow
 from hub_service.prbot.comment import MARKER, ReportView, render
 from hub_service.prbot.hub import HubPullRequests, PullRequests
 from hub_service.prbot.models import PullRequestCheck
+from hub_service.queue import jobs
+from hub_service.queue.kinds import JobKind, JobState
+from hub_service.queue.models import Job
+from hub_service.queue.tasks import Deferred, TaskContext
 from hub_service.settings import HubSettings
 
 __all__ = ["client_for", "reconcile_open", "report_pr", "sync_pr", "version_finished"]
@@ -56,6 +59,8 @@ def sync_pr(ctx: TaskContext, payload: dict[str, Any]) -> str:
         return f"{repo} #{num} is not a pull request"
     with session_scope(ctx.factory) as session:
         env = session.get(EnvRecord, env_id)
+        if env is None:  # removed since the lookup above
+            return f"{repo} is not an indexed Space"
         check = session.scalar(
             select(PullRequestCheck).where(PullRequestCheck.env_id == env_id, PullRequestCheck.num == num)
         )
@@ -101,12 +106,13 @@ def _version_for(session: Session, env: EnvRecord, num: int, sha: str, max_attem
     """The version of `sha` (made for refs/pr/num if new) with a pipeline job when it needs one."""
     version = session.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.sha == sha))
     if version is None:
-        version = EnvVersion(env_id=env.id, sha=sha, ref=f"refs/pr/{num}", state="queued")
+        version = EnvVersion(env_id=env.id, sha=sha, ref=f"refs/pr/{num}", state=VersionState.QUEUED)
         session.add(version)
         session.flush()
-    elif version.state != "cancelled":
+    elif version.state != VersionState.CANCELLED:
         return version, False  # checked already (or being checked): its verdict is reported as it is
-    version.state, version.finished_at = "queued", None
+    else:
+        lifecycle.move(session, env, version, VersionState.QUEUED, cause=f"refs/pr/{num} is checked again")
     jobs.enqueue(session, version.id, priority=PRIORITY_PIPELINE, max_attempts=max_attempts)
     return version, True
 
@@ -119,7 +125,7 @@ def _stop(session: Session, env: EnvRecord, check: PullRequestCheck, reason: str
     version = session.get(EnvVersion, check.version_id)
     if (
         version is None
-        or version.state not in ("queued", "running")
+        or version.state not in (VersionState.QUEUED, VersionState.RUNNING)
         or not version.ref.startswith("refs/pr/")
         or version.sha == env.sha
     ):
@@ -138,15 +144,14 @@ def _stop(session: Session, env: EnvRecord, check: PullRequestCheck, reason: str
     job_ids = list(
         session.scalars(
             select(Job.id).where(
-                Job.version_id == version.id, Job.kind == "pipeline", Job.state.in_(("queued", "running"))
+                Job.version_id == version.id,
+                Job.kind == JobKind.PIPELINE,
+                Job.state.in_((JobState.QUEUED, JobState.RUNNING)),
             )
         )
     )
     cancelled = jobs.cancel(session, job_ids, reason)
-    version.state, version.finished_at = "cancelled", utcnow()
-    from hub_service.pipeline.hooks import version_finished as finished
-
-    finished(session, env, version, cause=f"{cause}: {reason}")
+    lifecycle.move(session, env, version, VersionState.CANCELLED, cause=f"{cause}: {reason}")
     return cancelled
 
 
@@ -155,7 +160,8 @@ def _queue_report(session: Session, check: PullRequestCheck) -> None:
 
 
 def version_finished(session: Session, env: EnvRecord, version: EnvVersion) -> None:
-    """Hook: `version` finished; queue a report for each open pull request at its sha."""
+    """`version` finished (a lifecycle listener, registered by `hub_service.pipeline.assembly`): queue a
+    report for each open pull request at its sha."""
     for check in session.scalars(
         select(PullRequestCheck).where(
             PullRequestCheck.env_id == env.id,
@@ -212,18 +218,20 @@ def _take_lease(ctx: TaskContext, check_id: int) -> tuple[ReportView | None, str
     """
     stale = utcnow() - dt.timedelta(seconds=ctx.settings.job_stale_after_s * 2)
     with session_scope(ctx.factory) as session:
-        taken = session.execute(
-            update(PullRequestCheck)
-            .where(
-                PullRequestCheck.id == check_id,
-                or_(
-                    PullRequestCheck.lease_by.is_(None),
-                    PullRequestCheck.lease_by == ctx.worker_id,
-                    PullRequestCheck.lease_at < stale,
-                ),
+        taken = affected_rows(
+            session.execute(
+                update(PullRequestCheck)
+                .where(
+                    PullRequestCheck.id == check_id,
+                    or_(
+                        PullRequestCheck.lease_by.is_(None),
+                        PullRequestCheck.lease_by == ctx.worker_id,
+                        PullRequestCheck.lease_at < stale,
+                    ),
+                )
+                .values(lease_by=ctx.worker_id, lease_at=utcnow())
             )
-            .values(lease_by=ctx.worker_id, lease_at=utcnow())
-        ).rowcount
+        )
         check = session.get(PullRequestCheck, check_id)
         if check is None:
             return None, None

@@ -15,7 +15,6 @@ def mount_website(app: Any) -> Any:
     """
     import gradio as gr
 
-    from hub_service.limits import RateLimiter
     from hub_service.play.sessions import PlayManager
     from hub_service.ui.guard import WebsiteGuard
     from hub_service.ui.site import CSS, HEAD, build_site, theme
@@ -24,9 +23,7 @@ def mount_website(app: Any) -> Any:
     play = PlayManager(settings, app.state.sessionmaker, getattr(app.state, "limiter", None))
     app.state.play = play
     blocks = build_site(settings, app.state.sessionmaker, play)
-    app.add_middleware(
-        WebsiteGuard, limiter=RateLimiter({"web": (settings.rate_web_burst, settings.rate_web_per_minute)})
-    )
+    app.add_middleware(WebsiteGuard, limiter=app.state.limiter)  # its "web" category, shared by every process
     return gr.mount_gradio_app(
         app, blocks, path="", theme=theme(), css=CSS, head=HEAD, footer_links=[], ssr_mode=False, show_error=True
     )

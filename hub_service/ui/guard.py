@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from hub_service.limits import RateLimiter
+from hub_service.quota import SharedRateLimiter
 
 __all__ = ["WebsiteGuard", "visitor_key"]
 
@@ -39,7 +40,7 @@ class WebsiteGuard:
         limiter: has a "web" category; every POST under /gradio_api/ costs one token.
     """
 
-    def __init__(self, app: Any, limiter: RateLimiter) -> None:
+    def __init__(self, app: Any, limiter: RateLimiter | SharedRateLimiter) -> None:
         self.app = app
         self.limiter = limiter
 
@@ -60,7 +61,7 @@ class WebsiteGuard:
             )
             return
         client = scope.get("client")
-        decision = self.limiter.hit("web", visitor_key(str(client[0]) if client else None))
+        decision = await self.limiter.ahit("web", visitor_key(str(client[0]) if client else None))
         if not decision.allowed:
             await _reply(
                 send,

@@ -127,7 +127,7 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
             n_steps = max(1, min(int(steps), settings.try_max_steps))
             yield [views.try_summary(None, f"starting {env_id}..."), ""]
             endpoint = await _endpoint(settings, kind, url, name, secret)  # refused before any env starts
-            play.check_rate("model", visitor_of(request))
+            await play.check_rate("model", visitor_of(request))
             session = await play.open(tab, visitor_of(request), owner, env_name, kind="try")
             chosen = _policy(settings, session, endpoint, seed_value)
             async for event in run_episodes(

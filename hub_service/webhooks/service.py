@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.catalog.models import EnvRecord
 from hub_service.db import session_scope
 from hub_service.errors import Forbidden, InvalidPayload, Unauthorized
-from hub_service.pipeline.jobs import enqueue_task
+from hub_service.queue.jobs import enqueue_task
 from hub_service.settings import HubSettings
 from hub_service.webhooks.models import WebhookDelivery
 from hub_service.webhooks.schemas import WebhookPayload

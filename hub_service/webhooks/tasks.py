@@ -11,10 +11,10 @@ from sqlalchemy.orm import Session
 from hub_service.audit.service import record
 from hub_service.catalog.models import EnvRecord
 from hub_service.db import session_scope, utcnow
+from hub_service.indexer import source_for
 from hub_service.indexer.service import index_one
 from hub_service.indexer.sources import HfSource
-from hub_service.pipeline.runner import source_for
-from hub_service.pipeline.tasks import TaskContext
+from hub_service.queue.tasks import TaskContext
 
 __all__ = ["index_repo"]
 

@@ -57,8 +57,8 @@ class Output:
             try:
                 from rich.console import Console
             except ImportError:  # rich is the optional `cli` extra: plain text is the fallback
-                Console = None
-            if Console is not None:
+                pass
+            else:
                 self.console = Console(
                     file=human, force_terminal=color == "always" or None, highlight=False, soft_wrap=True
                 )

@@ -8,7 +8,9 @@ Each command is a module of `openenv.cli` listed in `COMMANDS`, imported only wh
     def add_arguments(parser) -> None         # argparse; may add sub-commands for a group
     def run(args, out: Output) -> int         # the exit code
 
-Adding a command is one line in `COMMANDS` and one module.
+Adding a command is one line in `COMMANDS` and one module. A command that lives in another package
+(the Hub's `openenv hub`, in `hub_service.cli`) is an entry point in the `openenv.cli` group of its
+distribution's metadata and a line in `PLUGINS`; the SDK finds it there and never imports it by name.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "PLUGINS", "build_parser", "load_command", "main"]
 
 # name → (module, one-line summary). The summary lives here so `openenv --help` imports nothing.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,9 +33,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fork": ("openenv.cli.fork", "duplicate a Space into your account"),
     "schema": ("openenv.cli.schema", "print the JSON Schema of openenv.yaml or of validate's report"),
     "eval": ("openenv.cli.eval", "score a chat model on an env, submit it to the Hub"),
-    "hub": ("openenv.cli.hub", "run the Environment Hub service: serve, index, worker"),
     "ps": ("openenv.cli.ps", "list env servers that clients started (orphans too)"),
     "gc": ("openenv.cli.gc", "remove env servers left behind by crashed clients"),
+    "lock": ("openenv.cli.lock", "pin envs to exact revisions and images in a lock file"),
+}
+
+# Commands other packages add through the "openenv.cli" entry-point group: name → (one-line
+# summary, what to install when the command is missing). The summary lives here for `--help`.
+ENTRY_POINT_GROUP = "openenv.cli"
+PLUGINS: dict[str, tuple[str, str]] = {
+    "hub": ("run the Environment Hub service: serve, index, worker", "pip install 'openenv-hub[service]'"),
 }
 
 _EPILOG = """examples:
@@ -62,14 +71,32 @@ def _top_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"openenv-hub {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for name, (_, summary) in COMMANDS.items():
+    summaries = {name: summary for name, (_, summary) in COMMANDS.items()}
+    summaries |= {name: summary for name, (summary, _) in PLUGINS.items()}
+    for name, summary in summaries.items():
         sub.add_parser(name, help=summary, add_help=False)
     return parser
 
 
 def load_command(name: str) -> ModuleType:
-    """Import a command's module."""
-    return importlib.import_module(COMMANDS[name][0])
+    """Import a command's module: one of `COMMANDS`, or a `PLUGINS` entry point.
+
+    Raises:
+        CliError: a plugin command whose package is not installed (the hint says what to install).
+    """
+    if name in COMMANDS:
+        return importlib.import_module(COMMANDS[name][0])
+    from importlib.metadata import entry_points  # only here: it costs `openenv --help` tens of milliseconds
+
+    found = entry_points(group=ENTRY_POINT_GROUP, name=name)
+    if not found:
+        from openenv.cli._output import CliError
+
+        raise CliError(f"`openenv {name}` is not installed", PLUGINS[name][1])
+    module = next(iter(found)).load()
+    if not isinstance(module, ModuleType):
+        raise TypeError(f"entry point {name!r} of group {ENTRY_POINT_GROUP!r} must name a module, not {module!r}")
+    return module
 
 
 def build_parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
@@ -88,12 +115,13 @@ def build_parser(name: str, module: ModuleType) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `openenv` command; returns (and, as a console script, exits with) its exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if not args_list or args_list[0] in ("-h", "--help", "--version") or args_list[0] not in COMMANDS:
+    known = COMMANDS.keys() | PLUGINS.keys()
+    if not args_list or args_list[0] in ("-h", "--help", "--version") or args_list[0] not in known:
         parser = _top_parser()
-        if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
+        if args_list and not args_list[0].startswith("-") and args_list[0] not in known:
             import difflib
 
-            close = difflib.get_close_matches(args_list[0], COMMANDS, n=1)
+            close = difflib.get_close_matches(args_list[0], sorted(known), n=1)
             hint = f"did you mean `openenv {close[0]}`?" if close else "run `openenv --help` for the commands"
             print(f"error: unknown command {args_list[0]!r} — {hint}", file=sys.stderr)
             return 2
@@ -108,7 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from openenv.cli._settings import cli_settings
 
     settings = cli_settings()
-    module = load_command(name)
+    try:
+        module = load_command(name)
+    except CliError as exc:
+        Output(json_mode="--json" in args_list, color=settings.color).error(str(exc), exc.hint)
+        return exc.exit_code
     parser = build_parser(name, module)
     try:
         args = parser.parse_args(args_list[1:])

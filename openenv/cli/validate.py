@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openenv.cli._output import CliError, Output
+
+if TYPE_CHECKING:
+    from openenv.validation.report import Report
 
 DESCRIPTION = """Check an environment folder (manifest, app, Dockerfile, README front matter, dependencies)
 and/or a running server (health, schema, a WebSocket episode, error handling, latency).
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     return report.exit_code
 
 
-def _print_human(report, out: Output, path: str | None, *, quiet: bool = False) -> None:
+def _print_human(report: Report, out: Output, path: str | None, *, quiet: bool = False) -> None:
     name = report.target.name or (Path(path).resolve().name if path else report.target.url)
     out.heading(f"Validating {name}" + (f" ({report.target.path})" if report.target.path else ""))
     width = max((len(c.id) for c in report.checks), default=10)

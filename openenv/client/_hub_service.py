@@ -2,7 +2,8 @@
 
     GET {OPENENV_HUB_URL}/api/v1/envs/{owner}/{name}/resolve?revision=REV
     → {"repo_id", "revision": <sha>, "status", "stage", "url": <running Space or null>,
-       "image": <reference or null>, "port": <its server's port in the image>, "source", "local": {...}, "yanked",
+       "image": <reference or null>, "image_digest": <sha256:... or null>, "image_tag": <tag or null>,
+       "port": <its server's port in the image>, "source", "local": {...}, "yanked",
        "capacity": <the revision's capacity card or null>}
 
 A blocking stdlib request (`urllib`), run in a worker thread: the client's base install has no
@@ -12,13 +13,14 @@ HTTP library, and this is one small GET per `from_hub`.
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HubRecord", "HubServiceError", "fetch_record", "sessions_held"]
+__all__ = ["HubRecord", "HubServiceError", "fetch_record", "register_lock", "sessions_held"]
 
 
 class HubServiceError(Exception):
@@ -39,6 +41,11 @@ class HubRecord:
     port: int = 8000
     raw: dict[str, Any] = field(default_factory=dict)
     capacity: dict[str, Any] | None = None
+    # When the Hub pushed the tested image to its registry: `image` is `<registry>/<owner>/<name>@<digest>`,
+    # `image_digest` that digest (`sha256:...`, which the pulled image must carry) and `image_tag` the human tag.
+    image_digest: str | None = None
+    image_tag: str | None = None
+    yanked: bool = False
 
     @property
     def sessions_held(self) -> int | None:
@@ -53,17 +60,25 @@ def sessions_held(capacity: dict[str, Any] | None) -> int | None:
 
 
 def fetch_record(
-    hub_url: str, repo_id: str, revision: str | None, *, token: str | None, timeout_s: float = 10.0
+    hub_url: str,
+    repo_id: str,
+    revision: str | None,
+    *,
+    token: str | None,
+    timeout_s: float = 10.0,
+    lock: str | None = None,
 ) -> HubRecord:
-    """Ask the service for `repo_id`'s record.
+    """Ask the service for `repo_id`'s record (`lock`: the id of the lock file it is resolved
+    through, which the service then keeps alive).
 
     Raises:
         HubServiceError: unreachable, unknown env (404), an error status, or a malformed record.
     """
-    query = f"?{urllib.parse.urlencode({'revision': revision})}" if revision else ""
-    url = f"{hub_url}/api/v1/envs/{urllib.parse.quote(repo_id, safe='/')}/resolve{query}"
+    params = {k: v for k, v in (("revision", revision), ("lock", lock)) if v}
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    endpoint = f"{hub_url}/api/v1/envs/{urllib.parse.quote(repo_id, safe='/')}/resolve{query}"
     request = urllib.request.Request(
-        url, headers={"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        endpoint, headers={"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     )
     # No proxies: the service is usually local or in-cluster, and a proxy would only get in the way.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -92,7 +107,19 @@ def fetch_record(
         port=port if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536 else 8000,
         raw=body,
         capacity=body["capacity"] if isinstance(body.get("capacity"), dict) else None,
+        image_digest=_digest(body.get("image_digest"), hub_url),
+        image_tag=body["image_tag"] if isinstance(body.get("image_tag"), str) and body["image_tag"] else None,
+        yanked=body.get("yanked") is True,
     )
+
+
+def _digest(value: Any, hub_url: str) -> str | None:
+    """A record's `image_digest`: None, or `sha256:` and 64 hex digits (anything else is refused)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"sha256:[0-9a-f]{64}", value):
+        raise HubServiceError(f"{hub_url} answered an image_digest that is not sha256:<64 hex digits>: {value!r:.100}")
+    return value
 
 
 def _detail(raw: bytes) -> str:
@@ -101,8 +128,38 @@ def _detail(raw: bytes) -> str:
         body = json.loads(raw)
     except ValueError:
         return raw[:300].decode(errors="replace").strip()
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):  # the Hub's {"error": {"message": ...}}
+        body = body["error"]
     if isinstance(body, dict):
         for key in ("detail", "message", "error"):
-            if isinstance(body.get(key), str):
-                return body[key]
+            value = body.get(key)
+            if isinstance(value, str):
+                return value
     return str(body)[:300]
+
+
+def register_lock(hub_url: str, document: dict[str, Any], *, timeout_s: float = 10.0) -> dict[str, Any]:
+    """POST a lock file's document to the service (`/api/v1/locks`), which keeps its images; returns its reply.
+
+    Raises:
+        HubServiceError: unreachable, the lock refused (the message says why), or a malformed reply.
+    """
+    request = urllib.request.Request(
+        f"{hub_url}/api/v1/locks",
+        data=json.dumps(document).encode(),
+        headers={"Accept": "application/json", "Content-Type": "application/json"},
+        method="POST",
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout_s) as reply:
+            body = json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        raise HubServiceError(f"{hub_url} refused the lock ({exc.code}: {_detail(exc.read())})") from None
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise HubServiceError(f"{hub_url} is unreachable ({getattr(exc, 'reason', exc)})") from None
+    except ValueError:
+        raise HubServiceError(f"{hub_url} answered with something that is not JSON") from None
+    if not isinstance(body, dict) or not isinstance(body.get("id"), str):
+        raise HubServiceError(f"{hub_url} answered something that is not a registered lock (no id)")
+    return body

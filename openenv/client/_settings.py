@@ -9,10 +9,12 @@
 | OPENENV_NAME_PREFIX | `openenv` | prefix of container / service names |
 | OPENENV_LABELS | (none) | extra `key=value,...` labels put on everything a client starts |
 | OPENENV_HUB_URL | (none) | an OpenEnv Hub service asked first by `from_hub` |
+| OPENENV_LOCK | (none) | a lock file (`openenv lock`): `from_hub` clients connect only to what it names |
 | OPENENV_TRUST_REMOTE_CODE | false | allow `from_hub` to run a Space's code locally |
 | OPENENV_SPACE_IMAGE | `registry.hf.space/{owner}-{name}:latest` | a Space's image reference |
 | OPENENV_BASE_IMAGE | (the Dockerfile's) | `ARG BASE_IMAGE` when `from_hub` builds an image |
 | OPENENV_SPACE_WAKE_TIMEOUT_S | 300 | how long `from_hub` waits for a sleeping Space |
+| OPENENV_REGISTRY_USER / OPENENV_REGISTRY_PASSWORD | (docker's config.json) | credentials for pulling a Hub's images |
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ __all__ = [
     "hf_token",
     "hub_url",
     "is_hf_host",
+    "lock_path",
     "name_prefix",
+    "registry_auth",
     "space_image_template",
     "space_wake_timeout_s",
     "state_dir",
@@ -104,6 +108,21 @@ def hub_url() -> str | None:
     """Base URL of the OpenEnv Hub service that `from_hub` asks first, if one is configured."""
     url = os.environ.get("OPENENV_HUB_URL", "").strip()
     return url.rstrip("/") or None
+
+
+def lock_path() -> Path | None:
+    """The lock file (OPENENV_LOCK) that `from_hub` clients must keep to, if one is set."""
+    raw = os.environ.get("OPENENV_LOCK", "").strip()
+    return Path(raw).expanduser() if raw else None
+
+
+def registry_auth() -> dict[str, str] | None:
+    """Credentials for pulling images from a Hub's registry (OPENENV_REGISTRY_USER / _PASSWORD), or None:
+    the engine then uses docker's own login (`docker login`, config.json)."""
+    user = os.environ.get("OPENENV_REGISTRY_USER", "").strip()
+    if not user:
+        return None
+    return {"username": user, "password": os.environ.get("OPENENV_REGISTRY_PASSWORD", "")}
 
 
 def trust_remote_code() -> bool:

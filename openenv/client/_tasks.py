@@ -134,6 +134,7 @@ def _detail(raw: bytes) -> str:
         body = json.loads(raw)
     except ValueError:
         return raw[:300].decode(errors="replace").strip()
-    if isinstance(body, dict) and isinstance(body.get("detail"), str):
-        return body["detail"]
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, str):
+        return detail
     return str(body)[:300]

@@ -23,7 +23,7 @@ from openenv.mcp.types import (
     Tool,
     ToolErrorType,
 )
-from openenv.protocol import dumps
+from openenv.protocol import MCP_FRAME, dumps
 
 __all__ = ["TOOL_OBSERVATIONS", "ToolsMixin"]
 
@@ -102,7 +102,7 @@ class ToolsMixin:
     async def _rpc(self, method: str, params: dict[str, Any], tool_name: str | None) -> Any:
         conn = await self._live(reconnect=False)  # type: ignore[attr-defined]
         request = {"jsonrpc": "2.0", "id": next(self._rpc_ids), "method": method, "params": params}
-        frame = b'{"type":"mcp","data":%b}' % dumps(request)
+        frame = MCP_FRAME % dumps(request)
         reply = self._reply(await conn.call(frame, self.message_timeout_s), "mcp")  # type: ignore[attr-defined]
         error = reply.get("error")
         if isinstance(error, dict):

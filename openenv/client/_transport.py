@@ -175,6 +175,7 @@ class Connection:
         self.transport: WSTransport | None = None
         self.extensions: frozenset[str] = frozenset()
         self.is_ours = False
+        self.protocol_version: int | None = None  # what the server announced (None: an upstream server)
         self._pending: deque[asyncio.Future[bytes]] = deque()
         self._early: deque[bytes] = deque()
         self._close_info: tuple[int, str] | None = None
@@ -242,7 +243,9 @@ class Connection:
         announced = transport.response.headers.get(PROTOCOL_HEADER)
         if announced:
             conn.is_ours = True
-            _, _, ext = announced.partition("ext=")
+            version, _, ext = announced.partition("ext=")
+            with contextlib.suppress(ValueError):  # a malformed version is unknown, as an upstream server's
+                conn.protocol_version = int(version.strip().rstrip(";").strip())
             conn.extensions = frozenset(e.strip() for e in ext.split(",") if e.strip())
         return conn
 

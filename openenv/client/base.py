@@ -25,7 +25,16 @@ from openenv.client._tasks import TasksMixin
 from openenv.client._tools import TOOL_OBSERVATIONS, ToolsMixin
 from openenv.client._transport import Connection, ws_url_for
 from openenv.errors import ConfigurationError, EnvClientError, ProtocolError, server_error_from_frame
-from openenv.protocol import dumps, loads
+from openenv.protocol import (
+    CLOSE_REQUEST,
+    NO_RENDER_REPLY,
+    RENDER_REQUEST,
+    RESET_REQUEST,
+    STATE_REQUEST,
+    STEP_PREFIX,
+    dumps,
+    loads,
+)
 from openenv.render import Frame
 from openenv.types import StepResult
 
@@ -42,11 +51,6 @@ ActT = TypeVar("ActT")
 ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
 
-_RESET_FRAME = b'{"type":"reset","data":{}}'
-_STATE_FRAME = b'{"type":"state"}'
-_RENDER_FRAME = b'{"type":"render"}'
-_CLOSE_FRAME = b'{"type":"close"}'
-_STEP_PREFIX = b'{"type":"step","data":'
 _GRACE_S = 5.0  # beyond a step's own timeout_s, how long the client waits for the server's verdict
 
 
@@ -60,7 +64,7 @@ def _type_args(cls: type) -> tuple[Any, Any, Any] | None:
         if isinstance(origin, type) and issubclass(origin, EnvClient):
             args = typing.get_args(base)
             if len(args) == 3 and not any(isinstance(a, TypeVar) for a in args):
-                return args  # type: ignore[return-value]
+                return args
     return None
 
 
@@ -155,6 +159,11 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         """Protocol extensions the connected server announced (empty for upstream servers)."""
         return self._conn.extensions if self._conn is not None else frozenset()
 
+    @property
+    def server_protocol(self) -> int | None:
+        """The protocol version the connected server announced (None: not connected, or an upstream server)."""
+        return self._conn.protocol_version if self._conn is not None else None
+
     async def _live(self, reconnect: bool) -> Connection:
         conn = self._conn
         if conn is None or (reconnect and conn.closed):
@@ -171,7 +180,7 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         a new episode needs no old state.
         """
         conn = await self._live(reconnect=True)
-        frame = dumps({"type": "reset", "data": kwargs}) if kwargs else _RESET_FRAME
+        frame = dumps({"type": "reset", "data": kwargs}) if kwargs else RESET_REQUEST
         payload = self._reply(await conn.call(frame, self.message_timeout_s), "observation")
         return self._parse_result(payload)
 
@@ -203,12 +212,12 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         wait = self.message_timeout_s
         if timeout_s is not None:
             if "step-timeout" in conn.extensions:
-                frame = b'%s%s,"timeout_s":%s}' % (_STEP_PREFIX, body, dumps(float(timeout_s)))
+                frame = b'%s%s,"timeout_s":%s}' % (STEP_PREFIX, body, dumps(float(timeout_s)))
             else:
-                frame = _STEP_PREFIX + body + b"}"
+                frame = STEP_PREFIX + body + b"}"
             wait = timeout_s + _GRACE_S
         else:
-            frame = _STEP_PREFIX + body + b"}"
+            frame = STEP_PREFIX + body + b"}"
         payload = self._reply(await conn.call(frame, wait), "observation")
         if tool_model is not None:
             return self._parse_with(payload, tool_model)
@@ -217,7 +226,7 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
     async def state(self) -> StateT:
         """The environment's current state (episode id, step count, env-specific fields)."""
         conn = await self._live(reconnect=False)
-        return self._parse_state(self._reply(await conn.call(_STATE_FRAME, self.message_timeout_s), "state"))
+        return self._parse_state(self._reply(await conn.call(STATE_REQUEST, self.message_timeout_s), "state"))
 
     async def render(self) -> Frame | None:
         """A picture of the environment now (`openenv.render.Frame`), or None when the server
@@ -232,8 +241,8 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         conn = await self._live(reconnect=False)
         if "render" not in conn.extensions:
             return None
-        raw = await conn.call(_RENDER_FRAME, self.message_timeout_s)
-        if raw.startswith(b'{"type":"render","data":null}'):
+        raw = await conn.call(RENDER_REQUEST, self.message_timeout_s)
+        if raw.startswith(NO_RENDER_REPLY):
             return None
         data = self._reply(raw, "render")
         try:
@@ -271,7 +280,7 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
             await child.close()
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.send_only(_CLOSE_FRAME)
+            conn.send_only(CLOSE_REQUEST)
             await conn.close()
         provider, self.provider = self.provider, None
         if provider is not None:
@@ -333,11 +342,13 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
     def from_hub(cls, repo_id: str, revision: str | None = None, **options: Any) -> Launch[Any]:
         """Connect to the env `owner/name[@revision]` wherever it can run: an OpenEnv Hub service's
         answer, the running Space, a local container of its image, or a local process of its files
-        (see docs/providers.md). `await` it, or call `.sync()` on it.
+        (see docs/providers.md). `await` it, or call `.sync()` on it. `lock=PATH` (or OPENENV_LOCK)
+        connects only to the revision, image and protocol a lock file (`openenv lock`) names.
 
         Raises:
             ResolutionError: no step worked; `.attempts` says what each step found.
             RemoteCodeError: only local steps are left and they need `trust_remote_code=True`.
+            LockMismatchError: the lock does not name this env, or something else than it names was met.
         """
         from openenv.client.resolve import from_hub
 
@@ -372,7 +383,7 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         # Beside the observation (upstream 0.10.0 and ours), else inside it (ours, for 0.3.0's clients).
         metadata = payload.get("metadata") or obs.get("metadata") or None
         if model is None:
-            return StepResult(obs, reward, done, metadata if isinstance(metadata, dict) else None)  # type: ignore[arg-type]
+            return StepResult(obs, reward, done, metadata if isinstance(metadata, dict) else None)
         obs["reward"] = reward
         obs["done"] = done
         try:
@@ -383,7 +394,7 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
                 f"do the client's classes match GET /schema? [{self.base_url}]",
                 url=self.base_url,
             ) from None
-        return StepResult(observation, reward, done, metadata if isinstance(metadata, dict) else None)  # type: ignore[arg-type]
+        return StepResult(observation, reward, done, metadata if isinstance(metadata, dict) else None)
 
     def _parse_state(self, payload: dict[str, Any]) -> StateT:
         """Build the state object of a state reply."""

@@ -28,15 +28,21 @@ import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from openenv.client.base import EnvClient
 from openenv.client.generic import GenericEnvClient
 from openenv.client.providers.base import Provider
 from openenv.errors import ConfigurationError, EnvConnectionError, EnvTimeoutError, RemoteCodeError
 
+if TYPE_CHECKING:
+    from openenv.client._pool_watch import ReplicaWatch
+    from openenv.client.lock import Lock
+
 __all__ = ["EnvPool", "servers_for"]
 
+# mypy cannot accept a default for a parameter typed by a TypeVar (python/mypy#3737), so each
+# `client_cls: type[C] = GenericEnvClient` below carries a `type: ignore[assignment]`.
 C = TypeVar("C", bound=EnvClient[Any, Any, Any])
 
 
@@ -88,6 +94,7 @@ class EnvPool(Generic[C]):
         self._changed = asyncio.Condition()
         self._closed = False
         self.hub_info: Any = None  # the Hub service's resolve record, for a pool made by `from_hub`
+        self._watch: ReplicaWatch | None = None  # replaces dead servers, for a pool made by `ray`
 
     # -- ways to build one --------------------------------------------------------------------------
 
@@ -97,8 +104,8 @@ class EnvPool(Generic[C]):
         image: str,
         size: int,
         *,
-        client_cls: type[C] = GenericEnvClient,
-        max_sessions_per_instance: int | None = None,  # type: ignore[assignment]
+        client_cls: type[C] = GenericEnvClient,  # type: ignore[assignment]
+        max_sessions_per_instance: int | None = None,
         client_options: dict[str, Any] | None = None,
         **provider_options: Any,
     ) -> EnvPool[C]:
@@ -119,8 +126,8 @@ class EnvPool(Generic[C]):
         env_dir: str | Path,
         size: int,
         *,
-        client_cls: type[C] = GenericEnvClient,
-        max_sessions_per_instance: int | None = None,  # type: ignore[assignment]
+        client_cls: type[C] = GenericEnvClient,  # type: ignore[assignment]
+        max_sessions_per_instance: int | None = None,
         client_options: dict[str, Any] | None = None,
         **provider_options: Any,
     ) -> EnvPool[C]:
@@ -153,16 +160,18 @@ class EnvPool(Generic[C]):
         to `RayProvider`: address, num_cpus, ray_options...). A server whose actor or node dies is
         replaced; its sessions raise `EnvDisconnectedError`. Needs the `ray` extra.
         """
-        from openenv.client.providers.ray import RayEnvPool, RayProvider
+        from openenv.client._pool_watch import ReplicaWatch
+        from openenv.client.providers.ray import RayProvider
 
         provider = RayProvider(env_dir, image=image, replicas=size, **provider_options)
-        return RayEnvPool(
+        pool = cls(
             [provider],
-            health_interval_s=health_interval_s,
-            client_cls=client_cls,  # type: ignore[return-value]
+            client_cls=client_cls,
             max_sessions_per_instance=max_sessions_per_instance,
             client_options=client_options,
         )
+        pool._watch = ReplicaWatch(pool, health_interval_s)
+        return pool
 
     @classmethod
     def from_hub(
@@ -172,14 +181,17 @@ class EnvPool(Generic[C]):
         *,
         revision: str | None = None,
         size: int | None = None,
-        client_cls: type[C] = GenericEnvClient,
-        trust_remote_code: bool | None = None,  # type: ignore[assignment]
+        client_cls: type[C] = GenericEnvClient,  # type: ignore[assignment]
+        trust_remote_code: bool | None = None,
         max_sessions_per_instance: int | None = None,
         client_options: dict[str, Any] | None = None,
+        lock: str | Path | Lock | None = None,
         **provider_options: Any,
     ) -> EnvPool[C]:
         """A pool of containers of the image the OpenEnv Hub service (OPENENV_HUB_URL) lists for
-        `repo_id` (`owner/name[@revision]`), sized for `sessions` concurrent sessions.
+        `repo_id` (`owner/name[@revision]`), sized for `sessions` concurrent sessions. With `lock`
+        (a lock file's path or `Lock`; default OPENENV_LOCK) only the locked revision and image are
+        accepted (`LockMismatchError` otherwise) and the lock's Hub is asked when none is set.
 
         With `sessions`, the pool starts ceil(sessions / sessions_held) servers, `sessions_held`
         being what one server of that revision held in the Hub's smoke test (its capacity card),
@@ -194,19 +206,25 @@ class EnvPool(Generic[C]):
             ResolutionError: the Hub does not know the env, or cannot be reached.
             RemoteCodeError: running the env here needs `trust_remote_code=True`
                 (or OPENENV_TRUST_REMOTE_CODE=1).
+            LockMismatchError: the lock does not name the env, or the Hub gives another revision or image.
         """
         from openenv.client import _settings
         from openenv.client._hub_service import HubServiceError, fetch_record
-        from openenv.client.env_id import parse_env_id
+        from openenv.client.env_id import EnvId, parse_env_id
+        from openenv.client.lock import load_lock
         from openenv.client.providers.docker import DockerProvider
         from openenv.errors import ResolutionError
 
         env_id = parse_env_id(repo_id, revision)
+        locked_by = load_lock(lock)
+        locked = locked_by.entry(env_id) if locked_by is not None else None
+        if locked is not None:
+            env_id = EnvId(env_id.owner, env_id.name, locked.revision)
         if sessions is None and size is None:
             raise ConfigurationError("EnvPool.from_hub needs sessions= (how many at once) or size= (how many servers)")
         if sessions is not None and sessions < 1:
             raise ConfigurationError("sessions must be >= 1")
-        hub = _settings.hub_url()
+        hub = _settings.hub_url() or (locked_by.hub if locked_by is not None else None)
         if hub is None:
             raise ConfigurationError("EnvPool.from_hub asks an OpenEnv Hub service: set OPENENV_HUB_URL")
         if not (_settings.trust_remote_code() if trust_remote_code is None else trust_remote_code):
@@ -215,9 +233,13 @@ class EnvPool(Generic[C]):
                 "trust_remote_code=True (or set OPENENV_TRUST_REMOTE_CODE=1)"
             )
         try:
-            record = fetch_record(hub, env_id.repo_id, env_id.revision, token=None)
+            record = fetch_record(
+                hub, env_id.repo_id, env_id.revision, token=None, lock=locked_by.id if locked_by is not None else None
+            )
         except HubServiceError as exc:
             raise ResolutionError(str(exc), attempts=[("hub", str(exc))]) from None
+        if locked is not None:
+            locked.check_record(record.sha, record.image_digest, hub)
         if record.image is None:
             raise ConfigurationError(
                 f"{hub} lists no image for {env_id.repo_id}; start a pool of its folder with EnvPool.process"
@@ -264,11 +286,15 @@ class EnvPool(Generic[C]):
             await self._stop_providers()
             raise failures[0]
         self.instances = [_Instance(url, p) for p in self.providers for url in (p.base_urls or [p.base_url])]  # type: ignore[list-item]
+        if self._watch is not None:
+            self._watch.start()
         return self
 
     async def close(self) -> None:
         """Close every session handed out and stop every server (idempotent)."""
         self._closed = True
+        if self._watch is not None:
+            await self._watch.stop()
         sessions, self._sessions = list(self._sessions.values()), {}
         await asyncio.gather(*(client.close() for client, _ in sessions), return_exceptions=True)
         await self._stop_providers()
@@ -364,8 +390,40 @@ class EnvPool(Generic[C]):
             instance.active -= 1
             self._changed.notify()
 
+    # -- servers that die (a pool made by `ray`) ------------------------------------------------------
+
+    @property
+    def replacements(self) -> int:
+        """How many dead servers this pool has replaced."""
+        return self._watch.replacements if self._watch is not None else 0
+
+    def node_of(self, url: str) -> str | None:
+        """The cluster node serving `url` (also for servers already replaced); None outside a cluster."""
+        return self._watch.node_of(url) if self._watch is not None else None
+
+    async def _retire(self, url: str) -> None:
+        """Take a dead server out of rotation and close the sessions still open on it."""
+        for instance in self.instances:
+            if instance.url == url:
+                instance.alive = False
+        for client, instance in list(self._sessions.values()):
+            if instance.url == url:
+                conn = getattr(client, "_conn", None)
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _admit(self, url: str, provider: Provider) -> None:
+        """Put a (replacement) server into rotation."""
+        self.instances.append(_Instance(url, provider))
+        async with self._changed:
+            self._changed.notify_all()
+
     def __repr__(self) -> str:
-        return f"<EnvPool {len(self.urls)}/{len(self.providers)} servers, {len(self._sessions)} sessions>"
+        replaced = f", {self.replacements} replaced" if self._watch is not None else ""
+        return f"<EnvPool {len(self.urls)}/{len(self.providers)} servers, {len(self._sessions)} sessions{replaced}>"
 
 
 def servers_for(sessions: int, capacity: dict[str, Any] | None) -> int:

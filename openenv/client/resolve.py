@@ -10,7 +10,10 @@ Steps, each tried only when the one before gave nothing (docs/providers.md):
 Steps 3 and 4 run the Space's code on this machine, so they need `trust_remote_code=True` (or
 OPENENV_TRUST_REMOTE_CODE=1). Each step's outcome is logged when the next is tried and kept on
 the error (`ResolutionError.attempts`) when none works. `owner/name@rev` pins a revision: the
-running Space is used only when it serves that commit, and local steps use its files.
+running Space is used only when it serves that commit, and local steps use its files. A pin by
+full sha or image digest (`@sha256:...`) is checked against the Hub's record, and a lock file
+(`lock=`, OPENENV_LOCK) pins every env it names (openenv/client/lock.py): anything else raises
+`LockMismatchError`, which no later step can mend.
 """
 
 from __future__ import annotations
@@ -18,16 +21,18 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from openenv.client import _settings
 from openenv.client._hub_service import HubServiceError, fetch_record
 from openenv.client.env_id import EnvId, parse_env_id
 from openenv.client.launch import Launch, connect_with_provider, split_options
+from openenv.client.lock import Lock, LockedEnv, load_lock
 from openenv.client.providers._health import wait_healthy
 from openenv.client.providers.base import in_thread
 from openenv.dockerfile import find_dockerfile
-from openenv.errors import ConfigurationError, OpenEnvError, RemoteCodeError, ResolutionError
+from openenv.errors import ConfigurationError, LockMismatchError, OpenEnvError, RemoteCodeError, ResolutionError
 
 if TYPE_CHECKING:
     from openenv.client.base import EnvClient
@@ -51,12 +56,19 @@ def from_hub(
     wake_timeout_s: float | None = None,
     health_timeout_s: float = 15.0,
     hub_url: str | None = None,
+    lock: str | Path | Lock | None = None,
     **options: Any,
 ) -> Launch[C]:
     """See `EnvClient.from_hub`. Options: client ones (token, message_timeout_s, ...) go to the
     client; the rest to the local provider (env, startup_timeout_s, ...). `hub_url`: the OpenEnv
-    Hub service to ask first (default: OPENENV_HUB_URL)."""
+    Hub service to ask first (default: OPENENV_HUB_URL, else the lock's Hub). `lock`: a lock file
+    (default: OPENENV_LOCK) whose revision, image digest and protocol version the client keeps to."""
     env_id = parse_env_id(repo_id, revision)
+    locked_by = load_lock(lock)
+    locked = locked_by.entry(env_id) if locked_by is not None else None
+    if locked is not None and locked_by is not None:
+        env_id = EnvId(env_id.owner, env_id.name, locked.revision)
+        hub_url = hub_url or (None if _settings.hub_url() else locked_by.hub)
     chosen = tuple(steps) if steps is not None else STEPS
     unknown = [s for s in chosen if s not in STEPS]
     if unknown or not chosen:
@@ -73,6 +85,9 @@ def from_hub(
         health_timeout_s=health_timeout_s,
         hub_url=hub_url,
         wake_timeout_s=_settings.space_wake_timeout_s() if wake_timeout_s is None else wake_timeout_s,
+        pin=env_id.revision if env_id.pinned else None,
+        lock=locked_by,
+        locked=locked,
     )
     return Launch(resolver.run)
 
@@ -92,6 +107,9 @@ class Resolver:
         wake_timeout_s: float,
         health_timeout_s: float,
         hub_url: str | None = None,
+        pin: str | None = None,
+        lock: Lock | None = None,
+        locked: LockedEnv | None = None,
     ) -> None:
         self.cls = cls
         self.env_id = env_id
@@ -103,6 +121,9 @@ class Resolver:
         self.health_timeout_s = health_timeout_s
         self.hub_url = hub_url.rstrip("/") if hub_url else None
         self.attempts: list[tuple[str, str]] = []
+        self.pin = pin  # the full sha or image digest the id pins, checked against the Hub's record
+        self.lock = lock
+        self.locked = locked  # the lock's entry for this env: every step keeps to it
         self.record: Any = None  # the Hub service's resolve record, when step 1 got one
         self._api: Any = None
         self._facts: Any = None
@@ -123,6 +144,8 @@ class Resolver:
                 continue
             try:
                 client = await getattr(self, f"_{step}")()
+            except LockMismatchError:
+                raise  # the lock's word is final: no other step may give something else
             except _Fatal as exc:
                 self.attempts.append((step, str(exc)))
                 break
@@ -130,6 +153,12 @@ class Resolver:
                 self.attempts.append((step, _first_line(exc)))
                 continue
             if client is not None:
+                if self.locked is not None:
+                    try:
+                        self.locked.check_protocol(client.server_protocol, client.base_url)
+                    except LockMismatchError:
+                        await client.close()
+                        raise
                 log.info("from_hub %s: connected through %s (%s)", self.env_id, step, client.base_url)
                 client.resolution = [*self.attempts, (step, f"connected to {client.base_url}")]
                 client.hub_info = self.record  # the Hub service's record (its capacity card), or None
@@ -166,10 +195,16 @@ class Resolver:
             raise _Skip("skipped: no OpenEnv Hub service configured (OPENENV_HUB_URL)")
         try:
             # No HF token to a third-party service: it only says where the env runs.
-            record = await in_thread(lambda: fetch_record(hub, self.env_id.repo_id, self.env_id.revision, token=None))
+            lock_id = self.lock.id if self.lock is not None else None
+            record = await in_thread(
+                lambda: fetch_record(hub, self.env_id.repo_id, self.env_id.revision, token=None, lock=lock_id)
+            )
         except HubServiceError as exc:
             raise _Skip(str(exc)) from None
+        self._check_record(hub, record)
         self.record = record
+        if self.env_id.digest is not None:
+            raise _Skip(f"a digest pin runs its image {record.image or '(none listed)'}, not the running Space")
         if record.url is None:
             raise _Skip(
                 f"the service knows it ({record.status or 'no status'}, stage {record.stage or '?'}) but lists no running endpoint"
@@ -179,9 +214,33 @@ class Resolver:
         except OpenEnvError as exc:
             raise _Skip(f"its endpoint {record.url} did not answer: {_first_line(exc)}") from None
 
+    def _check_record(self, hub: str, record: Any) -> None:
+        """A pinned id or a lock must get exactly what it pins (LockMismatchError / _Fatal otherwise)."""
+        digest = record.image_digest
+        if self.locked is not None:
+            self.locked.check_record(record.sha, digest, hub)
+            if self.lock is not None and record.raw.get("lock_expires_at") is None:
+                log.warning(
+                    "%s does not hold lock %s (%s): it may collect the locked images; re-run `openenv lock` to "
+                    "register it again",
+                    hub,
+                    self.lock.id[:12],
+                    self.lock.source,
+                )
+        elif self.pin is not None and self.pin not in (record.sha, digest):
+            raise _Fatal(
+                f"{hub} resolved {self.env_id} to {record.sha} (image {digest or 'none'}), not the pinned "
+                f"{self.pin}; a pin always names the same image: check the Hub, or drop the pin"
+            )
+
     # -- step 2: the Space ------------------------------------------------------------------------------------
 
     async def _space_facts(self) -> Any:
+        if self.env_id.digest is not None:
+            raise _Skip(
+                "a digest pin runs only the image with that digest, which an OpenEnv Hub service's record names "
+                "(OPENENV_HUB_URL); the Space's runtime, image and files are not it"
+            )
         if self._facts is None:
             from openenv.client import _space
 
@@ -235,19 +294,32 @@ class Resolver:
 
     async def _docker(self) -> Any:
         from openenv.client.providers._docker import docker_client
-        from openenv.client.providers.docker import DockerProvider, _image_exists
+        from openenv.client.providers.docker import DockerProvider, ImageDigestError, _image_exists
 
-        client = await in_thread(docker_client)
+        # The engine the caller chose (docker_client=...), else DOCKER_HOST's / the local socket's.
+        client: Any = self.provider_options.get("docker_client") or await in_thread(docker_client)
         notes: list[str] = []
         record = self.record
+        if record is None and self.locked is not None and self.locked.image_digest and self.locked.image:
+            # No Hub answered: the locked image by its digest is the only one known to be the locked one.
+            options = {"digest": self.locked.image_digest, **self.provider_options}
+            try:
+                provider = DockerProvider(self.locked.image, pull="missing", **options)
+                return await connect_with_provider(self.cls, provider, self.client_options)
+            except ImageDigestError as exc:  # not the locked image: nothing else may stand in for it
+                raise _Fatal(f"{self.locked.image} (from the lock file): {_first_line(exc)}") from None
         if record is not None and record.image:
             # The Hub service's record names an image (one it built and checked, or the Space's) and its port:
             # enough to run it here, even when the Hugging Face Hub cannot be reached (an intranet Hub).
             options = {"port": record.port, **self.provider_options}
+            if record.image_digest:  # the Hub pushed it to its registry: pulled by digest here and checked
+                options.setdefault("digest", record.image_digest)
             try:
                 return await connect_with_provider(
                     self.cls, DockerProvider(record.image, pull="missing", **options), self.client_options
                 )
+            except ImageDigestError as exc:  # not the image the Hub tested: no other step may stand in for it
+                raise _Fatal(f"{record.image} (from the Hub service): {_first_line(exc)}") from None
             except OpenEnvError as exc:
                 notes.append(f"{record.image} (from the Hub service): {_first_line(exc)}")
         try:

@@ -11,7 +11,6 @@ the env's Dockerfile, or the machine (`ImageBuildError.reason`).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +39,7 @@ from openenv.images._engine import (
 )
 from openenv.images._errors import BuildResult, ImageBuildError
 from openenv.images._sdk import SDK_DIR, dockerfile_takes_sdk, local_sdk_wheel, source_checkout, stage_context
+from openenv.images._signs import engine_hook_failed, engine_hook_lost
 
 __all__ = [
     "LABEL_PREFIX",
@@ -237,21 +237,13 @@ def build_image(
     )
 
 
-# The engine's own failures to start a step's container (its network set-up hook, say, while it is
-# still coming up after a restart). BuildKit reports them as the step failing with exit code 1, so
-# the log is read; a step could print these words itself, so they count only within a short while
-# of the engine's start, which no env controls.
-_ENGINE_SIGNS = re.compile(r"error running hook|libnetwork|failed to create shim", re.I)
-# The engine's own network hook could not reach the engine (its socket is gone or not there yet):
-# no Dockerfile can cause that, however long the engine has been up.
-_ENGINE_HOOK_LOST = re.compile(r"libnetwork/[0-9a-f]+\.sock: connect: (no such file|connection refused)", re.I)
 _ENGINE_WARMUP_S = 120.0
 
 
 def _engine_starting(client: Any, text: str) -> bool:
-    if not _ENGINE_SIGNS.search(text):
+    if not engine_hook_failed(text):
         return False
-    if _ENGINE_HOOK_LOST.search(text):
+    if engine_hook_lost(text):
         return True
     import time
 

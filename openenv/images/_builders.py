@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from openenv.images._signs import cli_lost_engine, step_exit_codes
+
 __all__ = ["BuildSpec", "Overgrown", "StepFailed", "TimedOut", "buildkit_build", "buildkit_command", "classic_build"]
 
 
@@ -96,17 +98,6 @@ def _quiet(cmd: list[str]) -> bool:
         return False
 
 
-# What the docker CLI prints when it cannot reach the engine (not the build's doing).
-_UNREACHABLE = re.compile(
-    r"cannot connect to the docker daemon|failed to dial grpc|error during connect|dial unix [^:]+: connect:|"
-    r"rpc error: code = unavailable|connection reset by peer|transport is closing",
-    re.I,
-)
-# "executor failed running [/bin/sh -c ...]: exit code: 3" (BuildKit 0.8, Docker 20.10) or
-# 'process "/bin/sh -c ..." did not complete successfully: exit code: 3' (newer).
-_STEP_EXIT = re.compile(r"(?:executor failed running \[.*?\]|did not complete successfully): exit code: (\d+)", re.S)
-
-
 def buildkit_build(command: tuple[str, ...], spec: BuildSpec, emit: Callable[[str], None]) -> None:
     """One BuildKit build through the CLI (`command`), its plain progress streamed to `emit`.
 
@@ -165,12 +156,12 @@ def buildkit_build(command: tuple[str, ...], spec: BuildSpec, emit: Callable[[st
     reader.join(10)
     if proc.returncode != 0:
         text = "\n".join(tail)
-        found = _STEP_EXIT.findall(text)
-        errors = [line for line in tail if re.search(r"\berror\b", line, re.I)]
+        found = step_exit_codes(text)
+        errors = [line for line in tail if re.search(r"\berror\b", line, re.I)]  # shown, never classified
         raise StepFailed(
             (errors[-1] if errors else (tail[-1] if tail else f"exit status {proc.returncode}")).strip(),
-            int(found[-1]) if found else None,
-            unreachable=not found and bool(_UNREACHABLE.search(text)),
+            found[-1] if found else None,
+            unreachable=not found and cli_lost_engine(text),
         )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from openenv.dockerfile import base_images
 from openenv.images._errors import ImageBuildError
+from openenv.images._signs import network_trouble_signs
 
 __all__ = ["LABEL_PREFIX", "docker_client", "engine_epoch", "engine_trouble", "is_transport_error", "network_trouble"]
 
@@ -79,12 +80,6 @@ def engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = Fal
     return None
 
 
-# What a RUN step prints when it cannot reach the network (pip, apt, curl, npm, git): worth a probe.
-_NETWORK_SIGNS = re.compile(
-    r"temporary failure in name resolution|temporary failure resolving|could not resolve host|name or service not "
-    r"known|failed to establish a new connection|network is unreachable|getaddrinfo|eai_again|connection timed out",
-    re.I,
-)
 # Names any build network that reaches the internet resolves.
 PROBE_HOSTS = ("pypi.org", "deb.debian.org")
 _PROBE = """import socket, sys
@@ -112,7 +107,7 @@ def network_trouble(
     (from the build's base image) to resolve well-known names: if the resolver itself cannot be
     reached (EAI_AGAIN), the machine's network is down, not the env broken. An unknown name
     (a typo in the env's index URL) resolves to "no such host" and stays the env's failure."""
-    if offline or not _NETWORK_SIGNS.search(log):
+    if offline or not network_trouble_signs(log):
         return None  # a build kept off the network on purpose: its step failing for want of one is the env's
     images = base_images(dockerfile_text, args)
     if not images:

@@ -192,7 +192,7 @@ def tools_of(env_cls: type) -> dict[str, ToolSpec]:
     Raises:
         ConfigurationError: two methods declare the same tool name.
     """
-    cached = env_cls.__dict__.get("_openenv_tool_specs")
+    cached: dict[str, ToolSpec] | None = env_cls.__dict__.get("_openenv_tool_specs")
     if cached is not None:
         return cached
     found: dict[str, Callable[..., Any]] = {}

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import typing
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from typing import Any
 
 from fastapi import Body, FastAPI, Request
@@ -22,7 +22,7 @@ from pydantic import (
 )
 from starlette.routing import WebSocketRoute
 
-from openenv.env import Environment
+from openenv.env import AnyEnvironment, Environment
 from openenv.errors import ConfigurationError
 from openenv.mcp.jsonrpc import RpcCode, rpc_error
 from openenv.mcp.tools import tools_of
@@ -81,7 +81,7 @@ class EnvApp(FastAPI):
 
     openenv_ws: Any = None
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "websocket" and self.openenv_ws is not None and not self.user_middleware:
             path, root = scope["path"], scope.get("root_path", "")
             if root and path.startswith(root):
@@ -93,7 +93,7 @@ class EnvApp(FastAPI):
 
 
 def create_app(
-    env_factory: Callable[[], Environment] | type[Environment],
+    env_factory: Callable[[], AnyEnvironment] | type[AnyEnvironment],
     action_cls: type[Action],
     observation_cls: type[Observation],
     state_cls: type[State] | None = None,
@@ -153,10 +153,11 @@ def create_app(
                 f"{max_concurrent_envs} sessions; make its instances independent and set the flag to True"
             )
         max_sessions = 1
-    name = env_name or (env_cls.__name__ if env_cls else getattr(env_factory, "__name__", "environment"))
+    default_name: str = env_cls.__name__ if env_cls else getattr(env_factory, "__name__", "environment")
+    name = env_name or default_name
 
     runtime = EnvRuntime(env_factory, action_cls, observation_cls, state_cls, settings, max_sessions)
-    cache: dict[str, Any] = {}
+    cache: dict[str, dict[str, Any]] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -313,7 +314,7 @@ def _add_stateless_routes(app: FastAPI, runtime: EnvRuntime, step_request: Any) 
             return _json(await runtime.render(env))
 
 
-def _check_tools(env_cls: type[Environment]) -> None:
+def _check_tools(env_cls: type[AnyEnvironment]) -> None:
     # Build every tool's schema now, so a broken declaration fails at start-up, not mid-episode.
     for spec in tools_of(env_cls).values():
         spec.input_schema()
@@ -357,7 +358,7 @@ def _check_models(action_cls: Any, observation_cls: Any) -> None:
         raise ConfigurationError(f"observation_cls must subclass openenv.Observation, got {observation_cls!r}")
 
 
-def _env_class(factory: Any) -> type[Environment] | None:
+def _env_class(factory: Any) -> type[AnyEnvironment] | None:
     if isinstance(factory, type):
         if not issubclass(factory, Environment):
             raise ConfigurationError(f"{factory.__name__} is not a subclass of openenv.Environment")
@@ -369,7 +370,7 @@ def _env_class(factory: Any) -> type[Environment] | None:
     return ret if isinstance(ret, type) and issubclass(ret, Environment) and ret is not Environment else None
 
 
-def _infer_state_cls(env_cls: type[Environment] | None) -> type[State] | None:
+def _infer_state_cls(env_cls: type[AnyEnvironment] | None) -> type[State] | None:
     if env_cls is None:
         return None
     for klass in env_cls.__mro__:

@@ -118,7 +118,12 @@ class Executor:
         return await self.call(self.policy(owner, name), fn, args, kwargs, timeout_s)
 
     async def call(
-        self, policy: _Policy, fn: Callable[..., T], args: tuple, kwargs: dict, timeout_s: float | None
+        self,
+        policy: _Policy,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        timeout_s: float | None,
     ) -> T:
         """Call `fn` inline or in the pool, as `policy` says (the form for cached policies)."""
         if policy.inline and timeout_s is None:
@@ -133,8 +138,8 @@ class Executor:
         self,
         policy: _Policy,
         fn: Callable[..., T],
-        args: tuple,
-        kwargs: dict,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
         timeout_s: float | None,
         grace_s: float = _GRACE_S,
     ) -> T:
@@ -179,7 +184,9 @@ class Executor:
             self._pool = None
 
 
-def _timed(run: Callable[..., Any], fn: Callable[..., T], args: tuple, kwargs: dict) -> tuple[T, float]:
+def _timed(
+    run: Callable[..., Any], fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[T, float]:
     start = time.perf_counter()
     result = run(fn, *args, **kwargs)
     return result, time.perf_counter() - start

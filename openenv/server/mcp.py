@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from openenv.env import Environment
+from openenv.env import AnyEnvironment, Environment
 from openenv.errors import ConfigurationError, EnvStepTimeout
 from openenv.mcp.jsonrpc import RpcCode, rpc_error, rpc_result, tool_error_code
 from openenv.mcp.tools import ToolArgumentsError, ToolSpec, tools_of
@@ -41,6 +41,7 @@ from openenv.mcp.types import (
     ToolErrorType,
 )
 from openenv.protocol import ErrorCode, dumps, observation_json
+from openenv.server._errors import RequestError
 from openenv.server.sessions import CapacityError, FactoryError, Session
 from openenv.types import Action
 
@@ -101,7 +102,7 @@ class McpService:
             tools = self._tool_lists[env_cls] = [spec.describe() for spec in tools_of(env_cls).values()]
         return tools
 
-    async def call_tool(self, env: Environment, name: Any, arguments: Any, timeout_s: float | None = None) -> Any:
+    async def call_tool(self, env: AnyEnvironment, name: Any, arguments: Any, timeout_s: float | None = None) -> Any:
         """Run tool `name` on `env`; returns its result as JSON-ready data.
 
         Raises:
@@ -131,7 +132,7 @@ class McpService:
                 f"tool {spec.name!r} returned a {type(value).__name__} that cannot be sent as JSON: {exc}",
             ) from None
 
-    async def _run(self, env: Environment, spec: ToolSpec, kwargs: dict[str, Any], limit: float) -> Any:
+    async def _run(self, env: AnyEnvironment, spec: ToolSpec, kwargs: dict[str, Any], limit: float) -> Any:
         method = getattr(env, spec.attr)
         try:
             if spec.is_async:
@@ -147,11 +148,9 @@ class McpService:
 
     # -- the step actions -------------------------------------------------------------------------
 
-    async def step(self, env: Environment, action: Action, timeout_s: float | None) -> bytes:
+    async def step(self, env: AnyEnvironment, action: Action, timeout_s: float | None) -> bytes:
         """Answer a ListToolsAction / CallToolAction sent as a step; returns the payload bytes."""
         if isinstance(action, ListToolsAction):
-            from openenv.server.runtime import RequestError
-
             try:
                 tools = self.list_tools(type(env))
             except ConfigurationError as exc:
@@ -167,9 +166,7 @@ class McpService:
             obs = await self._after_tool_call(env, action, obs)
         return observation_json(obs)
 
-    async def _after_tool_call(self, env: Environment, action: CallToolAction, obs: CallToolObservation) -> Any:
-        from openenv.server.runtime import RequestError
-
+    async def _after_tool_call(self, env: AnyEnvironment, action: CallToolAction, obs: CallToolObservation) -> Any:
         try:
             out = await self.runtime.executor.run(type(env), "after_tool_call", env.after_tool_call, action, obs)
             if inspect.isawaitable(out):
@@ -248,7 +245,7 @@ class McpService:
             for t in self.list_tools(env_cls)
         ]
 
-    async def _rpc_call(self, rid: Any, env: Environment, params: dict[str, Any]) -> dict[str, Any]:
+    async def _rpc_call(self, rid: Any, env: AnyEnvironment, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str) or not name:
             return rpc_error(rid, RpcCode.INVALID_PARAMS, "Missing 'name' in params: the tool to call")
@@ -269,7 +266,7 @@ class McpService:
         )
 
     @contextlib.asynccontextmanager
-    async def _env_for(self, params: dict[str, Any], session: Session | None) -> AsyncIterator[Environment]:
+    async def _env_for(self, params: dict[str, Any], session: Session | None) -> AsyncIterator[AnyEnvironment]:
         if session is not None:  # the WebSocket's own session: its loop already serializes calls
             yield session.env
             return

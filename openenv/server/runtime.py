@@ -14,10 +14,12 @@ from time import perf_counter
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
-from openenv.env import Environment
+from openenv.env import AnyEnvironment, Environment
 from openenv.errors import EnvStepTimeout
 from openenv.protocol import ErrorCode, dumps, observation_json
+from openenv.server._errors import RequestError
 from openenv.server.execution import Executor
 from openenv.server.mcp import McpService, parse_tool_action
 from openenv.server.sessions import FactoryError, Session, SessionManager
@@ -25,16 +27,6 @@ from openenv.server.settings import ServerSettings
 from openenv.types import Action, Observation, State
 
 __all__ = ["EnvRuntime", "RequestError", "ToolActionRequest"]
-
-
-class RequestError(Exception):
-    """A request failed in a way the client should hear about; the session stays usable."""
-
-    def __init__(self, code: ErrorCode, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.details = details
 
 
 class ToolActionRequest(Exception):
@@ -49,7 +41,7 @@ class ToolActionRequest(Exception):
         self.action = action
 
 
-def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
+def validation_details(exc: ValidationError) -> list[ErrorDetails]:
     """pydantic's error list, trimmed of what does not serialize or help (urls, exceptions)."""
     out = []
     for err in exc.errors(include_url=False):
@@ -67,7 +59,7 @@ class _Call:
 
     __slots__ = ("accepts_any", "is_async", "name", "params", "policy")
 
-    def __init__(self, env_cls: type[Environment], name: str, executor: Executor) -> None:
+    def __init__(self, env_cls: type[AnyEnvironment], name: str, executor: Executor) -> None:
         self.name = name
         self.is_async = env_cls._has_async(name)
         fn = getattr(env_cls, f"{name}_async" if self.is_async else name)
@@ -87,7 +79,7 @@ class EnvRuntime:
 
     def __init__(
         self,
-        env_factory: Callable[[], Environment],
+        env_factory: Callable[[], AnyEnvironment],
         action_cls: type[Action],
         observation_cls: type[Observation],
         state_cls: type[State],
@@ -110,7 +102,7 @@ class EnvRuntime:
         self._validate_action = action_cls.model_validate
         self.mcp = McpService(self, settings.tool_timeout_s)
 
-    def _call(self, env: Environment, name: str) -> _Call:
+    def _call(self, env: AnyEnvironment, name: str) -> _Call:
         key = (type(env), name)
         call = self._calls.get(key)
         if call is None:
@@ -119,7 +111,7 @@ class EnvRuntime:
 
     # -- requests -----------------------------------------------------------------------------
 
-    async def reset(self, env: Environment, data: Any) -> bytes:
+    async def reset(self, env: AnyEnvironment, data: Any) -> bytes:
         """Reset `env` with the options in `data`; returns the payload as JSON bytes."""
         if data is None:
             data = {}
@@ -167,7 +159,7 @@ class EnvRuntime:
             errors=validation_details(error),
         ) from None
 
-    async def step(self, env: Environment, action: Action, timeout_s: float | None = None) -> bytes:
+    async def step(self, env: AnyEnvironment, action: Action, timeout_s: float | None = None) -> bytes:
         """Apply a validated action of the env's own class; returns the payload as JSON bytes.
 
         Tool actions (ListToolsAction / CallToolAction) go to `self.mcp.step` instead.
@@ -188,7 +180,7 @@ class EnvRuntime:
             obs = await self._invoke(env, call, (action,), call.filter(kwargs), timeout_s)
         return self._payload(env, "step", obs)
 
-    async def state(self, env: Environment) -> bytes:
+    async def state(self, env: AnyEnvironment) -> bytes:
         """The env's state as JSON bytes."""
         try:
             state = env.state
@@ -200,7 +192,7 @@ class EnvRuntime:
             raise RequestError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}") from exc
         raise RequestError(ErrorCode.EXECUTION_ERROR, f"state returned {type(state).__name__}, expected a State")
 
-    async def render(self, env: Environment) -> bytes:
+    async def render(self, env: AnyEnvironment) -> bytes:
         """The env's picture as JSON bytes: `Frame.to_wire()`, or null when it draws none."""
         if type(env).render is Environment.render:
             return b"null"
@@ -213,7 +205,9 @@ class EnvRuntime:
             raise RequestError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}") from exc
         return b"null" if frame is None else dumps(frame.to_wire())
 
-    async def _invoke(self, env: Environment, call: _Call, args: tuple, kwargs: dict, timeout_s: float | None) -> Any:
+    async def _invoke(
+        self, env: AnyEnvironment, call: _Call, args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None
+    ) -> Any:
         name = call.name
         try:
             if call.is_async:
@@ -226,7 +220,7 @@ class EnvRuntime:
         except Exception as exc:
             raise RequestError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}") from exc
 
-    def _payload(self, env: Environment, name: str, obs: Any) -> bytes:
+    def _payload(self, env: AnyEnvironment, name: str, obs: Any) -> bytes:
         if not isinstance(obs, Observation):
             raise RequestError(
                 ErrorCode.EXECUTION_ERROR,
@@ -245,7 +239,7 @@ class EnvRuntime:
         return await self.sessions.open(on_expire)
 
     @contextlib.asynccontextmanager
-    async def fresh_env(self) -> AsyncIterator[Environment]:
+    async def fresh_env(self) -> AsyncIterator[AnyEnvironment]:
         """A new environment for one stateless request, closed afterwards.
 
         Raises:

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
-from openenv.env import Environment
+from openenv.env import AnyEnvironment, Environment
 from openenv.server.execution import Executor
 
 __all__ = ["CapacityError", "FactoryError", "Session", "SessionManager"]
@@ -42,7 +42,7 @@ class Session:
 
     __slots__ = ("attached", "busy", "closed", "created_at", "env", "id", "last_active", "on_expire", "steps")
 
-    def __init__(self, env: Environment, on_expire: Callable[[str], Awaitable[None]] | None) -> None:
+    def __init__(self, env: AnyEnvironment, on_expire: Callable[[str], Awaitable[None]] | None) -> None:
         self.id = uuid.uuid4().hex
         self.env = env
         self.created_at = self.last_active = time.monotonic()
@@ -58,7 +58,7 @@ class SessionManager:
 
     def __init__(
         self,
-        factory: Callable[[], Environment],
+        factory: Callable[[], AnyEnvironment],
         *,
         max_sessions: int,
         idle_timeout_s: float,
@@ -72,7 +72,7 @@ class SessionManager:
         self.executor = executor
         self.sessions: dict[str, Session] = {}
         self._reserved = 0
-        self._spare: Environment | None = None
+        self._spare: AnyEnvironment | None = None
         self._reaper: asyncio.Task[None] | None = None
         self.factory_error: str | None = None
         self.factory_checked = asyncio.Event()
@@ -81,7 +81,7 @@ class SessionManager:
     def active(self) -> int:
         return len(self.sessions) + self._reserved
 
-    async def build_env(self) -> Environment:
+    async def build_env(self) -> AnyEnvironment:
         """Build one environment with the factory (a spare built at start-up is used first)."""
         spare, self._spare = self._spare, None
         if spare is not None:
@@ -134,7 +134,7 @@ class SessionManager:
         self.sessions.pop(session.id, None)
         await self.close_env(session.env)
 
-    async def close_env(self, env: Environment) -> None:
+    async def close_env(self, env: AnyEnvironment) -> None:
         try:
             if type(env).close is not Environment.close:
                 await self.executor.run(type(env), "close", env.close)

@@ -22,7 +22,7 @@ from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import to_jsonable_python
 
-from openenv.env import Environment
+from openenv.env import AnyEnvironment
 from openenv.errors import NoTasksError
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def add_task_routes(app: FastAPI, runtime: EnvRuntime, name: str) -> None:
         return {"tasks": await call("get_task_range", body.split, body.start, body.stop)}
 
 
-def _unknown_split(env: Environment, split: Any, exc: KeyError) -> str:
+def _unknown_split(env: AnyEnvironment, split: Any, exc: KeyError) -> str:
     try:
         names = [split_entry(s).get("name", s) for s in env.list_splits()]
     except Exception:  # the env cannot list them either: say what it raised

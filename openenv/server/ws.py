@@ -21,8 +21,12 @@ from urllib.parse import parse_qs
 from openenv.mcp.jsonrpc import RpcCode, rpc_error
 from openenv.protocol import (
     EXTENSIONS,
+    MCP_FRAME,
+    OBSERVATION_FRAME,
     PROTOCOL_HEADER,
     PROTOCOL_VERSION,
+    RENDER_FRAME,
+    STATE_FRAME,
     ErrorCode,
     JSONDecodeError,
     dumps,
@@ -72,7 +76,7 @@ class _Endpoint:
 class WebSocketEndpoint(_Endpoint):
     """ASGI app for the `/ws` route."""
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not await self._accept(receive, send, _HANDSHAKE_HEADERS):
             return
         runtime = self.runtime
@@ -178,13 +182,13 @@ class WebSocketEndpoint(_Endpoint):
                     raise RequestError(ErrorCode.VALIDATION_ERROR, "timeout_s must be a positive number of seconds")
                 action = runtime.parse_action(msg.get("data"))
                 session.steps += 1
-                return b'{"type":"observation","data":%b}' % await runtime.step(env, action, timeout_s)
+                return OBSERVATION_FRAME % await runtime.step(env, action, timeout_s)
             if kind == "reset":
-                return b'{"type":"observation","data":%b}' % await runtime.reset(env, msg.get("data"))
+                return OBSERVATION_FRAME % await runtime.reset(env, msg.get("data"))
             if kind == "state":
-                return b'{"type":"state","data":%b}' % await runtime.state(env)
+                return STATE_FRAME % await runtime.state(env)
             if kind == "render":  # the "render" extension: a picture of the session's env
-                return b'{"type":"render","data":%b}' % await runtime.render(env)
+                return RENDER_FRAME % await runtime.render(env)
             if kind == "close":
                 return None
             if kind == "mcp":
@@ -195,16 +199,14 @@ class WebSocketEndpoint(_Endpoint):
                         'an mcp frame carries a JSON-RPC request: {"type": "mcp", "data": {"jsonrpc": "2.0", "method": ..., "id": ...}}',
                         errors=[{"type": "dict_type", "loc": ["data"], "msg": "Input should be a valid dictionary"}],
                     )
-                return b'{"type":"mcp","data":%b}' % dumps(await runtime.mcp.rpc(data, session))
+                return MCP_FRAME % dumps(await runtime.mcp.rpc(data, session))
             return error_frame(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
         except RequestError as exc:
             return error_frame(exc.code, exc.message, **exc.details)
         except ToolActionRequest as request:  # a step frame carrying ListToolsAction / CallToolAction
             session.steps += 1
             try:
-                return b'{"type":"observation","data":%b}' % await runtime.mcp.step(
-                    env, request.action, msg.get("timeout_s")
-                )
+                return OBSERVATION_FRAME % await runtime.mcp.step(env, request.action, msg.get("timeout_s"))
             except RequestError as exc:
                 return error_frame(exc.code, exc.message, **exc.details)
 
@@ -213,7 +215,7 @@ class McpWebSocketEndpoint(_Endpoint):
     """ASGI app for WebSocket `/mcp`: each text frame a JSON-RPC request, each reply one frame,
     all on one session (an environment instance) of its own for the connection's life."""
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not await self._accept(receive, send, []):
             return
         runtime = self.runtime

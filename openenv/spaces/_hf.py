@@ -145,7 +145,7 @@ def space_urls(api: Any, repo_id: str) -> SpaceUrls:
     runtime = getattr(info, "runtime", None)
     raw = getattr(runtime, "raw", None) or {}
     stage = getattr(runtime, "stage", None)
-    domains = [d.get("domain") for d in raw.get("domains") or [] if isinstance(d, dict) and d.get("domain")]
+    domains: list[str] = [d["domain"] for d in raw.get("domains") or [] if isinstance(d, dict) and d.get("domain")]
     if domains:
         app = domains[0] if "://" in domains[0] else f"https://{domains[0]}"
     elif getattr(info, "host", None):

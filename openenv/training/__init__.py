@@ -11,8 +11,9 @@ name loads lazily, so `import openenv.training` stays light.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openenv._lazy import lazy_attributes
 
 __all__ = [
     "Completion",
@@ -45,28 +46,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'openenv.training' has no attribute {name!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and not exc.name.startswith("openenv"):
-            raise ModuleNotFoundError(
-                f"openenv.training.{name} needs the 'training' extra ({exc.name} is missing): "
-                "pip install 'openenv-hub[training]'",
-                name=exc.name,
-            ) from exc
-        raise
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+# A third-party module missing behind any of these names is one the `training` extra installs.
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY, extras=dict.fromkeys(_LAZY.values(), "training"))
 
 if TYPE_CHECKING:
     from openenv.training.engine import RolloutEngine, default_prompt, parse_choice

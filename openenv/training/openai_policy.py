@@ -11,13 +11,16 @@ client's own connection pool and retries carry the concurrency. Needs the `train
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 
 from openenv.errors import ConfigurationError, OpenEnvError
 from openenv.training import _settings
 from openenv.training.records import Completion, PolicyInput, TokenPrompt
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 __all__ = ["OpenAIPolicy", "PolicyEndpointError"]
 
@@ -114,8 +117,10 @@ class OpenAIPolicy:
                 ) from exc
         return Completion(text)
 
-    def _messages(self, prompt: Any) -> list[dict[str, Any]]:
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    def _messages(self, prompt: Any) -> list[ChatCompletionMessageParam]:
+        messages: list[ChatCompletionMessageParam] = (
+            [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        )
         if self.system_prompt and not any(m.get("role") == "system" for m in messages):
             messages.insert(0, {"role": "system", "content": self.system_prompt})
         return messages

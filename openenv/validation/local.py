@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from openenv.errors import OpenEnvError
 from openenv.validation.registry import REGISTRY, define, ok, problem, to_result
@@ -119,9 +120,9 @@ def serve_locally(
         links.cleanup()
 
 
-def _tail(log: object) -> str:
-    log.seek(0)  # type: ignore[attr-defined]
-    return log.read().decode("utf-8", "replace")[-3000:]  # type: ignore[attr-defined]
+def _tail(log: IO[bytes]) -> str:
+    log.seek(0)
+    return log.read().decode("utf-8", "replace")[-3000:]
 
 
 def validate(

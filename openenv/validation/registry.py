@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from openenv.validation.report import CheckResult, Severity
+from openenv.validation.report import CheckResult, Severity, Status
 
 __all__ = [
     "REGISTRY",
@@ -115,9 +115,11 @@ def define(check_id: str, title: str, *, severity: Severity, stage: Stage, remed
 
 
 def checks(stage: Stage | None = None) -> list[Check]:
-    """Registered checks, in run order (loads the check modules first)."""
-    from openenv.validation import local, runtime, static  # noqa: F401  (registration happens on import)
+    """Registered checks, in run order.
 
+    The check modules register on import, and `openenv.validation` (which Python runs before any
+    of its modules, this one included) imports them all, so every check is here by the time this runs.
+    """
     order = {cid: i for i, cid in enumerate(REGISTRY)}
     found = [c for c in REGISTRY.values() if stage is None or c.stage == stage]
     # by area (not by which module happened to load first); within an area, as registered
@@ -131,20 +133,25 @@ def checks(stage: Stage | None = None) -> list[Check]:
     )
 
 
+_STATUS_OF: dict[Severity, Status] = {"error": "fail", "warning": "warn", "info": "pass"}
+
+
 def to_result(check: Check, finding: Finding, duration_ms: float | None = None) -> CheckResult:
     """The report entry for one finding of `check`."""
+    status: Status
+    severity: Severity
     if finding.kind == "ok":
         status, severity = "pass", check.severity
     elif finding.kind == "skip":
         status, severity = "skip", "info"
     else:
         severity = finding.severity or check.severity
-        status = {"error": "fail", "warning": "warn", "info": "pass"}[severity]
+        status = _STATUS_OF[severity]
     return CheckResult(
         id=check.id,
         title=check.title,
-        status=status,  # type: ignore[arg-type]
-        severity=severity,  # type: ignore[arg-type]
+        status=status,
+        severity=severity,
         message=finding.message,
         remediation=(finding.remediation or check.remediation) if finding.kind == "problem" else None,
         file=finding.file,

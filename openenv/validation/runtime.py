@@ -19,7 +19,7 @@ from typing import Any
 from openenv.client import GenericEnvClient
 from openenv.client._transport import Connection, ws_url_for
 from openenv.errors import EnvClientError, EnvDisconnectedError, EnvExecutionError, InvalidActionError
-from openenv.protocol import loads
+from openenv.protocol import STATE_REQUEST, loads
 from openenv.validation.examples import SchemaExampleError, example_from_schema
 from openenv.validation.registry import REGISTRY, Finding, define, ok, problem, skipped, to_result
 from openenv.validation.report import CheckResult, Report, Target
@@ -388,7 +388,7 @@ async def _error_handling(run: _Run) -> None:
             )
             if got != code:
                 wrong.append(f"{frame[:30]!r} got {got or str(reply)[:60]!r}, expected {code}")
-        reply = loads(await conn.call(b'{"type": "state"}', run.timeout_s))
+        reply = loads(await conn.call(STATE_REQUEST, run.timeout_s))
         if not (isinstance(reply, dict) and reply.get("type") == "state"):
             wrong.append(f"after the bad frames, state got {str(reply)[:80]}")
     except EnvDisconnectedError as exc:

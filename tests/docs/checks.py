@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["resolve_record", "validate_report"]
+__all__ = ["lock_file", "resolve_record", "validate_report"]
 
 
 def _exact(model: type[BaseModel], data: dict[str, Any], where: str = "") -> None:
@@ -27,6 +27,14 @@ def resolve_record(text: str) -> None:
     from hub_service.catalog.schemas import ResolveRecord
 
     _exact(ResolveRecord, json.loads(text))
+
+
+def lock_file(text: str) -> None:
+    """docs/providers.md's lock file reads as a `Lock` and is written back exactly as shown."""
+    from openenv.client.lock import Lock
+
+    lock = Lock.from_dict(json.loads(text), source="the example")
+    assert lock.dumps() == text.strip() + "\n", "the example is not what `openenv lock` writes (key order, indent)"
 
 
 def validate_report(text: str) -> None:

@@ -19,6 +19,8 @@ from tests.hub.live import live  # noqa: F401  (fixture: the stand-in Hub wired 
 from tests.support.systems import require_system
 
 _TABLES = (
+    "image_lock_entries",
+    "image_locks",
     "stage_runs",
     "jobs",
     "pr_checks",
@@ -27,6 +29,8 @@ _TABLES = (
     "env_versions",
     "environments",
     "webhook_deliveries",
+    "rate_buckets",
+    "play_leases",
 )
 
 
@@ -131,7 +135,12 @@ def clean_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
 
 
 @pytest.fixture()
-def hub_settings(db_url: str, tmp_path: Path) -> HubSettings:
+def hub_settings(db_url: str, engine: Engine, tmp_path: Path) -> HubSettings:
+    # Rate-limit buckets and play leases live in the database: each test starts with none, as a
+    # fresh Hub would (the database outlives the test).
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM rate_buckets"))
+        conn.execute(text("DELETE FROM play_leases"))
     return HubSettings(
         data_dir=tmp_path / "hubdata",
         database_url=db_url,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hub_service.pipeline.sandbox import build_options
+from hub_service.sandbox import build_options
 from hub_service.settings import HubSettings
 from openenv.images import ImageBuildError, build_image, buildkit_command
 from tests.support.systems import require_system

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline import stages
-from hub_service.pipeline.models import StageRun
 from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
 from tests.hub.test_pipeline import verdicts

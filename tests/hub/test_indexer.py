@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource, folder_sha
-from hub_service.pipeline.models import Job
+from hub_service.queue.models import Job
 from tests.hub.helpers import ListSource, space
 from tests.support.servers import ROOT
 

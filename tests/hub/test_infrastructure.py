@@ -17,10 +17,11 @@ from sqlalchemy import delete, select
 
 from hub_service.audit.models import EnvEvent
 from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.models import Job, StageRun
 from hub_service.pipeline.worker import Worker
+from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
 from openenv.client.providers import _docker
 from tests.support.servers import ROOT

@@ -9,8 +9,8 @@ from sqlalchemy import select
 
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.indexer.service import index_source
-from hub_service.pipeline import jobs
-from hub_service.pipeline.models import Job
+from hub_service.queue import jobs
+from hub_service.queue.models import Job
 from tests.hub.helpers import ListSource, space
 
 

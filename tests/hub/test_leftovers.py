@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hub_service.pipeline.sandbox import HUB_LABEL, hub_instance
+from hub_service.sandbox import HUB_LABEL, hub_instance
 from hub_service.settings import HubSettings
 from tests.support.cli import openenv_command
 from tests.support.procs import running

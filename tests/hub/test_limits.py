@@ -113,3 +113,95 @@ def test_nul_characters_are_a_400_not_a_database_error(clean_factory, hub_settin
         )
         assert 400 <= yank.status_code < 500 and "NUL" in yank.text
         assert httpx.get(f"{url}/api/v1/envs?q=echo").status_code == 200
+
+
+def test_shared_buckets_count_like_the_memory_ones_on_both_databases(engine, hub_settings) -> None:
+    from hub_service.quota import SharedRateLimiter
+
+    first_process, second_process = SharedRateLimiter(engine, {"x": (2, 60)}), SharedRateLimiter(engine, {"x": (2, 60)})
+    first, second, third = first_process.hit("x", "c"), second_process.hit("x", "c"), first_process.hit("x", "c")
+    assert (first.allowed, second.allowed, third.allowed) == (True, True, False)  # one bucket for both
+    assert (first.remaining, second.remaining, third.remaining) == (1, 0, 0)
+    assert third.retry_after_s == 1 and third.reset_s == 2 and ("retry-after", "1") in _named(third.headers())
+    assert second_process.hit("x", "other").allowed
+    long_name = "/run/some/socket/" + "x" * 300  # stored by its hash, still its own bucket
+    assert first_process.hit("x", long_name).allowed and first_process.hit("x", long_name).remaining == 0
+
+
+def test_buckets_that_are_full_again_are_deleted(engine, hub_settings) -> None:
+    import time
+
+    from sqlalchemy import text
+
+    from hub_service.quota import SharedRateLimiter
+
+    limiter = SharedRateLimiter(engine, {"x": (1, 6000)}, sweep_every_s=0)  # full again 10 ms after a hit
+    limiter.hit("x", "gone")
+    time.sleep(1.2)  # kept a second longer than that, for clocks a little apart
+    limiter.hit("x", "here")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT client FROM rate_buckets")).scalars().all() == ["here"]
+
+
+def _named(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    return [(k.decode(), v.decode()) for k, v in headers]
+
+
+def test_a_database_that_is_down_costs_the_limiter_one_warning_not_an_error(caplog, tmp_path) -> None:
+    """The API keeps answering (limited per process, with a warning in the log) while the database
+    cannot be reached, on PostgreSQL (nothing listening) and on SQLite (no file can be opened)."""
+    import logging
+    import time
+
+    from fastapi import FastAPI
+
+    from hub_service.db import make_engine
+    from hub_service.limits import LimitsMiddleware
+    from hub_service.quota import SharedRateLimiter
+    from tests.support.servers import free_port
+
+    (tmp_path / "a-folder").mkdir()
+    dead = [
+        make_engine(f"postgresql+psycopg://hub:pw@127.0.0.1:{free_port()}/hub", connect_args={"connect_timeout": 2}),
+        make_engine(f"sqlite:///{tmp_path / 'a-folder'}"),
+    ]
+    for engine in dead:
+        limiter = SharedRateLimiter(engine, {"api": (3, 0.5)}, retry_db_after_s=60)
+        app = FastAPI()
+
+        @app.get("/api/v1/ping")
+        def ping() -> dict[str, str]:
+            return {"pong": "yes"}
+
+        app.add_middleware(LimitsMiddleware, limiter=limiter, routes=[("/api/", "api")], max_body_bytes=4096)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="hub_service.limits"), serve_app(app) as url:
+            started = time.monotonic()
+            replies = [httpx.get(f"{url}/api/v1/ping") for _ in range(4)]
+            took = time.monotonic() - started
+        assert [r.status_code for r in replies] == [200, 200, 200, 429], engine.url
+        assert replies[0].headers["ratelimit-remaining"] == "2" and replies[3].headers["retry-after"]
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "counting in this process only for the next 60s" in warnings[0], warnings
+        assert took < 10  # one failed attempt, then no waiting on the database per request
+        engine.dispose()
+
+
+async def test_a_play_session_is_refused_with_a_clear_message_while_the_database_is_down(
+    hub_settings, tmp_path
+) -> None:
+    import pytest
+
+    from hub_service.db import make_engine, sessionmaker_for
+    from hub_service.play import PlayError
+    from hub_service.play.sessions import PlayManager
+
+    (tmp_path / "a-folder").mkdir()
+    play = PlayManager(hub_settings, sessionmaker_for(make_engine(f"sqlite:///{tmp_path / 'a-folder'}")))
+    try:
+        for _ in range(2):  # the tab is free again after a refusal (not "already being started")
+            with pytest.raises(PlayError, match="the Hub's database did not answer, so no session was started"):
+                await play.open("tab", "v", "local", "echo_env")
+        assert play.stats()["sessions"] == 0
+    finally:
+        await play.aclose()

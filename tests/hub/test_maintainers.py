@@ -16,8 +16,8 @@ from hub_service.audit.models import EnvEvent
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
 from hub_service.indexer.service import index_source
-from hub_service.pipeline import jobs
-from hub_service.pipeline.models import Job
+from hub_service.queue import jobs
+from hub_service.queue.models import Job
 from tests.hub.helpers import ListSource, space
 from tests.support.servers import serve_app
 

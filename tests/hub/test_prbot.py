@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from hub_service.catalog.models import EnvVersion
 from hub_service.db import session_scope
-from hub_service.pipeline.models import Job
 from hub_service.prbot.models import PullRequestCheck
+from hub_service.queue.models import Job
 from tests.hub.live import Live, env_files
 
 REPO = "alice/bad_env"

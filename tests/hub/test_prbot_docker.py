@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from hub_service.catalog.models import EnvVersion
-from hub_service.pipeline.models import StageRun
+from hub_service.catalog.stage_runs import StageRun
 from hub_service.pipeline.worker import Worker
 from tests.hub.live import Live, env_files
 from tests.support.systems import require_system

@@ -15,9 +15,9 @@ from pydantic import SecretStr
 from sqlalchemy import select
 
 from hub_service.catalog.models import EnvVersion
+from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import FetchRefused, LocalSource, check_tree
-from hub_service.pipeline.models import StageRun
 from hub_service.pipeline.worker import Worker
 from tests.support.servers import ROOT
 from tests.support.systems import require_system

@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import select
 
 from hub_service.catalog.models import EnvRecord
+from hub_service.catalog.stage_runs import StageRun
 from hub_service.evals.models import Eval
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline import stages
-from hub_service.pipeline.models import StageRun
 from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
 from openenv.declared import read_declared

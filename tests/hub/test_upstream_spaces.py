@@ -22,10 +22,10 @@ from sqlalchemy import select
 from hub_service.app import create_app
 from hub_service.audit.models import EnvEvent
 from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.stage_runs import StageRun
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import HfSource
-from hub_service.pipeline.models import StageRun
 from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
 from tests.support.hf_hub import HubStandIn

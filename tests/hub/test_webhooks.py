@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from hub_service.audit.models import EnvEvent
 from hub_service.catalog.models import EnvRecord, EnvVersion
-from hub_service.pipeline.models import Job
+from hub_service.queue.models import Job
 from hub_service.webhooks.models import WebhookDelivery
 from tests.hub.live import SECRET, Live, env_files
 

@@ -8,8 +8,9 @@ only when a provider is used (the `docker` extra for Docker and Swarm, `kubernet
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from openenv._lazy import lazy_attributes
 
 __all__ = ["DockerProvider", "KubernetesProvider", "ProcessProvider", "Provider", "RayProvider", "SwarmProvider"]
 
@@ -23,14 +24,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'openenv.client.providers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = lazy_attributes(globals(), _LAZY)
 
 if TYPE_CHECKING:
     from openenv.client.providers.base import Provider

@@ -24,7 +24,14 @@ from openenv.client.providers._docker import docker_client, docker_errors
 from openenv.client.providers.base import Provider
 from openenv.errors import ConfigurationError, ProviderStartError
 
-__all__ = ["DockerProvider", "container_name"]
+__all__ = ["DockerProvider", "ImageDigestError", "container_name"]
+
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class ImageDigestError(ProviderStartError):
+    """The image is not the one its digest names (a reference that disagrees with the digest, or an engine's
+    image that does not carry it): nothing was run."""
 
 
 def container_name(image: str) -> str:
@@ -67,6 +74,8 @@ class DockerProvider(Provider):
         run_options: dict[str, Any] | None = None,
         docker_client: Any = None,
         user: str | None = None,  # run as this user ("uid:gid"), e.g. "1000:1000" as a Space does
+        digest: str | None = None,
+        auth_config: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         if not image or not isinstance(image, str):
@@ -75,7 +84,17 @@ class DockerProvider(Provider):
             raise ConfigurationError(f"pull must be 'missing', 'always' or 'never', not {pull!r}")
         if network not in ("bridge", "host"):
             raise ConfigurationError(f"network must be 'bridge' or 'host', not {network!r}")
+        if digest is not None:
+            if not _DIGEST.match(digest):
+                raise ConfigurationError(f"digest must be sha256:<64 hex digits>, not {digest!r:.80}")
+            if "@" not in image or image.rsplit("@", 1)[1] != digest:
+                raise ImageDigestError(
+                    f"refused {image}: the reference does not name the digest {digest} it is meant to carry; the record "
+                    "that gave both was altered or is broken (ask the Hub's maintainers)"
+                )
         super().__init__(**{"name": container_name(image), **kwargs})
+        self.digest = digest
+        self.auth_config = auth_config if auth_config is not None else _settings.registry_auth()
         self.network = network
         self.image = image
         self.port = port
@@ -135,6 +154,9 @@ class DockerProvider(Provider):
     def _ensure_image(self) -> None:
         errors = docker_errors()
         api = self.client.api
+        if self.digest is not None:
+            self._ensure_digest(api)
+            return
         if self.pull == "always" or (self.pull == "missing" and not _image_exists(api, self.image)):
             try:
                 api.pull(self.image)
@@ -146,6 +168,37 @@ class DockerProvider(Provider):
         elif self.pull == "never" and not _image_exists(api, self.image):
             raise ProviderStartError(
                 f"image {self.image} is not here (pull='never'); build it first, e.g. `openenv build`"
+            )
+
+    def _ensure_digest(self, api: Any) -> None:
+        """Pull `repository@digest` when this engine lacks it (with `auth_config`, else docker's own login),
+        then check that the engine's image carries exactly that digest.
+
+        Raises:
+            ProviderStartError: it could not be pulled.
+            ImageDigestError: the engine's image does not carry the digest.
+        """
+        errors = docker_errors()
+        repository = self.image.rsplit("@", 1)[0]
+        if self.pull == "always" or not _image_exists(api, self.image):
+            if self.pull == "never":
+                raise ProviderStartError(f"image {self.image} is not here (pull='never'); pull it first")
+            try:
+                api.pull(repository, tag=self.digest, auth_config=self.auth_config)
+            except errors.DockerException as exc:
+                raise ProviderStartError(
+                    f"image {self.image} is not here and could not be pulled by its digest ({exc}); check that its "
+                    "registry is reachable from this machine and your credentials for it (OPENENV_REGISTRY_USER / "
+                    "OPENENV_REGISTRY_PASSWORD, or docker login)"
+                ) from None
+        try:
+            found = api.inspect_image(self.image).get("RepoDigests") or []
+        except errors.ImageNotFound:
+            found = []
+        if f"{repository}@{self.digest}" not in found:
+            raise ImageDigestError(
+                f"refused {self.image}: the engine's image carries {found or 'no digest'}, not {self.digest}; "
+                "nothing was run (remove the image from this engine and try again)"
             )
 
     def _launch(self) -> list[str]:
@@ -218,12 +271,13 @@ class DockerProvider(Provider):
         if self.container_id is None:
             return ""
         try:
-            return self.client.api.logs(self.container_id, tail=tail).decode(errors="replace")
+            raw: bytes = self.client.api.logs(self.container_id, tail=tail)
+            return raw.decode(errors="replace")
         except docker_errors().NotFound:
             return ""
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "image": self.image, "container": self.container_id}
+        return {**super().describe(), "image": self.image, "digest": self.digest, "container": self.container_id}
 
 
 def _image_exists(api: Any, image: str) -> bool:

@@ -55,6 +55,7 @@ class KubernetesProvider(Provider):
     """
 
     kind = "kubernetes"
+    name: str  # never None here: __init__ derives one from the image when none is given
 
     def __init__(
         self,

@@ -43,6 +43,7 @@ __all__ = [
     "RunningItem",
     "active_providers",
     "gc",
+    "kill_process_tree",
     "list_running",
     "owner_alive",
     "owner_labels",
@@ -364,10 +365,26 @@ def _item(kind: str, ident: str, name: str, url: str | None, labels: dict[str, s
     )
 
 
+def kill_process_tree(pid: int, *, expected_identity: str | None, timeout_s: float = 5.0) -> None:
+    """SIGTERM the process group `pid` leads, then SIGKILL after `timeout_s`.
+
+    Does nothing when the pid is gone or now belongs to another process (its identity changed).
+    """
+    if expected_identity is None or process_identity(pid) != expected_identity:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process_identity(pid) != expected_identity:
+            return
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 def _remove(item: RunningItem) -> None:
     if item.kind == "process":
-        from openenv.client.providers.process import kill_process_tree
-
         kill_process_tree(int(item.id), expected_identity=process_identity(int(item.id)))
         remove_record(item.name)
         return

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -26,9 +25,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from openenv.client import _settings
 from openenv.client.providers import lifecycle
 from openenv.client.providers._venv import EnvFolder, ensure_venv, read_env_folder
 from openenv.client.providers.base import Provider
+from openenv.client.providers.lifecycle import kill_process_tree
 from openenv.errors import ConfigurationError
 
 __all__ = ["ProcessProvider", "free_port", "kill_process_tree"]
@@ -69,24 +70,6 @@ def free_port(host: str) -> int:
             _recent_ports.append(port)
             return port
     raise OSError("no free port found between 10000 and the ephemeral range")
-
-
-def kill_process_tree(pid: int, *, expected_identity: str | None, timeout_s: float = 5.0) -> None:
-    """SIGTERM the process group `pid` leads, then SIGKILL after `timeout_s`.
-
-    Does nothing when the pid is gone or now belongs to another process (its identity changed).
-    """
-    if expected_identity is None or lifecycle.process_identity(pid) != expected_identity:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if lifecycle.process_identity(pid) != expected_identity:
-            return
-        time.sleep(0.02)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 class ProcessProvider(Provider):
@@ -136,7 +119,7 @@ class ProcessProvider(Provider):
         self.port = port
         self.env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
-        self.record_id = f"{lifecycle._settings.name_prefix()}-{self.folder.name}-{uuid.uuid4().hex[:8]}"
+        self.record_id = f"{_settings.name_prefix()}-{self.folder.name}-{uuid.uuid4().hex[:8]}"
         self.log_path: Path | None = None
         self._identity: str | None = None
 

@@ -1,4 +1,4 @@
-"""`RayProvider` and `RayEnvPool`: env servers as Ray actors, spread over a cluster's nodes.
+"""`RayProvider`: env servers as Ray actors, spread over a cluster's nodes.
 
     async with EnvPool.ray("envs/echo_env", size=4, address="auto") as pool:
         engine = RolloutEngine(pool, policy)           # records say which node served them
@@ -9,14 +9,14 @@ Each replica is one actor (`num_cpus` of a node, scheduled with Ray's SPREAD str
 the way `ProcessProvider` does, or, given an `image`, a container on its node's Docker engine; it
 publishes `http://<node address>:<port>`. The server process gets SIGKILL from the kernel when
 its actor's process dies (Linux parent-death signal), so a dead actor or a lost node closes its
-sessions at once: their clients raise `EnvDisconnectedError`. `RayEnvPool` health-checks its
-actors, aborts the sessions of a dead one, and starts a replacement. Actors belong to the driver:
+sessions at once: their clients raise `EnvDisconnectedError`. A pool made by `EnvPool.ray`
+health-checks the actors (`check`), aborts the sessions of a dead one, and starts a replacement
+(`replace`; see openenv.client._pool_watch). Actors belong to the driver:
 Ray removes them when it exits, and `close()` stops them first. Needs the `ray` extra.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import logging
@@ -27,17 +27,18 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from openenv.client.pool import EnvPool, _Instance
-from openenv.client.providers.base import Provider, in_thread
+from openenv.client.providers.base import Provider
 from openenv.errors import ConfigurationError, ProviderStartError, ProviderUnavailableError
 
-__all__ = ["RayEnvPool", "RayProvider", "ray_module"]
+if TYPE_CHECKING:
+    from openenv.client.providers.docker import DockerProvider
+
+__all__ = ["RayProvider", "ray_module"]
 
 log = logging.getLogger("openenv.providers")
 
@@ -67,7 +68,7 @@ class _ServerActor:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.proc: subprocess.Popen[bytes] | None = None
-        self.docker: Any = None
+        self.docker: DockerProvider | None = None
         self.log_fd: int | None = None
 
     def start(self) -> dict[str, str]:
@@ -381,102 +382,3 @@ class RayProvider(Provider):
         with self._lock:
             nodes = {r.url: r.node for r in self.replicas}
         return {**super().describe(), "env_dir": self.spec["env_dir"], "image": self.spec["image"], "nodes": nodes}
-
-
-class RayEnvPool(EnvPool[Any]):
-    """An `EnvPool` over `RayProvider`s that replaces servers whose actor or node died.
-
-    Every `health_interval_s` it asks each actor whether it (and its server) lives. A dead one
-    leaves the rotation at once, the sessions on it are closed (their next or pending call raises
-    `EnvDisconnectedError`), and a replacement actor starts; its URL joins `urls`, which is what
-    a `RolloutEngine` given this pool draws its servers from. `replacements` counts them.
-    """
-
-    def __init__(self, providers: list[RayProvider], *, health_interval_s: float = 0.5, **kwargs: Any) -> None:
-        if health_interval_s <= 0:
-            raise ConfigurationError("health_interval_s must be > 0")
-        super().__init__(providers, **kwargs)
-        self.health_interval_s = health_interval_s
-        self.replacements = 0
-        self.on_replace: Callable[[str, str], Any] | None = None
-        self._monitor: asyncio.Task[None] | None = None
-
-    async def start(self) -> RayEnvPool:
-        await super().start()
-        if self._monitor is None:
-            self._monitor = asyncio.get_running_loop().create_task(self._watch(), name="openenv-ray-pool-health")
-        return self
-
-    async def close(self) -> None:
-        monitor, self._monitor = self._monitor, None
-        if monitor is not None:
-            monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await monitor
-        await super().close()
-
-    def node_of(self, url: str) -> str | None:
-        """The Ray node id serving `url` (also for servers already replaced)."""
-        return self._nodes.get(url)
-
-    @property
-    def _nodes(self) -> dict[str, str]:
-        nodes: dict[str, str] = getattr(self, "_node_cache", {})
-        for p in self.providers:
-            for r in getattr(p, "replicas", []):
-                nodes[r.url] = r.node
-        self._node_cache = nodes
-        return nodes
-
-    async def check_now(self) -> int:
-        """Run one health check now; returns how many servers were found dead (and replaced)."""
-        found = 0
-        for provider in self.providers:
-            assert isinstance(provider, RayProvider)
-            dead = await in_thread(provider.check)
-            found += len(dead)
-            for replica in dead:
-                await self._retire(replica.url, replica.dead or "died")
-            await asyncio.gather(*(self._replace(provider, replica) for replica in dead))
-        return found
-
-    async def _watch(self) -> None:
-        while not self._closed:
-            await asyncio.sleep(self.health_interval_s)
-            try:
-                await self.check_now()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # keep watching; the next round tries again
-                log.exception("ray pool health check failed")
-
-    async def _retire(self, url: str, reason: str) -> None:
-        log.warning("env server %s is gone (%s); replacing it", url, reason)
-        _ = self._nodes  # remember its node for records made after it is gone
-        for instance in self.instances:
-            if instance.url == url:
-                instance.alive = False
-        for client, instance in list(self._sessions.values()):
-            if instance.url == url:
-                conn = getattr(client, "_conn", None)
-                if conn is not None:
-                    with contextlib.suppress(Exception):
-                        await conn.close()
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def _replace(self, provider: RayProvider, replica: _Replica) -> None:
-        try:
-            new = await in_thread(provider.replace, replica)
-            await provider.wait_ready([new.url])
-        except Exception as exc:
-            log.error("could not replace %s: %s", replica.url, exc)
-            return
-        _ = self._nodes
-        self.instances.append(_Instance(new.url, provider))
-        self.replacements += 1
-        async with self._changed:
-            self._changed.notify_all()
-
-    def __repr__(self) -> str:
-        return f"<RayEnvPool {len(self.urls)} servers, {len(self._sessions)} sessions, {self.replacements} replaced>"

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
 from hub_service.indexer.service import index_source
-from hub_service.pipeline import jobs
 from hub_service.play import NotPlayable, PlayError, PlayLimit, PlayStartError
 from hub_service.play.policies import LLMPolicy, check_public_endpoint
 from hub_service.play.sessions import PlayManager
+from hub_service.queue import jobs
 from hub_service.settings import HubSettings
 from hub_service.ui.try_panel import choose_endpoint
 from tests.hub.helpers import ListSource, space

@@ -83,9 +83,9 @@ async def test_starting_sessions_and_model_tries_is_rate_limited_per_visitor(
         with pytest.raises(PlayLimit, match=r"too many play sessions in a short time; try again in \d+s"):
             await play.open("t3", "alice", "local", "echo_env")
         await play.open("t4", "bob", "local", "echo_env")  # other visitors are not affected
-        play.check_rate("model", "alice")
+        await play.check_rate("model", "alice")
         with pytest.raises(PlayLimit, match="too many model tries"):
-            play.check_rate("model", "alice")
+            await play.check_rate("model", "alice")
     finally:
         await play.aclose()
 

@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.catalog.models import EnvVersion
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.sandbox import HUB_LABEL, hub_instance
 from hub_service.pipeline.worker import Worker
 from hub_service.play.sessions import PlayManager
+from hub_service.sandbox import HUB_LABEL, hub_instance
 from hub_service.settings import HubSettings
 from tests.support.servers import ROOT
 from tests.support.systems import require_system

@@ -1,21 +1,23 @@
-"""Pipeline tables: jobs that workers claim, and the log and timing of every stage."""
+"""The job queue's table: a unit of background work that one worker claims at a time."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from hub_service.catalog.states import check_values
 from hub_service.db import Base, utcnow
+from hub_service.queue.kinds import JobKind, JobState
 
-__all__ = ["JOB_KINDS", "JOB_STATES", "Job", "StageRun"]
+__all__ = ["JOB_KINDS", "JOB_STATES", "Job"]
 
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+JOB_STATES = tuple(JobState)
 # pipeline: run the stages on `version_id`. The others carry their arguments in `payload`
-# (see hub_service/pipeline/tasks.py): index one repo, sync a pull request, post its report.
-JOB_KINDS = ("pipeline", "index_repo", "pr_sync", "pr_report")
+# (handlers registered by hub_service/pipeline/assembly.py): index one repo, sync a pull request, post its report.
+JOB_KINDS = tuple(JobKind)
 
 
 class Job(Base):
@@ -25,10 +27,12 @@ class Job(Base):
     __table_args__ = (
         Index("ix_jobs_state_priority_id", "state", "priority", "id"),
         Index("ix_jobs_subject_state", "subject", "state"),
+        CheckConstraint(check_values("state", JobState), name="state"),
+        CheckConstraint(check_values("kind", JobKind), name="kind"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(32), default="pipeline")
+    kind: Mapped[str] = mapped_column(String(32), default=JobKind.PIPELINE)
     version_id: Mapped[int | None] = mapped_column(
         ForeignKey("env_versions.id", ondelete="CASCADE"), index=True, default=None
     )
@@ -36,7 +40,7 @@ class Job(Base):
     # What the job is about ("repo:hf:owner/name", "pr:12:3"): a queued job per subject is enough.
     subject: Mapped[str | None] = mapped_column(String(300), default=None)
     run_after: Mapped[dt.datetime | None] = mapped_column(default=None)  # not claimed before this time
-    state: Mapped[str] = mapped_column(String(16), default="queued")
+    state: Mapped[str] = mapped_column(String(16), default=JobState.QUEUED)
     priority: Mapped[int] = mapped_column(Integer, default=100)  # lower runs first
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
@@ -48,20 +52,3 @@ class Job(Base):
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)
-
-
-class StageRun(Base):
-    """One stage (fetch, validate, build, smoke, publish) of one attempt of a job."""
-
-    __tablename__ = "stage_runs"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    version_id: Mapped[int] = mapped_column(ForeignKey("env_versions.id", ondelete="CASCADE"), index=True)
-    attempt: Mapped[int] = mapped_column(Integer, default=1)
-    stage: Mapped[str] = mapped_column(String(16))
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running | passed | failed | skipped
-    log: Mapped[str] = mapped_column(Text, default="")
-    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
-    finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
-    seconds: Mapped[float | None] = mapped_column(Float, default=None)

@@ -1,4 +1,10 @@
-"""`openenv hub serve | index | worker | rerun`: run the Environment Hub service."""
+"""`openenv hub serve | index | worker | rerun`: run the Environment Hub service.
+
+The Hub's own command group. The SDK's `openenv` command finds it through the `openenv.cli`
+entry-point group (pyproject.toml) and never imports it; what the Hub needs (SQLAlchemy,
+Alembic, ...) is imported when a sub-command runs, so `openenv hub --help` stays light and a
+missing `service` extra gets a clear message.
+"""
 
 from __future__ import annotations
 
@@ -73,9 +79,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
 
+# What every sub-command imports first; the `service` extra installs them.
+_SERVICE_MODULES = ("sqlalchemy", "alembic", "pydantic_settings", "fastapi", "uvicorn")
+
+
+def _require_service_extra() -> None:
+    missing = [name for name in _SERVICE_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CliError(
+            f"the Hub service needs the service extra ({', '.join(missing)} not installed)",
+            "pip install 'openenv-hub[service]'",
+        )
+
+
 def _settings(args: argparse.Namespace, **extra: Any) -> Any:
-    if importlib.util.find_spec("sqlalchemy") is None or importlib.util.find_spec("alembic") is None:
-        raise CliError("the Hub service needs the service extra", "pip install 'openenv-hub[service]'")
     from hub_service.settings import HubSettings
 
     overrides: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
@@ -89,6 +106,7 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Any:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    _require_service_extra()
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.hub_command == "serve":
         return _serve(args, out)
@@ -120,8 +138,8 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
 def _index(args: argparse.Namespace, out: Output) -> int:
     from hub_service.db import make_engine, migrate, sessionmaker_for
+    from hub_service.indexer import source_for
     from hub_service.indexer.service import index_source
-    from hub_service.pipeline.runner import source_for
     from hub_service.pipeline.worker import Worker
 
     source_arg = args.source

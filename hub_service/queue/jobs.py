@@ -14,10 +14,12 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service import lifecycle
 from hub_service.catalog.models import EnvRecord, EnvVersion
-from hub_service.catalog.service import apply_verdict
-from hub_service.db import session_scope, utcnow
-from hub_service.pipeline.models import Job
+from hub_service.catalog.states import VersionState
+from hub_service.db import affected_rows, session_scope, utcnow
+from hub_service.queue.kinds import JobKind, JobState
+from hub_service.queue.models import Job
 
 __all__ = [
     "Claim",
@@ -41,12 +43,12 @@ class Claim:
     job_id: int
     version_id: int | None
     attempt: int
-    kind: str = "pipeline"
+    kind: str = JobKind.PIPELINE
     payload: dict[str, Any] = field(default_factory=dict)
 
 
 def enqueue(
-    session: Session, version_id: int, *, priority: int = 100, max_attempts: int = 3, kind: str = "pipeline"
+    session: Session, version_id: int, *, priority: int = 100, max_attempts: int = 3, kind: str = JobKind.PIPELINE
 ) -> Job:
     """Queue a pipeline job for a version (in the caller's transaction)."""
     job = Job(version_id=version_id, priority=priority, max_attempts=max_attempts, kind=kind)
@@ -63,7 +65,10 @@ def enqueue_task(
     covers every request made while it waited). Returns the job and whether it is new.
     """
     waiting = session.scalar(
-        select(Job).where(Job.subject == subject, Job.kind == kind, Job.state == "queued").order_by(Job.id).limit(1)
+        select(Job)
+        .where(Job.subject == subject, Job.kind == kind, Job.state == JobState.QUEUED)
+        .order_by(Job.id)
+        .limit(1)
     )
     if waiting is not None:
         waiting.payload = {**(waiting.payload or {}), **payload}
@@ -84,17 +89,17 @@ def cancel(session: Session, job_ids: list[int], reason: str) -> int:
         return 0
     result = session.execute(
         update(Job)
-        .where(Job.id.in_(job_ids), Job.state.in_(("queued", "running")))
-        .values(state="cancelled", finished_at=utcnow(), error=reason)
+        .where(Job.id.in_(job_ids), Job.state.in_((JobState.QUEUED, JobState.RUNNING)))
+        .values(state=JobState.CANCELLED, finished_at=utcnow(), error=reason)
     )
-    return result.rowcount or 0
+    return affected_rows(result) or 0
 
 
 def claim(factory: sessionmaker[Session], worker_id: str, kinds: tuple[str, ...] | None = None) -> Claim | None:
     """Take the next queued job (of one of `kinds`, default any) for `worker_id`, or None when
     there is none due."""
     now = utcnow()
-    due = [Job.state == "queued", or_(Job.run_after.is_(None), Job.run_after <= now)]
+    due = [Job.state == JobState.QUEUED, or_(Job.run_after.is_(None), Job.run_after <= now)]
     if kinds is not None:
         due.append(Job.kind.in_(kinds))
     next_id = (
@@ -107,16 +112,20 @@ def claim(factory: sessionmaker[Session], worker_id: str, kinds: tuple[str, ...]
     )
     stmt = (
         update(Job)
-        .where(and_(Job.id == next_id, Job.state == "queued"))
-        .values(state="running", worker_id=worker_id, claimed_at=now, heartbeat_at=now, attempts=Job.attempts + 1)
+        .where(and_(Job.id == next_id, Job.state == JobState.QUEUED))
+        .values(
+            state=JobState.RUNNING, worker_id=worker_id, claimed_at=now, heartbeat_at=now, attempts=Job.attempts + 1
+        )
         .returning(Job.id, Job.version_id, Job.attempts, Job.kind, Job.payload)
     )
     with session_scope(factory) as session:
         row = session.execute(stmt).first()
         if row is None:
             return None
-        if row.kind == "pipeline":
-            session.execute(update(EnvVersion).where(EnvVersion.id == row.version_id).values(state="running"))
+        version = session.get(EnvVersion, row.version_id) if row.kind == JobKind.PIPELINE else None
+        if version is not None:
+            env = session.get_one(EnvRecord, version.env_id)
+            lifecycle.move(session, env, version, VersionState.RUNNING, cause=f"pipeline job {row.id}")
         return Claim(
             job_id=row.id, version_id=row.version_id, attempt=row.attempts, kind=row.kind, payload=row.payload or {}
         )
@@ -127,10 +136,10 @@ def heartbeat(factory: sessionmaker[Session], job_id: int, worker_id: str) -> bo
     with session_scope(factory) as session:
         result = session.execute(
             update(Job)
-            .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == "running")
+            .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == JobState.RUNNING)
             .values(heartbeat_at=utcnow())
         )
-        return result.rowcount == 1
+        return affected_rows(result) == 1
 
 
 def finish(factory: sessionmaker[Session], job_id: int, worker_id: str, *, ok: bool, error: str | None = None) -> bool:
@@ -138,10 +147,10 @@ def finish(factory: sessionmaker[Session], job_id: int, worker_id: str, *, ok: b
     with session_scope(factory) as session:
         result = session.execute(
             update(Job)
-            .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == "running")
-            .values(state="done" if ok else "failed", finished_at=utcnow(), error=error)
+            .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == JobState.RUNNING)
+            .values(state=JobState.DONE if ok else JobState.FAILED, finished_at=utcnow(), error=error)
         )
-        return result.rowcount == 1
+        return affected_rows(result) == 1
 
 
 def requeue(factory: sessionmaker[Session], job_id: int, worker_id: str, error: str, delay_s: float = 0.0) -> str:
@@ -149,16 +158,16 @@ def requeue(factory: sessionmaker[Session], job_id: int, worker_id: str, error: 
     when out of attempts. Returns the job's new state."""
     with session_scope(factory) as session:
         job = session.get(Job, job_id, with_for_update=True)
-        if job is None or job.worker_id != worker_id or job.state != "running":
+        if job is None or job.worker_id != worker_id or job.state != JobState.RUNNING:
             return "lost"
         if job.attempts >= job.max_attempts:
             job.state, job.finished_at, job.error = (
-                "failed",
+                JobState.FAILED,
                 utcnow(),
                 f"gave up after {job.attempts} attempts: {error}",
             )
         else:
-            job.state, job.worker_id, job.error = "queued", None, error
+            job.state, job.worker_id, job.error = JobState.QUEUED, None, error
             job.run_after = utcnow() + dt.timedelta(seconds=delay_s) if delay_s > 0 else None
         return job.state
 
@@ -169,16 +178,16 @@ def defer(factory: sessionmaker[Session], job_id: int, worker_id: str, delay_s: 
     with session_scope(factory) as session:
         result = session.execute(
             update(Job)
-            .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == "running")
+            .where(Job.id == job_id, Job.worker_id == worker_id, Job.state == JobState.RUNNING)
             .values(
-                state="queued",
+                state=JobState.QUEUED,
                 worker_id=None,
                 attempts=Job.attempts - 1,
                 error=reason,
                 run_after=utcnow() + dt.timedelta(seconds=delay_s),
             )
         )
-        return result.rowcount == 1
+        return affected_rows(result) == 1
 
 
 def wait_for_infrastructure(
@@ -189,10 +198,10 @@ def wait_for_infrastructure(
     attempt. Returns the delay, or None if the job was no longer ours."""
     with session_scope(factory) as session:
         job = session.get(Job, job_id, with_for_update=True)
-        if job is None or job.worker_id != worker_id or job.state != "running":
+        if job is None or job.worker_id != worker_id or job.state != JobState.RUNNING:
             return None
         delay = min(max_s, first_s * 2 ** min(job.infra_retries, 30))
-        job.state, job.worker_id, job.error = "queued", None, reason
+        job.state, job.worker_id, job.error = JobState.QUEUED, None, reason
         job.attempts = max(0, job.attempts - 1)
         job.infra_retries += 1
         job.run_after = utcnow() + dt.timedelta(seconds=delay)
@@ -203,22 +212,22 @@ def wake_waiting(factory: sessionmaker[Session], codes: frozenset[str] | set[str
     """Make the queued jobs of versions waiting for the infrastructure (for one of `codes`, default
     any) due now, with their backoff reset: the cause may be fixed (the engine answers again, the
     service restarted with a new base image). Returns how many."""
-    waiting = select(EnvVersion.id).where(EnvVersion.state == "waiting")
+    waiting = select(EnvVersion.id).where(EnvVersion.state == VersionState.WAITING)
     if codes is not None:
         waiting = waiting.where(EnvVersion.waiting_code.in_(sorted(codes)))
     with session_scope(factory) as session:
         result = session.execute(
             update(Job)
-            .where(Job.kind == "pipeline", Job.state == "queued", Job.version_id.in_(waiting))
+            .where(Job.kind == JobKind.PIPELINE, Job.state == JobState.QUEUED, Job.version_id.in_(waiting))
             .values(run_after=None, infra_retries=0)
         )
-        return result.rowcount or 0
+        return affected_rows(result) or 0
 
 
 def next_due_in(factory: sessionmaker[Session], kinds: tuple[str, ...] | None = None) -> float | None:
     """Seconds until the next queued job (of `kinds`) may be claimed (0 when one is due now), None
     when none is queued."""
-    stmt = select(Job.run_after).where(Job.state == "queued")
+    stmt = select(Job.run_after).where(Job.state == JobState.QUEUED)
     if kinds is not None:
         stmt = stmt.where(Job.kind.in_(kinds))
     with factory() as session:
@@ -239,32 +248,35 @@ def reclaim_stale(factory: sessionmaker[Session], stale_after_s: float) -> list[
     touched: list[tuple[int, str]] = []
     with session_scope(factory) as session:
         stale = session.scalars(
-            select(Job).where(Job.state == "running", Job.heartbeat_at < cutoff).with_for_update(skip_locked=True)
+            select(Job)
+            .where(Job.state == JobState.RUNNING, Job.heartbeat_at < cutoff)
+            .with_for_update(skip_locked=True)
         ).all()
         for job in stale:
             reason = f"worker {job.worker_id} stopped responding during attempt {job.attempts}"
-            pipeline = job.kind == "pipeline" and job.version_id is not None
+            pipeline = job.kind == JobKind.PIPELINE and job.version_id is not None
             if job.attempts >= job.max_attempts:
                 job.state, job.finished_at, job.error = (
-                    "failed",
+                    JobState.FAILED,
                     utcnow(),
                     f"{reason}; gave up after {job.attempts} attempts",
                 )
                 version = session.get(EnvVersion, job.version_id) if pipeline else None
-                if version is not None and version.state not in ("passed", "failed", "cancelled"):
-                    version.state, version.finished_at = "failed", utcnow()
-                    version.failure_stage = version.failure_stage or "worker"
-                    version.failure_reason = job.error
-                    env = session.get(EnvRecord, version.env_id)
-                    if env is not None:
-                        if env.sha == version.sha:
-                            apply_verdict(env, version)
-                        from hub_service.pipeline.hooks import version_finished
-
-                        version_finished(session, env, version, cause=f"pipeline job {job.id}")
+                if version is not None and version.state not in lifecycle.FINISHED:
+                    lifecycle.move(
+                        session,
+                        session.get_one(EnvRecord, version.env_id),
+                        version,
+                        VersionState.FAILED,
+                        cause=f"pipeline job {job.id}",
+                        failure_stage=version.failure_stage or "worker",
+                        failure_reason=job.error,
+                    )
             else:
-                job.state, job.worker_id, job.error = "queued", None, reason
-                if pipeline:
-                    session.execute(update(EnvVersion).where(EnvVersion.id == job.version_id).values(state="queued"))
+                job.state, job.worker_id, job.error = JobState.QUEUED, None, reason
+                version = session.get(EnvVersion, job.version_id) if pipeline else None
+                if version is not None and version.state == VersionState.RUNNING:
+                    env = session.get_one(EnvRecord, version.env_id)
+                    lifecycle.move(session, env, version, VersionState.QUEUED, cause=f"pipeline job {job.id}")
             touched.append((job.id, job.state))
     return touched

@@ -1,25 +1,26 @@
 """Jobs other than pipeline runs: index one repo, sync a pull request, post its report.
 
 They share the pipeline's queue and workers (`Job.kind` says which handler runs; its arguments
-are in `Job.payload`). A handler reads the current state when it runs, so running one twice, late,
+are in `Job.payload`). The handlers are registered where the Hub is assembled
+(`hub_service.pipeline.assembly`): this module and the queue know none of them. A handler reads the current state when it runs, so running one twice, late,
 or after a newer one does no harm. Errors outside the service (the Hub down) retry with backoff.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.errors import SourceError
-from hub_service.pipeline import jobs
-from hub_service.pipeline.stages import Transient, describe_exception
+from hub_service.queue import jobs
+from hub_service.queue.errors import Transient, describe_exception
 from hub_service.settings import HubSettings
 
-__all__ = ["Deferred", "TaskContext", "handlers", "run_task"]
+__all__ = ["Deferred", "Handler", "TaskContext", "run_task"]
 
 log = logging.getLogger("hub_service.tasks")
 
@@ -44,16 +45,15 @@ class Deferred(Exception):
 Handler = Callable[[TaskContext, dict[str, Any]], str]
 
 
-def handlers() -> dict[str, Handler]:
-    from hub_service.prbot.service import report_pr, sync_pr
-    from hub_service.webhooks.tasks import index_repo
-
-    return {"index_repo": index_repo, "pr_sync": sync_pr, "pr_report": report_pr}
-
-
-def run_task(settings: HubSettings, factory: sessionmaker[Session], worker_id: str, claim: jobs.Claim) -> str:
-    """Run a claimed task job; returns "done", "failed", "retry" or "deferred"."""
-    handler = handlers().get(claim.kind)
+def run_task(
+    handlers: Mapping[str, Handler],
+    settings: HubSettings,
+    factory: sessionmaker[Session],
+    worker_id: str,
+    claim: jobs.Claim,
+) -> str:
+    """Run a claimed task job with its kind's handler; returns "done", "failed", "retry" or "deferred"."""
+    handler = handlers.get(claim.kind)
     if handler is None:
         jobs.finish(
             factory,

@@ -1,0 +1,52 @@
+"""The catalog's closed vocabularies: stored by value (a `StrEnum` member is its string), and
+checked by the database (CHECK constraints in the models and migration 0009_state_checks)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["BuilderKind", "EnvStatus", "SourceKind", "VersionState", "check_values"]
+
+
+class VersionState(StrEnum):
+    """Where a revision is in the pipeline; `hub_service.lifecycle` owns the moves."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    # Its run stopped for a reason outside the env and comes back with backoff; `waiting_code` says why.
+    WAITING = "waiting"
+    PASSED = "passed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class EnvStatus(StrEnum):
+    """An env's status: its latest main revision's verdict; "waiting" before it has one and its
+    run waits for the infrastructure (engine, registry, source), not on the env."""
+
+    PENDING = "pending"
+    WAITING = "waiting"
+    PASSING = "passing"
+    FAILING = "failing"
+
+
+class SourceKind(StrEnum):
+    """Where an env's files come from (`hub_service.indexer.source_for` makes one)."""
+
+    HF = "hf"
+    LOCAL = "local"
+
+
+class BuilderKind(StrEnum):
+    """How a revision was built (`hub_service.pipeline.builders`)."""
+
+    DOCKER = "docker"
+    PROCESS = "process"
+
+
+def check_values(column: str, values: type[StrEnum], *, nullable: bool = False) -> str:
+    """The SQL of a CHECK constraint that `column` holds one of `values` (or NULL when `nullable`);
+    the models and migration 0009 both use it, so they cannot drift apart."""
+    listed = ", ".join(f"'{v.value}'" for v in values)
+    check = f"{column} IN ({listed})"
+    return f"{column} IS NULL OR {check}" if nullable else check

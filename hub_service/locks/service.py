@@ -1,0 +1,78 @@
+"""Registering lock files (`POST /api/v1/locks`): a lock names env revisions this Hub indexed, and
+while it lives their images are kept (hub_service/catalog/pins.py says what "kept" reads)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from hub_service.catalog.lock_models import ImageLock, ImageLockEntry
+from hub_service.catalog.models import EnvVersion
+from hub_service.catalog.pins import extend_lock
+from hub_service.catalog.service import get_env
+from hub_service.db import utcnow
+from hub_service.errors import Conflict, InvalidRequest, NotFound
+
+__all__ = ["MAX_ENVS", "register"]
+
+MAX_ENVS = 256  # envs one lock may name: a training run's, not a mirror of the catalog
+
+
+def register(session: Session, document: Any, ttl_days: int) -> tuple[ImageLock, bool]:
+    """Hold the lock file `document` for `ttl_days`; returns (the lock, whether it is new). A lock
+    registered again is renewed.
+
+    Raises:
+        InvalidRequest: not a lock file (the message says what is wrong), or too many envs.
+        NotFound: an env or a revision it names is unknown here.
+        Conflict: the image digest it names is not the one this Hub pushed for that revision.
+    """
+    from openenv.client.lock import Lock
+    from openenv.errors import ConfigurationError
+
+    try:
+        lock = Lock.from_dict(document, source="the posted lock")
+    except ConfigurationError as exc:
+        raise InvalidRequest(str(exc)) from None
+    if len(lock.envs) > MAX_ENVS:
+        raise InvalidRequest(f"a lock names at most {MAX_ENVS} envs; split the run's envs into several locks")
+    now = utcnow()
+    existing = session.get(ImageLock, lock.id)
+    if existing is not None:
+        extend_lock(existing, now, ttl_days, force=True)
+        return existing, False
+    row = ImageLock(id=lock.id, document=lock.to_dict(), created_at=now, expires_at=now + dt.timedelta(days=ttl_days))
+    row.entries = [ImageLockEntry(version_id=_locked_version(session, entry).id) for entry in lock.envs.values()]
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError:  # the same lock registered at this very moment by another request
+        session.rollback()
+        existing = session.get(ImageLock, lock.id)
+        if existing is None:
+            raise
+        extend_lock(existing, now, ttl_days, force=True)
+        return existing, False
+    return row, True
+
+
+def _locked_version(session: Session, entry: Any) -> EnvVersion:
+    owner, _, name = entry.id.partition("/")
+    env = get_env(session, owner, name)
+    version = session.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.sha == entry.revision))
+    if version is None:
+        raise NotFound(
+            f"{entry.id} has no revision {entry.revision} on this Hub; lock against the Hub that resolved it, "
+            "or re-run `openenv lock` here"
+        )
+    if entry.image_digest is not None and not (version.registry_ref and version.image_digest == entry.image_digest):
+        raise Conflict(
+            f"the lock gives {entry.id}@{entry.revision[:12]} the image {entry.image_digest}, but this Hub's is "
+            f"{version.image_digest or 'none'}; re-run `openenv lock` against this Hub",
+            sha=version.sha,
+        )
+    return version

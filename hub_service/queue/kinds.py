@@ -1,0 +1,27 @@
+"""The job queue's closed vocabularies, stored by value and checked by the database (CHECK
+constraints in hub_service/queue/models.py and migration 0009_state_checks)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["JobKind", "JobState"]
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class JobKind(StrEnum):
+    """What a job does. `pipeline` runs the stages on its version; the others are tasks whose
+    handlers the Hub's assembly registers (hub_service/pipeline/assembly.py), their arguments in
+    `payload`. The queue itself knows no handler."""
+
+    PIPELINE = "pipeline"
+    INDEX_REPO = "index_repo"  # index one repo (a webhook said it changed)
+    PR_SYNC = "pr_sync"  # bring a pull request's check in line with the Hub
+    PR_REPORT = "pr_report"  # post or edit the bot's comment

@@ -1,0 +1,143 @@
+"""`from_hub("owner/name@rev")` on another machine (issue 23): a live Hub's record names the image the
+Hub pushed to its registry by digest; a Docker engine that has never seen it (scripts/docker-engine2,
+a second private engine standing in for another machine) pulls it by that digest with the user's
+registry credentials, checks the digest, runs it on 127.0.0.1 and the client plays. A record whose
+digest the registry does not hold, or whose reference disagrees with its digest, runs nothing."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from echo_env import EchoAction, EchoEnv
+from pydantic import SecretStr
+from sqlalchemy import select
+
+from hub_service.app import create_app
+from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.service import apply_verdict
+from hub_service.db import make_engine, migrate, sessionmaker_for
+from hub_service.indexer.service import index_source
+from hub_service.pipeline.publish import Pushed, push_tested_image
+from hub_service.pipeline.stages import BuildOutput, StageLog
+from hub_service.settings import HubSettings
+from openenv.client.providers.docker import DockerProvider, ImageDigestError
+from openenv.errors import ResolutionError
+from tests.hub.helpers import ListSource, space
+from tests.providers.conftest import RUN_LABEL
+from tests.support.registry import Registry, engine2, test_registry
+from tests.support.servers import free_port, serve_app
+
+
+@pytest.fixture(scope="module")
+def pushed(echo_image: str) -> tuple[Registry, Pushed, str]:
+    """The echo image, pushed to the test registry by the Hub's publish code: (registry, pushed, sha)."""
+    registry = test_registry()
+    sha = f"{7:040x}"
+    settings = HubSettings(
+        registry=f"{registry.host}/t{uuid.uuid4().hex[:10]}",
+        registry_user=registry.user,
+        registry_password=SecretStr(registry.password),
+        local_source=None,
+    )
+    result = push_tested_image(
+        settings, BuildOutput(builder="docker", image_ref=echo_image), "alice", "echo_env", sha, StageLog()
+    )
+    assert result is not None
+    return registry, result, sha
+
+
+def _hub(tmp_path: Path, sha: str, registry_ref: str, digest: str) -> Any:
+    """A Hub service whose alice/echo_env@sha passed, with its image pushed as `registry_ref` / `digest`."""
+    url = f"sqlite:///{tmp_path / 'hub.sqlite3'}"
+    migrate(url)
+    engine = make_engine(url)
+    factory = sessionmaker_for(engine)
+    index_source(factory, ListSource([space(7, owner="alice", name="echo_env", stage="SLEEPING", host=None)]))
+    with factory.begin() as s:
+        env = s.scalar(select(EnvRecord))
+        version = s.scalar(select(EnvVersion))
+        assert version.sha == sha
+        version.state, version.port, version.builder = "passed", 8000, "docker"
+        version.image_ref = "openenv-hub/alice-echo_env:" + sha[:12]  # on the Hub's own engine only
+        version.registry_ref, version.image_digest = registry_ref, digest
+        s.flush()
+        apply_verdict(env, version)
+    engine.dispose()
+    settings = HubSettings(data_dir=tmp_path / "data", database_url=url, local_source=None, website=False)
+    return serve_app(create_app(settings, run_migrations=False))
+
+
+@pytest.fixture()
+def other_machine(monkeypatch: pytest.MonkeyPatch, pushed: tuple[Registry, Pushed, str]) -> Iterator[Any]:
+    """The second engine, with no image of the pushed repository; the user's registry login in the environment."""
+    registry, result, _ = pushed
+    engine = engine2()
+    for image in engine.images.list(name=result.repository):
+        engine.images.remove(image.id, force=True)
+    monkeypatch.setenv("OPENENV_REGISTRY_USER", registry.user)
+    monkeypatch.setenv("OPENENV_REGISTRY_PASSWORD", registry.password)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # no Space to fall back on
+    monkeypatch.delenv("OPENENV_TRUST_REMOTE_CODE", raising=False)
+    try:
+        yield engine
+    finally:
+        for container in engine.containers.list(all=True, filters={"label": f"{RUN_LABEL[0]}={RUN_LABEL[1]}"}):
+            container.remove(force=True)
+        for image in engine.images.list(name=result.repository):  # the next test's engine has seen nothing either
+            engine.images.remove(image.id, force=True)
+        engine.close()
+
+
+@pytest.mark.docker
+async def test_from_hub_on_an_engine_that_never_saw_the_image_pulls_it_by_digest_and_plays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pushed: tuple[Registry, Pushed, str], other_machine: Any
+) -> None:
+    _, result, sha = pushed
+    assert not other_machine.images.list(name=result.repository)  # never seen
+    with _hub(tmp_path, sha, result.registry_ref, result.digest) as url:
+        monkeypatch.setenv("OPENENV_HUB_URL", url)
+        env = await EchoEnv.from_hub(
+            f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
+        )
+        async with env:
+            assert env.hub_info is not None and env.hub_info.image == result.pinned
+            assert (env.hub_info.image_digest, env.hub_info.image_tag) == (result.digest, result.registry_ref)
+            assert env.base_url.startswith("http://127.0.0.1:")
+            await env.reset()
+            assert (await env.step(EchoAction(message="from afar"))).observation.echoed_message == "from afar"
+            container = other_machine.containers.get(env.provider.container_id)
+            assert container.status == "running" and container.attrs["Config"]["Image"] == result.pinned
+        assert env.resolution[-1][0] == "docker"
+    pulled = other_machine.images.get(result.pinned)
+    assert result.pinned in pulled.attrs["RepoDigests"]
+
+
+@pytest.mark.docker
+async def test_a_digest_the_registry_does_not_hold_runs_nothing_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pushed: tuple[Registry, Pushed, str], other_machine: Any
+) -> None:
+    _, result, sha = pushed
+    tampered = "sha256:" + "0" * 64
+    with _hub(tmp_path, sha, result.registry_ref, tampered) as url:
+        monkeypatch.setenv("OPENENV_HUB_URL", url)
+        with pytest.raises(ResolutionError) as caught:
+            await EchoEnv.from_hub(
+                f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
+            )
+    message = str(caught.value)
+    assert f"{result.repository}@{tampered}" in message and "could not be pulled by its digest" in message
+    assert not other_machine.containers.list(all=True, filters={"label": f"{RUN_LABEL[0]}={RUN_LABEL[1]}"})
+    assert not other_machine.images.list(name=result.repository)
+
+
+def test_a_reference_that_disagrees_with_its_digest_is_refused() -> None:
+    digest, other = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    with pytest.raises(ImageDigestError, match=r"refused .* does not name the digest"):
+        DockerProvider(f"127.0.0.1:5000/alice/echo_env@{other}", digest=digest)
+    with pytest.raises(ImageDigestError, match="does not name the digest"):
+        DockerProvider("127.0.0.1:5000/alice/echo_env:latest", digest=digest)
+    assert DockerProvider(f"127.0.0.1:5000/alice/echo_env@{digest}", digest=digest).digest == digest
