@@ -18,6 +18,7 @@ from hub_service.catalog import pins
 from hub_service.catalog.models import STATUSES, EnvRecord, EnvVersion
 from hub_service.catalog.schemas import EnvSummary, ResolveRecord, VersionSummary
 from hub_service.catalog.stage_runs import StageRun
+from hub_service.catalog.states import EnvStatus, VersionState
 from hub_service.errors import Conflict, InvalidRequest, NotFound
 from hub_service.settings import HubSettings
 
@@ -291,10 +292,10 @@ def all_tags(session: Session, limit: int = 200) -> list[str]:
 
 def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
     """Make a finished main-branch version the env's current one: status and figures follow it."""
-    if version.ref != "main" or version.state not in ("passed", "failed"):
+    if version.ref != "main" or version.state not in (VersionState.PASSED, VersionState.FAILED):
         return
     env.latest_version_id = version.id
-    env.status = "passing" if version.state == "passed" else "failing"
+    env.status = EnvStatus.PASSING if version.state == VersionState.PASSED else EnvStatus.FAILING
     if isinstance(version.manifest, dict):
         env.manifest_text = manifest_search_text(version.manifest)
     env.cold_start_s = version.cold_start_s

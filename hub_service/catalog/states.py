@@ -45,8 +45,9 @@ class BuilderKind(StrEnum):
 
 
 def check_values(column: str, values: type[StrEnum], *, nullable: bool = False) -> str:
-    """The SQL of a CHECK constraint that `column` holds one of `values` (or NULL when `nullable`);
-    the models and migration 0009 both use it, so they cannot drift apart."""
+    """The SQL of a CHECK constraint that `column` holds one of `values` (or NULL when `nullable`),
+    for the models; migration 0009 writes its lists out, and tests/hub/test_lifecycle.py checks that
+    the migrated database's constraints hold the same values as the models'."""
     listed = ", ".join(f"'{v.value}'" for v in values)
     check = f"{column} IN ({listed})"
     return f"{column} IS NULL OR {check}" if nullable else check

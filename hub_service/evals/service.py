@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.states import VersionState
 from hub_service.errors import Conflict, SourceError, Unauthorized
 from hub_service.evals.models import EVAL_SOURCES, Eval
 from openenv.evaluation import mean_interval
@@ -177,7 +178,7 @@ def passed_version(session: Session, env: EnvRecord, revision: str) -> EnvVersio
     from hub_service.catalog.service import get_version
 
     version = get_version(session, env, revision)
-    if version.state != "passed":
+    if version.state != VersionState.PASSED:
         raise Conflict(
             f"{env.repo_id}@{version.sha[:12]} is {version.state}, not passed: evals are taken only for revisions "
             "that passed the Hub's checks; evaluate a passing revision (leave --revision out for the current one)",

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.pins import live_locked_version_ids
+from hub_service.catalog.states import VersionState
 from hub_service.db import session_scope
 from hub_service.prbot.models import PullRequestCheck
 from hub_service.settings import HubSettings
@@ -26,7 +27,7 @@ from hub_service.settings import HubSettings
 __all__ = ["prune_env_images"]
 
 log = logging.getLogger("hub_service.pipeline.images_gc")
-_FINISHED = ("passed", "failed", "cancelled")
+_FINISHED = (VersionState.PASSED, VersionState.FAILED, VersionState.CANCELLED)
 
 
 def _doomed(session: Session, env: EnvRecord, keep: int) -> list[tuple[int, str]]:
@@ -57,7 +58,7 @@ def _doomed(session: Session, env: EnvRecord, keep: int) -> list[tuple[int, str]
             or (version.pinned_at is not None and not version.yanked)
         ):
             kept.add(ref)
-        elif version.state == "passed" and version.ref == "main" and not version.yanked and fallbacks < keep:
+        elif version.state == VersionState.PASSED and version.ref == "main" and not version.yanked and fallbacks < keep:
             kept.add(ref)
             fallbacks += 1
         else:

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog import service as catalog
+from hub_service.catalog.states import VersionState
 from hub_service.play.errors import NotPlayable, PlayError, PlayLimit, PlayStartError
 from hub_service.play.instances import Instance, InstancePool, Target
 from hub_service.quota.leases import LeaseBook
@@ -150,10 +151,10 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
     version = catalog.get_version(db, env, record.revision)
     key = f"{record.repo_id}@{record.revision}"
     # Checked before the live Space too: a running Space whose revision failed is not offered.
-    if version.state != "passed":
+    if version.state != VersionState.PASSED:
         why = (
             f"failed at {version.failure_stage}: {version.failure_reason}"
-            if version.state == "failed"
+            if version.state == VersionState.FAILED
             else f"is {version.state}"
         )
         raise NotPlayable(

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from hub_service.catalog.states import VersionState
+
 __all__ = ["MARKER", "ReportView", "render"]
 
 # Finds our comment again even if the database lost its id (and tells people what wrote it).
@@ -59,15 +61,16 @@ class ReportView:
 def render(view: ReportView) -> str:
     """The markdown comment for `view`."""
     short = re.sub(r"[^0-9a-f]", "", view.sha.lower())[:12]
-    head = {
-        "queued": f"### ⏳ OpenEnv checks queued for `{short}`",
-        "running": f"### ⏳ OpenEnv checks running on `{short}`",
-        "passed": f"### ✅ OpenEnv checks passed for `{short}`",
-        "failed": f"### ❌ OpenEnv checks failed for `{short}`",
-        "cancelled": f"### ⏹️ OpenEnv checks stopped for `{short}`",
-    }.get(view.state, f"### OpenEnv checks: {view.state} for `{short}`")
+    heads: dict[str, str] = {
+        VersionState.QUEUED: f"### ⏳ OpenEnv checks queued for `{short}`",
+        VersionState.RUNNING: f"### ⏳ OpenEnv checks running on `{short}`",
+        VersionState.PASSED: f"### ✅ OpenEnv checks passed for `{short}`",
+        VersionState.FAILED: f"### ❌ OpenEnv checks failed for `{short}`",
+        VersionState.CANCELLED: f"### ⏹️ OpenEnv checks stopped for `{short}`",
+    }
+    head = heads.get(view.state, f"### OpenEnv checks: {view.state} for `{short}`")
     parts = [MARKER, head, ""]
-    if view.state == "cancelled":
+    if view.state == VersionState.CANCELLED:
         parts.append(
             f"This pull request is {view.pr_status}; its checks were stopped."
             if view.pr_status in ("closed", "merged")
@@ -81,7 +84,7 @@ def render(view: ReportView) -> str:
     warnings = _warnings(view)
     if warnings:
         parts += ["", f"<details><summary>{len(warnings)} warning(s)</summary>", "", *warnings, "", "</details>"]
-    if view.state == "passed":
+    if view.state == VersionState.PASSED:
         parts += ["", *_latency(view)]
     parts += ["", _links(view)]
     parts += [
@@ -103,7 +106,7 @@ def _mark(status: str | None, running: bool) -> str:
 
 
 def _stages(view: ReportView) -> list[str]:
-    running = view.state in ("queued", "running")
+    running = view.state in (VersionState.QUEUED, VersionState.RUNNING)
     rows = [("validate", view.validation_status), ("build", view.build_status), ("smoke test", view.smoke_status)]
     lines = ["| stage | result |", "|---|---|"]
     waiting = False
@@ -131,10 +134,10 @@ def _failures(view: ReportView) -> list[str]:
         lines.append(f"- **{_code(check.get('id'), 100)}**{_where(check)}: {_code(check.get('message'))}")
         if check.get("remediation"):
             lines.append(f"  - Fix: {_escape(check['remediation'])}")
-    if view.state == "failed" and view.failure_stage not in (None, "validate"):
+    if view.state == VersionState.FAILED and view.failure_stage not in (None, "validate"):
         lines.append(f"- **{_escape(view.failure_stage or '')}**: {_code(view.failure_reason or 'no reason recorded')}")
         lines.append(f"  - Fix: {_STAGE_HELP.get(view.failure_stage or '', _STAGE_HELP['worker'])}")
-    elif view.state == "failed" and not lines:
+    elif view.state == VersionState.FAILED and not lines:
         lines.append(
             f"- **{_escape(view.failure_stage or 'check')}**: {_code(view.failure_reason or 'no reason recorded')}"
         )

@@ -253,7 +253,7 @@ def _release(ctx: TaskContext, check_id: int, comment_id: str | None, view: Repo
         if view is None:
             return
         check.comment_id, check.reported = comment_id, view.key
-        if view.state in ("passed", "failed"):
+        if view.state in (VersionState.PASSED, VersionState.FAILED):
             record(
                 session,
                 check.env_id,
@@ -272,12 +272,12 @@ def _view(session: Session, settings: HubSettings, check: PullRequestCheck) -> R
     if env is None or version is None:
         return None
     main = session.get(EnvVersion, env.latest_version_id) if env.latest_version_id else None
-    if main is not None and main.state != "passed":
+    if main is not None and main.state != VersionState.PASSED:
         main = None
     base = f"{settings.public_url.rstrip('/')}/api/v1/envs/{env.owner}/{env.name}/versions/{version.sha}"
     state = version.state
-    if check.status not in _OPEN and state in ("queued", "running"):
-        state = "cancelled"
+    if check.status not in _OPEN and state in (VersionState.QUEUED, VersionState.RUNNING):
+        state = VersionState.CANCELLED
     return ReportView(
         repo_id=env.repo_id,
         num=check.num,
@@ -295,7 +295,7 @@ def _view(session: Session, settings: HubSettings, check: PullRequestCheck) -> R
         main_sha=main.sha if main else None,
         main_figures=_figures(main) if main else {},
         log_url=f"{base}/logs/{version.failure_stage}"
-        if state == "failed" and version.failure_stage in ("fetch", "validate", "build", "smoke")
+        if state == VersionState.FAILED and version.failure_stage in ("fetch", "validate", "build", "smoke")
         else None,
     )
 

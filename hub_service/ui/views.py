@@ -16,6 +16,7 @@ import urllib.parse
 from html import escape
 from typing import Any
 
+from hub_service.catalog.states import VersionState
 from hub_service.ui.trust_card import badge_row
 
 __all__ = [
@@ -179,7 +180,7 @@ def figures(version: Any | None) -> str:
     ]
     if version.failure_stage:
         rows.append(("failed at", f"{escape(version.failure_stage)}: {escape(version.failure_reason or '')}"))
-    if version.waiting_code and version.state in ("waiting", "queued", "running"):
+    if version.waiting_code and version.state in (VersionState.WAITING, VersionState.QUEUED, VersionState.RUNNING):
         since = escape(_ago(version.waiting_since))
         rows.append(
             (

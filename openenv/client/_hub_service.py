@@ -17,6 +17,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,20 +81,13 @@ def fetch_record(
     request = urllib.request.Request(
         endpoint, headers={"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     )
-    # No proxies: the service is usually local or in-cluster, and a proxy would only get in the way.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=timeout_s) as reply:
-            body = json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        detail = _detail(exc.read())
-        if exc.code == 404:
-            raise HubServiceError(f"{hub_url} does not know {repo_id} (404{': ' + detail if detail else ''})") from None
-        raise HubServiceError(f"{hub_url} answered {exc.code}: {detail}") from None
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        raise HubServiceError(f"{hub_url} is unreachable ({getattr(exc, 'reason', exc)})") from None
-    except ValueError:
-        raise HubServiceError(f"{hub_url} answered with something that is not JSON") from None
+
+    def refused(code: int, detail: str) -> str:
+        if code == 404:
+            return f"{hub_url} does not know {repo_id} (404{': ' + detail if detail else ''})"
+        return f"{hub_url} answered {code}: {detail}"
+
+    body = _json_reply(request, hub_url, timeout_s, refused)
     if not isinstance(body, dict) or not isinstance(body.get("repo_id"), str):
         raise HubServiceError(f"{hub_url} answered something that is not a resolve record (no repo_id)")
     url, image, port = body.get("url"), body.get("image"), body.get("port")
@@ -150,16 +144,30 @@ def register_lock(hub_url: str, document: dict[str, Any], *, timeout_s: float = 
         headers={"Accept": "application/json", "Content-Type": "application/json"},
         method="POST",
     )
+    body = _json_reply(
+        request, hub_url, timeout_s, lambda code, detail: f"{hub_url} refused the lock ({code}: {detail})"
+    )
+    if not isinstance(body, dict) or not isinstance(body.get("id"), str):
+        raise HubServiceError(f"{hub_url} answered something that is not a registered lock (no id)")
+    return body
+
+
+def _json_reply(
+    request: urllib.request.Request, hub_url: str, timeout_s: float, refused: Callable[[int, str], str]
+) -> Any:
+    """The service's JSON reply to `request`; an error status is worded by `refused(code, detail)`.
+
+    Raises:
+        HubServiceError: unreachable, an error status, or a reply that is not JSON.
+    """
+    # No proxies: the service is usually local or in-cluster, and a proxy would only get in the way.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=timeout_s) as reply:
-            body = json.loads(reply.read())
+            return json.loads(reply.read())
     except urllib.error.HTTPError as exc:
-        raise HubServiceError(f"{hub_url} refused the lock ({exc.code}: {_detail(exc.read())})") from None
+        raise HubServiceError(refused(exc.code, _detail(exc.read()))) from None
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise HubServiceError(f"{hub_url} is unreachable ({getattr(exc, 'reason', exc)})") from None
     except ValueError:
         raise HubServiceError(f"{hub_url} answered with something that is not JSON") from None
-    if not isinstance(body, dict) or not isinstance(body.get("id"), str):
-        raise HubServiceError(f"{hub_url} answered something that is not a registered lock (no id)")
-    return body

@@ -1,12 +1,21 @@
-"""Test helpers for the Hub: a list-backed source, and env folders written on the fly."""
+"""Test helpers for the Hub: a list-backed source, a served Hub that lists given Spaces, and env
+folders written on the fly."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from hub_service.app import create_app
+from hub_service.db import make_engine, migrate, sessionmaker_for
+from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import SourceEnv
+from hub_service.settings import HubSettings
+from tests.support.servers import serve_app
 
 
 class ListSource:
@@ -43,3 +52,24 @@ def space(i: int, **overrides: object) -> SourceEnv:
     )
     base.update(overrides)
     return SourceEnv(**base)  # type: ignore[arg-type]
+
+
+@contextmanager
+def listing_hub(
+    tmp_path: Path, spaces: list[SourceEnv], prepare: Callable[[Session], None]
+) -> Iterator[tuple[str, sessionmaker[Session]]]:
+    """A Hub service on a migrated SQLite database that indexed `spaces`; `prepare` sets up their
+    versions (states, images) in one transaction first. Yields the Hub's URL and its session factory."""
+    url = f"sqlite:///{tmp_path / 'hub.sqlite3'}"
+    migrate(url)
+    engine = make_engine(url)
+    factory = sessionmaker_for(engine)
+    index_source(factory, ListSource(spaces))
+    with factory.begin() as session:
+        prepare(session)
+    settings = HubSettings(data_dir=tmp_path / "data", database_url=url, local_source=None, website=False)
+    try:
+        with serve_app(create_app(settings, run_migrations=False)) as served:
+            yield served, factory
+    finally:
+        engine.dispose()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +16,19 @@ import pytest
 from echo_env import EchoAction, EchoEnv
 from pydantic import SecretStr
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from hub_service.app import create_app
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
-from hub_service.db import make_engine, migrate, sessionmaker_for
-from hub_service.indexer.service import index_source
 from hub_service.pipeline.publish import Pushed, push_tested_image
 from hub_service.pipeline.stages import BuildOutput, StageLog
 from hub_service.settings import HubSettings
 from openenv.client.providers.docker import DockerProvider, ImageDigestError
 from openenv.errors import ResolutionError
-from tests.hub.helpers import ListSource, space
+from tests.hub.helpers import listing_hub, space
 from tests.providers.conftest import RUN_LABEL
 from tests.support.registry import Registry, engine2, test_registry
-from tests.support.servers import free_port, serve_app
+from tests.support.servers import free_port
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +49,11 @@ def pushed(echo_image: str) -> tuple[Registry, Pushed, str]:
     return registry, result, sha
 
 
-def _hub(tmp_path: Path, sha: str, registry_ref: str, digest: str) -> Any:
+@contextmanager
+def _hub(tmp_path: Path, sha: str, registry_ref: str, digest: str) -> Iterator[str]:
     """A Hub service whose alice/echo_env@sha passed, with its image pushed as `registry_ref` / `digest`."""
-    url = f"sqlite:///{tmp_path / 'hub.sqlite3'}"
-    migrate(url)
-    engine = make_engine(url)
-    factory = sessionmaker_for(engine)
-    index_source(factory, ListSource([space(7, owner="alice", name="echo_env", stage="SLEEPING", host=None)]))
-    with factory.begin() as s:
+
+    def prepare(s: Session) -> None:
         env = s.scalar(select(EnvRecord))
         version = s.scalar(select(EnvVersion))
         assert version.sha == sha
@@ -66,9 +62,12 @@ def _hub(tmp_path: Path, sha: str, registry_ref: str, digest: str) -> Any:
         version.registry_ref, version.image_digest = registry_ref, digest
         s.flush()
         apply_verdict(env, version)
-    engine.dispose()
-    settings = HubSettings(data_dir=tmp_path / "data", database_url=url, local_source=None, website=False)
-    return serve_app(create_app(settings, run_migrations=False))
+
+    with listing_hub(tmp_path, [space(7, owner="alice", name="echo_env", stage="SLEEPING", host=None)], prepare) as (
+        url,
+        _,
+    ):
+        yield url
 
 
 @pytest.fixture()

@@ -21,17 +21,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from hub_service.app import create_app
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
-from hub_service.db import make_engine, migrate, sessionmaker_for
-from hub_service.indexer.service import index_source
-from hub_service.settings import HubSettings
 from openenv.client.env_id import EnvId, format_env_id, parse_env_id
 from openenv.client.lock import Lock, LockedEnv
 from openenv.client.pool import EnvPool
 from openenv.errors import ConfigurationError, LockMismatchError, ResolutionError
-from tests.hub.helpers import ListSource, space
+from tests.hub.helpers import listing_hub, space
 from tests.support.cli import Run
 from tests.support.servers import serve_app
 
@@ -62,30 +58,21 @@ def _version(s: Session, env: EnvRecord, sha: str, digest: str) -> EnvVersion:
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo_url: str) -> Iterator[Hub]:
     """A Hub on SQLite listing alice/echo_env (two passed revisions with pushed images; the newer is
     current and runs at `echo_url`) and alice/other_env."""
-    url = f"sqlite:///{tmp_path / 'hub.sqlite3'}"
-    migrate(url)
-    engine = make_engine(url)
-    factory = sessionmaker_for(engine)
-    index_source(
-        factory,
-        ListSource(
-            [
-                space(1, owner="alice", name="echo_env", sha=SHA, host=echo_url, stage="RUNNING"),
-                space(2, owner="alice", name="other_env"),
-            ]
-        ),
-    )
-    with factory.begin() as s:
+
+    def prepare(s: Session) -> None:
         env = s.scalar(select(EnvRecord).where(EnvRecord.name == "echo_env"))
         _version(s, env, OLD_SHA, OLD_DIGEST)
         apply_verdict(env, _version(s, env, SHA, DIGEST))
-    settings = HubSettings(data_dir=tmp_path / "data", database_url=url, local_source=None, website=False)
+
+    spaces = [
+        space(1, owner="alice", name="echo_env", sha=SHA, host=echo_url, stage="RUNNING"),
+        space(2, owner="alice", name="other_env"),
+    ]
     monkeypatch.delenv("OPENENV_LOCK", raising=False)
     monkeypatch.delenv("OPENENV_TRUST_REMOTE_CODE", raising=False)
-    with serve_app(create_app(settings, run_migrations=False)) as served:
+    with listing_hub(tmp_path, spaces, prepare) as (served, factory):
         monkeypatch.setenv("OPENENV_HUB_URL", served)
         yield Hub(served, factory)
-    engine.dispose()
 
 
 def _lock_with_the_cli(run_cli: Run, hub: Hub, tmp_path: Path, *ids: str) -> dict[str, Any]:

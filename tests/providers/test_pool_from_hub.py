@@ -7,23 +7,20 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from echo_env import EchoAction, EchoEnv
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from hub_service.app import create_app
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
-from hub_service.db import make_engine, migrate, sessionmaker_for
-from hub_service.indexer.service import index_source
-from hub_service.settings import HubSettings
 from openenv.client.pool import EnvPool, servers_for
 from openenv.errors import ConfigurationError, EnvTimeoutError, RemoteCodeError, ResolutionError
-from tests.hub.helpers import ListSource, space
-from tests.support.servers import serve_app
+from tests.hub.helpers import listing_hub, space
 
 CARD = {
     "cold_start_s": 0.5,
@@ -39,31 +36,24 @@ CARD = {
 }
 
 
-def _hub(tmp_path: Path, image: str, host: str | None = None, card: dict[str, Any] | None = CARD) -> Any:
+@contextmanager
+def _hub(tmp_path: Path, image: str, host: str | None = None, card: dict[str, Any] | None = CARD) -> Iterator[str]:
     """A Hub service on a migrated SQLite database that lists alice/echo_env (image `image`, capacity `card`)."""
-    url = f"sqlite:///{tmp_path / 'hub.sqlite3'}"
-    migrate(url)
-    engine = make_engine(url)
-    factory = sessionmaker_for(engine)
-    index_source(
-        factory,
-        ListSource(
-            [
-                space(1, owner="alice", name="echo_env", host=host, stage="RUNNING" if host else "SLEEPING"),
-                space(2, owner="alice", name="unmeasured_env"),
-            ]
-        ),
-    )
-    with factory.begin() as s:
+
+    def prepare(s: Session) -> None:
         for name, capacity in (("echo_env", card), ("unmeasured_env", None)):
             env = s.scalar(select(EnvRecord).where(EnvRecord.name == name))
             version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
             version.state, version.image_ref, version.port, version.capacity = "passed", image, 8000, capacity
             s.flush()
             apply_verdict(env, version)
-    engine.dispose()
-    settings = HubSettings(data_dir=tmp_path / "data", database_url=url, local_source=None, website=False)
-    return serve_app(create_app(settings, run_migrations=False))
+
+    spaces = [
+        space(1, owner="alice", name="echo_env", host=host, stage="RUNNING" if host else "SLEEPING"),
+        space(2, owner="alice", name="unmeasured_env"),
+    ]
+    with listing_hub(tmp_path, spaces, prepare) as (url, _):
+        yield url
 
 
 @pytest.fixture()

@@ -102,6 +102,9 @@ async def test_a_node_killed_mid_batch_loses_no_episode(ray_cluster: RayCluster)
                 forget.append(
                     asyncio.ensure_future(asyncio.to_thread(ray_cluster.cluster.remove_node, by_id[doomed], False))
                 )
+                # This episode holds on until the node's server is gone: a fast batch could otherwise end
+                # before the kill lands, with nothing in flight there left to replay.
+                assert await wait_until(lambda: not answers(doomed_url), 10), "the killed node's server still answers"
             await asyncio.sleep(0.02)
             return "hit" if inp.observation["player_total"] < 17 else "stand"
 

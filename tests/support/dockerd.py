@@ -24,6 +24,21 @@ def _engine_up() -> bool:
 _started: list[subprocess.Popen[bytes]] = []  # engines this process started: reaped when they exit
 
 
+def _machine_engines() -> list[int]:
+    """The machine's own dockerd processes: not a private engine with an exec root of its own
+    (scripts/docker-engine2's, which stands in for another machine and must outlive this restart)."""
+    pids = [int(p) for p in subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()]
+    mine = []
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:  # it exited meanwhile
+            continue
+        if b"--exec-root" not in argv:
+            mine.append(pid)
+    return mine
+
+
 def restart_dockerd(timeout_s: float = 60.0) -> None:
     """Stop dockerd (SIGTERM, as a service manager would) and start it again the same way.
 
@@ -34,7 +49,7 @@ def restart_dockerd(timeout_s: float = 60.0) -> None:
         Path(os.environ.get("OPENENV_DOCKER_STATE") or Path(os.environ.get("TMPDIR", "/tmp")) / "openenv-docker")
         / "dockerd.pid"
     )
-    pids = [int(p) for p in subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout.split()]
+    pids = _machine_engines()
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):  # it exited between pgrep and now: gone is what we want
             os.kill(pid, signal.SIGTERM)

@@ -20,9 +20,7 @@ class __ENV_CLASS__Action(Action):
 class __ENV_CLASS__Observation(Observation):
     """How the last guess compares with the secret; reward 1.0 for the correct one."""
 
-    feedback: Feedback = Field(
-        description="'higher' or 'lower' (the secret is higher/lower), or how the episode ended."
-    )
+    feedback: Feedback = Field(description="'higher' or 'lower' (the secret is higher/lower), or how the episode ended.")
     guesses_left: int = Field(ge=0, description="Guesses left in this episode.")
 
 

@@ -37,9 +37,7 @@ class __ENV_CLASS__Environment(Environment[__ENV_CLASS__Action, __ENV_CLASS__Obs
         self._solved = False
         return __ENV_CLASS__Observation(feedback="start", guesses_left=self._left, reward=0.0)
 
-    def step(
-        self, action: __ENV_CLASS__Action, timeout_s: float | None = None, **kwargs: Any
-    ) -> __ENV_CLASS__Observation:
+    def step(self, action: __ENV_CLASS__Action, timeout_s: float | None = None, **kwargs: Any) -> __ENV_CLASS__Observation:
         if self._solved or self._left == 0:  # the episode is over: say so again, change nothing
             feedback = "correct" if self._solved else "out of guesses"
             return __ENV_CLASS__Observation(feedback=feedback, guesses_left=self._left, reward=0.0, done=True)
@@ -55,6 +53,4 @@ class __ENV_CLASS__Environment(Environment[__ENV_CLASS__Action, __ENV_CLASS__Obs
 
     @property
     def state(self) -> __ENV_CLASS__State:
-        return __ENV_CLASS__State(
-            episode_id=self._episode_id, step_count=self._steps, guesses_left=self._left, solved=self._solved
-        )
+        return __ENV_CLASS__State(episode_id=self._episode_id, step_count=self._steps, guesses_left=self._left, solved=self._solved)

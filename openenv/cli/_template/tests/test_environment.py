@@ -10,7 +10,7 @@ from server.environment import MAX_GUESSES, __ENV_CLASS__Environment
 from openenv.testing import serve_app
 
 
-def _binary_search(step) -> tuple[int, object]:
+def _binary_search(step) -> tuple[int, object]:  # noqa: ANN001 - step(guess) -> observation
     low, high, guesses = 1, 100, 0
     while True:
         guess = (low + high) // 2
