@@ -121,6 +121,8 @@ async def test_a_node_killed_mid_batch_loses_no_episode(ray_cluster: RayCluster)
             replayed,
             batch.elapsed_s,
             time.time() - killed[0],
+            [(r.index, r.url, r.attempts, r.errors) for r in batch if r.node == doomed][-6:],
+            doomed_url,
         )
         assert await wait_until(lambda: pool.replacements >= 1 and len(pool.urls) == 2, 60), pool
         survivors = {pool.node_of(u) for u in pool.urls}
