@@ -30,7 +30,7 @@ def test_top_level_help_lists_every_command_and_imports_nothing_heavy() -> None:
     assert "HEAVY []" in proc.stdout
 
 
-@pytest.mark.parametrize("command", list(cli_main.COMMANDS))
+@pytest.mark.parametrize("command", [*cli_main.COMMANDS, *cli_main.PLUGINS])  # plugins: `hub` (hub_service.cli)
 def test_every_command_help_shows_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main.main([command, "--help"]) == 0
     out = capsys.readouterr().out

@@ -35,14 +35,6 @@ def test_top_level_help_lists_the_hub_without_importing_it() -> None:
     assert "LOADED []" in proc.stdout
 
 
-@pytest.mark.parametrize("command", sorted(cli_main.PLUGINS))
-def test_every_plugin_command_help_shows_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main.main([command, "--help"]) == 0
-    out = capsys.readouterr().out
-    assert f"usage: openenv {command}" in out and "examples:" in out
-    assert f"  openenv {command} " in out.split("examples:")[1]
-
-
 def test_a_plugin_command_that_is_not_installed_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
