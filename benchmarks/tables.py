@@ -75,7 +75,21 @@ def _provenance(doc: Doc, what: str, loop: str | None = None) -> str:
     memory = f", {m['memory_gib']:g} GiB" if m.get("memory_gib") else ""
     return (
         f"<sub>`{m['command']}` ({what}; {loop}): {m['cores']} cores ({m['cpu_model']}){memory}, {m['os']}, "
-        f"Python {m['python']}, {versions}; {m['date'][:10]}.</sub>"
+        f"Python {m['python']}, {versions}; {m['date'][:10]}.{_noise(m)}</sub>"
+    )
+
+
+NOISY_LOAD_MOVE = 1.0  # a 1-minute load average that moved more than this during a run marks it noisy
+
+
+def _noise(m: dict[str, Any]) -> str:
+    """' **Noisy run** ...' when the machine's load moved by more than NOISY_LOAD_MOVE during it."""
+    load = m.get("load_avg_1m")
+    if not load or abs(load["end"] - load["start"]) <= NOISY_LOAD_MOVE:
+        return ""
+    return (
+        f" **Noisy run:** the 1-minute load average moved from {load['start']:.1f} to {load['end']:.1f} "
+        "during it (the benchmark's own work counts too)."
     )
 
 
@@ -207,7 +221,10 @@ def cold_start(doc: Doc) -> str:
             "(median per-round differences). Pools of our image, against the bound of "
             f"{r['one_start_cpu_s']:.2f} CPU-s per start {X} N ÷ {r['cores']} cores: {pools}.",
             "",
-            _provenance(doc, f"{_rounds(s)}; load average {r['load_avg_1m_at_end']:.1f} at the end"),
+            _provenance(
+                doc,
+                f"{_rounds(s)}; load average {r['load_avg_1m_at_end']:.1f} after the timed starts, before the pools",
+            ),
         ]
     )
 

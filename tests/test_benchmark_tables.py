@@ -67,6 +67,26 @@ def test_check_says_what_differs_when_a_number_changes(tmp_path: Path) -> None:
     assert "README.md differ" in out.stderr
 
 
+@pytest.mark.parametrize(("start", "end", "noisy"), [(1.2, 1.9, False), (1.2, 2.4, True), (3.9, 2.5, True)])
+def test_a_run_whose_load_moved_is_marked_noisy(tmp_path: Path, start: float, end: float, noisy: bool) -> None:
+    for path in RESULTS:
+        shutil.copy(path, tmp_path / path.name)
+    source = BENCH / "results" / "step_throughput.json"
+    doc = _load(source)
+    doc["machine"]["load_avg_1m"] = {"start": start, "end": end}
+    (tmp_path / source.name).write_text(json.dumps(doc))
+    was_noisy = (
+        abs(_load(source)["machine"]["load_avg_1m"]["end"] - _load(source)["machine"]["load_avg_1m"]["start"]) > 1
+    )
+    out = _tables("--check", "--results", tmp_path)
+    marked = [line for line in out.stdout.splitlines() if line.startswith("+") and "Noisy run" in line]
+    if noisy:
+        assert marked and f"moved from {start:.1f} to {end:.1f}" in marked[0], out.stdout[-2000:]
+    else:
+        assert not marked, out.stdout[-2000:]
+        assert out.returncode == (1 if was_noisy else 0), out.stdout[-2000:]
+
+
 @pytest.mark.parametrize("path", RESULTS, ids=[p.stem for p in RESULTS])
 def test_a_results_file_describes_the_machine_and_the_run(path: Path) -> None:
     doc = _load(path)
