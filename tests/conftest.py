@@ -9,10 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.envs.images import EnvImages, docker_client
 from tests.support.cli import run_cli  # noqa: F401  (fixture)
 from tests.support.hf_hub.fixtures import hf1_python, hf_hub  # noqa: F401  (fixtures)
 from tests.support.servers import ROOT, ProcessServer, serve_app
-from tests.support.systems import in_ci
+from tests.support.systems import in_ci, require_system
 
 pytest_plugins = ["tests.support.browser"]  # browser fixtures, screenshots of failed browser tests
 
@@ -66,6 +67,24 @@ def echo_process() -> Iterator[ProcessServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def env_images() -> Iterator[EnvImages]:
+    """The bundled env images (tests/envs/images.py: all built at once, on first use, from this
+    checkout with the local SDK on OPENENV_TEST_BASE_IMAGE); shared by every folder of tests."""
+    base = os.environ.get("OPENENV_TEST_BASE_IMAGE")
+    if not base:
+        require_system(
+            "Docker",
+            "OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image",
+        )
+    client = docker_client()
+    images = EnvImages(client, base)
+    try:
+        yield images
+    finally:
+        images.remove_all()
 
 
 # -- under CI, nothing may be skipped ---------------------------------------------------------------------

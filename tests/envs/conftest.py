@@ -6,14 +6,11 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from tests.envs.images import EnvImages, docker_client
 from tests.support.servers import serve_app
-from tests.support.systems import require_system
 
 
 @contextlib.contextmanager
@@ -46,20 +43,3 @@ def server_errors() -> Iterator[list[logging.LogRecord]]:
     finally:
         for logger in loggers:
             logger.removeHandler(handler)
-
-
-@pytest.fixture(scope="session")
-def env_images() -> Iterator[EnvImages]:
-    """The env images, built from this checkout with the local SDK on OPENENV_TEST_BASE_IMAGE."""
-    base = os.environ.get("OPENENV_TEST_BASE_IMAGE")
-    if not base:
-        require_system(
-            "Docker",
-            "OPENENV_TEST_BASE_IMAGE is not set: run `bash scripts/test`, which starts Docker and makes the base image",
-        )
-    client = docker_client()
-    images = EnvImages(client, base)
-    try:
-        yield images
-    finally:
-        images.remove_all()
