@@ -244,6 +244,25 @@ def env_steps(doc: Doc) -> str:
     )
 
 
+def forks(doc: Doc) -> str:
+    res, s = doc["results"], doc["machine"]["settings"]
+    rows = []
+    for name, t in res["envs"].items():
+        cells = [
+            f"{t[k]['p50_ms']:.2f} ms (p90 {t[k]['p90_ms']:.1f})"
+            for k in ("snapshot", "restore", "fork_server", "fork_connected")
+        ]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    n = res["children"]
+    return _table(
+        f"Snapshots and forks of one mid-episode session, p50 (`benchmarks/forks.py`): a fork makes {n} sessions in one "
+        'round trip; "connected" adds a client per child, its WebSocket attached:',
+        ["env", "snapshot", "restore", f"fork ×{n}, server", f"fork ×{n}, connected"],
+        rows,
+        _provenance(doc, f"{s['rounds']} rounds, Atari {s['atari_rounds']}"),
+    )
+
+
 def hub(doc: Doc) -> str:
     r = doc["results"]
     i, q, p = r["index"], r["search"], r["pipeline"]
@@ -353,6 +372,7 @@ RENDERERS: dict[str, Callable[[Doc], str]] = {
     "hub": hub,
     "hub_load": hub_load,
     "live": live,
+    "forks": forks,
     "sessions_scale": sessions_scale,
 }
 

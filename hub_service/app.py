@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DataError
 
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.errors import HubError
@@ -22,6 +24,7 @@ from hub_service.settings import HubSettings, get_settings
 __all__ = ["create_app"]
 
 API_VERSION = "1.0.0"
+log = logging.getLogger("hub_service")
 
 
 def create_app(settings: HubSettings | None = None, *, run_migrations: bool = True) -> FastAPI:
@@ -71,13 +74,34 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
             status_code=422,
         )
 
+    @app.exception_handler(DataError)
+    async def _out_of_range(request: Request, exc: DataError) -> JSONResponse:
+        # A value the database cannot hold (a number out of its range, text it cannot store) came
+        # from the request: the routes bound their parameters, this is the net under them.
+        log.warning("%s %s: the database refused a value: %s", request.method, request.url.path, exc.orig)
+        return JSONResponse(
+            {
+                "error": {
+                    "code": "invalid_request",
+                    "message": "a value in the request is out of range for this Hub; check the numbers and text you sent",
+                }
+            },
+            status_code=422,
+        )
+
     @app.get("/api/v1/health", tags=["service"])
     def health() -> dict[str, Any]:
         from sqlalchemy import text
+        from sqlalchemy.orm import Session
+
+        from hub_service.indexer.drift import drift_summary
 
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
-        return {"status": "ok"}
+            # what the reconcile had to correct (issue 30): drift the webhooks did not bring
+            with Session(bind=conn) as session:
+                drift = drift_summary(session)
+        return {"status": "ok", "drift": drift}
 
     from hub_service.catalog.routes import router as catalog_router
 

@@ -44,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--reindex-every", type=float, default=600.0, metavar="SECONDS", help="re-index sources this often (0: once)"
     )
+    serve.add_argument(
+        "--log-file",
+        type=Path,
+        default=None,
+        help="write the full log there, and print for people: warnings, one line per env verdict, a summary",
+    )
+    serve.add_argument("--verbose", action="store_true", help="with --log-file: print the full log here as well")
     _common(serve)
 
     index = sub.add_parser("index", help="index a source once")
@@ -70,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rerun.add_argument("--reason", default="openenv hub rerun", help="recorded in the audit trail")
     rerun.add_argument("--json", action="store_true", help="print what was queued as JSON")
     _common(rerun)
+
+    export = sub.add_parser(
+        "export-catalog", help="write the catalog snapshot (upstream's Environment Card profile) to a file"
+    )
+    export.add_argument("-o", "--output", type=Path, required=True, help="file to write (- for standard output)")
+    _common(export)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +127,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
         return _index(args, out)
     if args.hub_command == "rerun":
         return _rerun(args, out)
+    if args.hub_command == "export-catalog":
+        return _export_catalog(args, out)
     return _worker(args, out)
 
 
@@ -121,10 +136,19 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     from hub_service.serve import serve
 
     settings = _settings(args)
-    out.line(f"OpenEnv Hub on http://{args.host}:{args.port}  (API: /api/v1/envs, docs: /docs)")
+    url = f"http://{args.host}:{args.port}"
+    out.line(f"OpenEnv Hub on {url}  (API: /api/v1/envs, docs: /docs)")
     out.line(
         f"data: {settings.data_dir}   database: {_redact(settings.sqlalchemy_url)}   local source: {settings.local_source or '-'}"
     )
+    if args.log_file is not None:  # a console for people (scripts/serve): hub_service/console.py
+        from hub_service.console import VerdictWatcher, setup_console_logging
+
+        log_file = args.log_file.expanduser().resolve()
+        setup_console_logging(log_file, level=args.log_level, verbose=args.verbose)
+        out.line(f"full log: {log_file}")
+        out.line("checking every env (validate, build, smoke test); each verdict shows here as it lands")
+        VerdictWatcher(settings, url, out.line).start()
     serve(
         settings,
         host=args.host,
@@ -132,6 +156,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
         workers=args.workers,
         reindex_every_s=args.reindex_every,
         log_level=args.log_level,
+        log_file=args.log_file.expanduser().resolve() if args.log_file is not None else None,
     )
     return 0
 
@@ -175,6 +200,37 @@ def _index(args: argparse.Namespace, out: Output) -> int:
             "ok" if "failed" not in outcomes else "warn",
             f"pipeline: {outcomes.count('passed')} passed, {outcomes.count('failed')} failed",
         )
+    return 0
+
+
+def _export_catalog(args: argparse.Namespace, out: Output) -> int:
+    import os
+    import sys
+
+    from hub_service.catalog.snapshot import stream_snapshot
+    from hub_service.db import make_engine, migrate, sessionmaker_for
+
+    settings = _settings(args)
+    migrate(settings.sqlalchemy_url)
+    factory = sessionmaker_for(make_engine(settings.sqlalchemy_url))
+    if str(args.output) == "-":
+        for piece in stream_snapshot(factory, settings):
+            sys.stdout.buffer.write(piece)
+        sys.stdout.flush()
+        return 0
+    target = args.output.expanduser()
+    partial = target.with_name(f".{target.name}.partial")
+    size = 0
+    try:
+        with partial.open("wb") as handle:  # written whole, then moved: never a half snapshot at the name
+            for piece in stream_snapshot(factory, settings):
+                handle.write(piece)
+                size += len(piece)
+        os.replace(partial, target)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise CliError(f"could not write {target}: {exc.strerror or exc}", "pass -o a writable file path") from exc
+    out.mark("ok", f"wrote the catalog snapshot to {target} ({size / 1e6:.2f} MB)")
     return 0
 
 

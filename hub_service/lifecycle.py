@@ -135,6 +135,7 @@ def move(
     actor: str = "hub",
     failure_stage: str | None = None,
     failure_reason: str | None = None,
+    failure_code: str | None = None,
     waiting_code: str | None = None,
     waiting_reason: str | None = None,
     **details: Any,
@@ -144,7 +145,8 @@ def move(
     Args:
         cause: why, in the words of the audit trail ("pipeline job 12 (attempt 1)", "maintainer ...").
         actor: "hub", or the person who asked (their moves into queued are audited).
-        failure_stage, failure_reason: for `failed`.
+        failure_stage, failure_reason: for `failed`; failure_code: the wait code of a revision that gave up
+            waiting for the infrastructure.
         waiting_code, waiting_reason: for `waiting` (a `WaitCode` and what the infrastructure said).
         details: more for the audit event.
 
@@ -176,6 +178,7 @@ def move(
             version.waiting_code = version.waiting_reason = version.waiting_since = None
         if to is S.FAILED:
             version.failure_stage, version.failure_reason = failure_stage, (failure_reason or "")[:4000]
+            version.failure_code = failure_code
         if to is not S.CANCELLED and env.sha == version.sha:
             apply_verdict(env, version)  # a finished main revision that is the env's current one
     event = _audit(session, env, version, before, to, new_wait, cause=cause, actor=actor, **details)

@@ -1,5 +1,6 @@
-"""Running the service: the API server, its pipeline workers, the periodic reconcile crawl and
-the health polls.
+"""Running the service: the API server, its pipeline workers, and the periodic duties (the
+reconcile crawl, the health polls, image collection), which run in one process of all those that
+serve the database: the holder of the lease (hub_service/leadership).
 
 `openenv hub serve` calls `serve()`; with no configuration at all it keeps its SQLite database
 under ~/.cache/openenv-hub, indexes this repository's `envs/`, and runs the pipeline on them.
@@ -20,15 +21,26 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.indexer import source_for
 from hub_service.indexer.service import IndexReport, index_source
+from hub_service.leadership import Leadership, run_duty
 from hub_service.pipeline.assembly import assemble
 from hub_service.settings import HubSettings
 
-__all__ = ["WorkerSupervisor", "index_all", "poll_health", "reconcile", "run_worker", "serve", "settings_env"]
+__all__ = [
+    "WorkerSupervisor",
+    "collect",
+    "index_all",
+    "poll_health",
+    "reconcile",
+    "run_worker",
+    "serve",
+    "settings_env",
+]
 
 log = logging.getLogger("hub_service")
 _GRACEFUL_S = 5  # how long a stopping service waits for open connections (website streams)
@@ -68,9 +80,10 @@ class WorkerSupervisor(threading.Thread):
     pull-request comments never wait behind builds): a worker that dies is replaced (its job is
     reclaimed)."""
 
-    def __init__(self, settings: HubSettings, count: int, task_workers: int = 0) -> None:
+    def __init__(self, settings: HubSettings, count: int, task_workers: int = 0, log_file: Path | None = None) -> None:
         super().__init__(name="hub-workers", daemon=True)
         self.settings = settings
+        self.log_file = log_file  # the workers' output goes there (the console is for people)
         self.count = count
         self.task_workers = task_workers
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -80,7 +93,12 @@ class WorkerSupervisor(threading.Thread):
     def _spawn(self, tasks_only: bool) -> subprocess.Popen[bytes]:
         env = {**os.environ, **settings_env(self.settings)}
         flags = ["--parent", str(os.getpid()), *(["--tasks-only"] if tasks_only else [])]
-        return subprocess.Popen([sys.executable, "-c", _WORKER_ENTRY, *flags], env=env)
+        if self.log_file is None:
+            return subprocess.Popen([sys.executable, "-c", _WORKER_ENTRY, *flags], env=env)
+        with self.log_file.open("ab") as log_file:  # the child keeps its own descriptor
+            return subprocess.Popen(
+                [sys.executable, "-c", _WORKER_ENTRY, *flags], env=env, stdout=log_file, stderr=subprocess.STDOUT
+            )
 
     def run(self) -> None:
         kinds = [False] * self.count + [True] * self.task_workers
@@ -178,17 +196,52 @@ def poll_health(settings: HubSettings) -> None:
         engine.dispose()
 
 
-class _Every(threading.Thread):
-    """Calls `fn(settings)` now and then every `every_s` seconds (once when every_s <= 0)."""
+def collect(settings: HubSettings) -> None:
+    """One collection: expired locks purged, then the registry's images nothing keeps (as
+    `registry_gc` says: planned and audited, or deleted)."""
+    from hub_service.locks.service import purge_expired
+    from hub_service.pipeline.registry_gc import collect_registry
 
-    def __init__(self, name: str, fn: Any, settings: HubSettings, every_s: float) -> None:
+    engine = make_engine(settings.sqlalchemy_url)
+    try:
+        factory = sessionmaker_for(engine)
+        purged = purge_expired(factory)
+        if purged:
+            log.info("purged %s expired lock(s)", purged)
+        if settings.registry and settings.registry_gc != "off":
+            collect_registry(settings, factory, dry_run=settings.registry_gc == "dry_run")
+    except Exception:  # the next round tries again; the service keeps serving
+        log.exception("collecting images failed")
+    finally:
+        engine.dispose()
+
+
+class _Every(threading.Thread):
+    """Calls `fn(settings)` now and then every `every_s` seconds (once when every_s <= 0), in
+    the leader only when there is a `leadership` (a duty waits while another process leads)."""
+
+    def __init__(
+        self, name: str, fn: Any, settings: HubSettings, every_s: float, leadership: Leadership | None = None
+    ) -> None:
         super().__init__(name=name, daemon=True)
-        self.fn, self.settings, self.every_s = fn, settings, every_s
+        self.fn, self.settings, self.every_s, self.leadership = fn, settings, every_s, leadership
+        self.duty = name.removeprefix("hub-")
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while True:
-            self.fn(self.settings)
+            if self.leadership is not None and not self.leadership.wait_leading(self.stopping):
+                return
+            try:
+                ran = run_duty(self.leadership, self.duty, lambda: self.fn(self.settings))
+            except Exception:  # the database failed around the run: the next round tries again
+                log.exception("the %s duty failed", self.duty)
+                ran = True
+            if not ran:
+                # Leadership lapsed between the wait and the start: wait for it again, soon.
+                if self.stopping.wait(min(1.0, self.every_s if self.every_s > 0 else 1.0)):
+                    return
+                continue
             if self.every_s <= 0 or self.stopping.wait(self.every_s):
                 return
 
@@ -202,8 +255,12 @@ def serve(
     reindex_every_s: float = 600.0,
     log_level: str = "info",
     on_ready: Any = None,
+    log_file: Path | None = None,
 ) -> None:
-    """Serve the API (and website) with background indexing and pipeline workers; blocks."""
+    """Serve the API (and website) with background indexing and pipeline workers; blocks.
+
+    With `log_file`, the workers write there and uvicorn logs through the root logger (which the
+    caller pointed at that file: hub_service/console.py) rather than to the terminal."""
     import uvicorn
 
     from hub_service.app import create_app
@@ -214,13 +271,21 @@ def serve(
     app = create_app(settings, run_migrations=False)
     count = settings.embedded_workers if workers is None else workers
     live = settings.webhook_secret is not None or settings.hf_enabled
-    supervisor = WorkerSupervisor(settings, count, task_workers=1 if live and count else 0)
-    schedulers = [_Every("hub-reconcile", reconcile, settings, reindex_every_s)]
+    supervisor = WorkerSupervisor(settings, count, task_workers=1 if live and count else 0, log_file=log_file)
+    # Any number of processes may serve one database: one of them, the lease holder, runs the duties.
+    leader_engine = make_engine(settings.sqlalchemy_url)
+    leadership = Leadership(leader_engine, lease_s=settings.leader_lease_s)
+    leading = threading.Event()  # set: stop keeping the lease
+    keeper = threading.Thread(target=leadership.keep, args=(leading,), name="hub-leadership", daemon=True)
+    schedulers = [_Every("hub-reconcile", reconcile, settings, reindex_every_s, leadership)]
     if settings.hf_enabled and settings.health_poll_s > 0:
-        schedulers.append(_Every("hub-health", poll_health, settings, settings.health_poll_s))
+        schedulers.append(_Every("hub-health", poll_health, settings, settings.health_poll_s, leadership))
+    if settings.collect_every_s > 0:
+        schedulers.append(_Every("hub-collect", collect, settings, settings.collect_every_s, leadership))
     _reap(settings)  # a Hub killed outright, or its workers, left these
     if supervisor.count or supervisor.task_workers:
         supervisor.start()
+    keeper.start()
     for thread in schedulers:
         thread.start()
     # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default action the
@@ -241,10 +306,14 @@ def serve(
             proxy_headers=settings.trust_forwarded_for,
             forwarded_allow_ips=settings.forwarded_allow_ips,
             timeout_graceful_shutdown=_GRACEFUL_S,
+            log_config=None if log_file is not None else uvicorn.config.LOGGING_CONFIG,
         )
     finally:
         for thread in schedulers:
             thread.stopping.set()
+        leading.set()  # hands the lease back: another process takes the duties over now
+        keeper.join(10)
+        leader_engine.dispose()
         supervisor.stop()
         _reap(settings)  # workers that had to be killed left their smoke containers
         if previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread():

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# What upstream's catalog profile (0.1-draft) admits as a publisher and as a source.
+_DNS = re.compile(r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?\.)+[a-zA-Z]{2,63}$")
+_GITHUB_GIT = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\.git$")
 
 __all__ = ["HubSettings", "get_settings"]
 
@@ -30,6 +35,20 @@ class HubSettings(BaseSettings):
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; SQLite under data_dir when unset.")
     public_url: str = Field(
         default="http://127.0.0.1:7860", description="How users reach this service (links in reports)."
+    )
+    catalog_publisher: str | None = Field(
+        default=None,
+        description=(
+            "DNS name that publishes the catalog snapshot (its entries' `urn:air:<publisher>:` ids); "
+            "the public_url host when that is a DNS name, else openenv-hub.localhost."
+        ),
+    )
+    catalog_source_uri: str = Field(
+        default="https://github.com/openenv-hub/catalog.git",
+        description=(
+            "GitHub HTTPS Git URI the catalog snapshot names as its source (upstream's 0.1-draft profile "
+            "admits only GitHub sources; each entry's real Space, revision and image are in its metadata.hub)."
+        ),
     )
 
     # Sources
@@ -160,12 +179,36 @@ class HubSettings(BaseSettings):
     lock_ttl_days: int = Field(
         default=90,
         ge=1,
+        le=365,
         description=(
             "Days a registered lock file (`openenv lock`) keeps the images it names; registering it again or resolving "
             "through it starts the count again."
         ),
     )
     fetch_max_mb: int = Field(default=512, ge=1, description="Revisions with more files than this fail the fetch.")
+    lock_max_per_user: int = Field(
+        default=20, ge=1, description="Live lock files one Hugging Face user may have registered at once."
+    )
+    collect_every_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="Collect images nobody keeps (engine and registry) and purge expired locks this often (0: never).",
+    )
+    registry_gc: Literal["off", "dry_run", "delete"] = Field(
+        default="dry_run",
+        description=(
+            "Images of the registry that nothing keeps: `dry_run` plans and audits their deletion only (read the "
+            "plan first), `delete` deletes their manifests by digest, `off` leaves the registry alone."
+        ),
+    )
+    leader_lease_s: float = Field(
+        default=30.0,
+        ge=1,
+        description=(
+            "The periodic duties (crawl, health poll, collection) run in one Hub process, the holder of a lease in "
+            "the database; another process takes over this long after the holder stops renewing it."
+        ),
+    )
 
     # Registry (hub_service/pipeline/publish.py): where passing images go, so other machines can pull them
     registry: str | None = Field(
@@ -197,6 +240,17 @@ class HubSettings(BaseSettings):
         default=5.0,
         gt=0,
         description="How often an idle worker checks whether the engine that revisions wait for answers again.",
+    )
+    infra_wait_max_count: int = Field(
+        default=60,
+        ge=1,
+        description=(
+            "A revision given back this many times for the infrastructure fails instead, with its last wait's stage, code "
+            "and reason (`openenv hub rerun` runs it again): no wait is endless..."
+        ),
+    )
+    infra_wait_max_s: float = Field(
+        default=6 * 3600.0, gt=0, description="...nor longer than this since the revision's run first waited."
     )
     job_stale_after_s: float = Field(
         default=60.0, gt=0, description="A running job with no heartbeat this long is reclaimed."
@@ -240,7 +294,16 @@ class HubSettings(BaseSettings):
 
     # Keeping the index live
     webhook_secret: SecretStr | None = Field(
-        default=None, description="The Hub webhook's secret (X-Webhook-Secret); webhooks are refused while unset."
+        default=None,
+        description="The Hub webhook's secret (X-Webhook-Secret header or ?secret=); webhooks are refused while unset.",
+    )
+    webhook_replay_window_s: float = Field(
+        default=10.0,
+        ge=0,
+        description=(
+            "A byte-identical delivery for the same repo within this many seconds, with nothing else for that "
+            "repo in between, is answered `duplicate` (a retry or a Replay click). Anything else is applied."
+        ),
     )
     pr_bot: bool = Field(
         default=True, description="Check pull requests on indexed Spaces and comment the verdict (needs hf_token)."
@@ -325,6 +388,23 @@ class HubSettings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.data_dir / 'hub.sqlite3'}"
+
+    @field_validator("catalog_publisher")
+    @classmethod
+    def _publisher(cls, value: str | None) -> str | None:
+        if value is not None and not _DNS.match(value):
+            raise ValueError(f"catalog_publisher must be a DNS name such as hub.example.org, not {value!r}")
+        return value
+
+    @field_validator("catalog_source_uri")
+    @classmethod
+    def _catalog_source(cls, value: str) -> str:
+        if not _GITHUB_GIT.match(value):
+            raise ValueError(
+                f"catalog_source_uri must be a GitHub HTTPS Git URI such as https://github.com/org/catalog.git, "
+                f"not {value!r}"
+            )
+        return value
 
     @field_validator("registry")
     @classmethod

@@ -44,6 +44,8 @@ __all__ = [
     "RubricError",
     "Sequential",
     "ServerSettings",
+    "Snapshot",
+    "SnapshotError",
     "State",
     "StepResult",
     "SyncEnvClient",
@@ -100,9 +102,11 @@ _LAZY = {
             "OpenEnvError",
             "ProtocolError",
             "RubricError",
+            "SnapshotError",
             "ToolCallError",
         )
     },
+    "Snapshot": "openenv.types",
 }
 
 _EXTRAS = {"openenv.server.app": "server"}
@@ -128,6 +132,7 @@ if TYPE_CHECKING:
         OpenEnvError,
         ProtocolError,
         RubricError,
+        SnapshotError,
         ToolCallError,
     )
     from openenv.mcp.tools import tool
@@ -143,4 +148,4 @@ if TYPE_CHECKING:
     from openenv.rubrics import Gate, Rubric, Sequential, TrajectoryRubric, WeightedSum
     from openenv.server.app import create_app
     from openenv.server.settings import ServerSettings
-    from openenv.types import Action, EnvironmentMetadata, Observation, State, StepResult
+    from openenv.types import Action, EnvironmentMetadata, Observation, Snapshot, State, StepResult

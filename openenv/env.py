@@ -29,13 +29,21 @@ Tasks: an environment with a natural set of tasks (word lists, problems, levels)
 `list_splits` and `list_tasks` (and, when it can do better than a list, `num_tasks`, `get_task`,
 `get_task_range`), and takes `split` and `index` in `reset` to play one. The server serves them
 as upstream OpenEnv 0.10.0's Task API; an environment without tasks says so (`NoTasksError`).
+
+Snapshots (the "fork" protocol extension): `snapshot()` returns the environment's whole state as a
+Python object and `restore(state)` puts it back, so a client can go back to a mid-episode state or
+fork it into new sessions. The state never leaves the server (clients hold an id), so it may be any
+object. Envs whose state is plain data list the attributes in `SNAPSHOT_ATTRS` and get both methods
+for free (deep copies); upstream's names `get_state()` / `set_state(state)` are accepted too. An env
+that cannot be snapshotted (a live process) sets `SNAPSHOT_UNSUPPORTED` to say why.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
 
-from openenv.errors import NoTasksError
+from openenv.errors import NoTasksError, SnapshotUnsupportedError
 from openenv.rubrics.base import Rubric
 from openenv.rubrics.reporting import attach_reward
 from openenv.types import Action, EnvironmentMetadata, Observation, State
@@ -57,6 +65,10 @@ class Environment(Generic[ActT, ObsT, StateT]):
         SUPPORTS_CONCURRENT_SESSIONS: True when several instances can live in one process
             without sharing mutable state. When False, the server allows one session at a time.
         EXECUTION: how synchronous methods are run; see the module docstring.
+        SNAPSHOT_ATTRS: instance attributes that hold the whole episode state as plain data
+            (lists, dicts, numbers, `random.Random`, copyable objects): `snapshot` / `restore`
+            deep-copy them. Empty (the default): override `snapshot` and `restore` instead.
+        SNAPSHOT_UNSUPPORTED: why this env cannot be snapshotted (said to clients that ask).
 
     Attributes:
         rubric: the reward function `apply_rubric` uses (None: no rubric). Give each instance
@@ -65,6 +77,8 @@ class Environment(Generic[ActT, ObsT, StateT]):
 
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
     EXECUTION: ClassVar[Literal["auto", "thread", "inline"]] = "auto"
+    SNAPSHOT_ATTRS: ClassVar[tuple[str, ...]] = ()
+    SNAPSHOT_UNSUPPORTED: ClassVar[str] = "it does not implement snapshot() and restore()"
     rubric: Rubric | None = None
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
@@ -105,6 +119,52 @@ class Environment(Generic[ActT, ObsT, StateT]):
         (Upstream 0.10.0's `render_web` is a different hook: HTML from an observation dict.)
         """
         return None
+
+    # -- snapshots (the "fork" extension) --------------------------------------------------------
+
+    def snapshot(self) -> Any:
+        """The environment's whole state now, as an object `restore` accepts (optional).
+
+        The server keeps it (clients only see an id) and may restore it many times, into this
+        instance or into fresh ones built by the factory: return a copy that later steps cannot
+        change. The default copies `SNAPSHOT_ATTRS`, or calls upstream-style `get_state()`.
+
+        Raises:
+            SnapshotUnsupportedError: the env cannot be snapshotted (`SNAPSHOT_UNSUPPORTED` says why).
+        """
+        if self.SNAPSHOT_ATTRS:
+            return {name: copy.deepcopy(getattr(self, name)) for name in self.SNAPSHOT_ATTRS}
+        get_state = getattr(self, "get_state", None)
+        if callable(get_state):
+            return get_state()
+        raise SnapshotUnsupportedError(f"{type(self).__name__} cannot be snapshotted: {self.SNAPSHOT_UNSUPPORTED}")
+
+    def restore(self, state: Any) -> None:
+        """Put back a state `snapshot` returned (on this instance or a fresh one from the factory).
+
+        Must not keep references into `state`: the same snapshot may be restored again later.
+
+        Raises:
+            SnapshotUnsupportedError: the env cannot be snapshotted.
+        """
+        if self.SNAPSHOT_ATTRS:
+            for name in self.SNAPSHOT_ATTRS:
+                setattr(self, name, copy.deepcopy(state[name]))
+            return
+        set_state = getattr(self, "set_state", None)
+        if callable(set_state):
+            set_state(state)
+            return
+        raise SnapshotUnsupportedError(f"{type(self).__name__} cannot be snapshotted: {self.SNAPSHOT_UNSUPPORTED}")
+
+    @classmethod
+    def supports_snapshots(cls) -> bool:
+        """Whether instances can be snapshotted and restored (the server then announces "fork")."""
+        if cls.SNAPSHOT_ATTRS:
+            return True
+        if cls.snapshot is not Environment.snapshot and cls.restore is not Environment.restore:
+            return True
+        return callable(getattr(cls, "get_state", None)) and callable(getattr(cls, "set_state", None))
 
     async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
         """Async twin of `reset`; override it instead of `reset` in an asyncio environment."""

@@ -5,6 +5,7 @@ OpenEnvError
 ├── ConfigurationError               a setting or argument is wrong; the message says which
 ├── NoTasksError                     (also NotImplementedError) the environment has no task set (Task API)
 ├── RubricError                      a rubric was misused or returned something not a number
+├── SnapshotUnsupportedError         (also NotImplementedError) the environment cannot be snapshotted
 ├── EnvClientError                   raised by clients
 │   ├── EnvConnectionError           (also ConnectionError) the server cannot be reached
 │   ├── EnvTimeoutError              (also TimeoutError) connect or reply took too long
@@ -16,6 +17,7 @@ OpenEnvError
 │       ├── EnvExecutionError            EXECUTION_ERROR: the environment raised
 │       ├── CapacityReachedError         CAPACITY_REACHED
 │       ├── EnvFactoryError              FACTORY_ERROR: the environment could not be built
+│       ├── SnapshotError                SNAPSHOT_*, FORK_UNSUPPORTED, SESSION_BUSY (the "fork" extension)
 │       └── ProtocolError                INVALID_JSON, UNKNOWN_TYPE, MESSAGE_TOO_LARGE, SESSION_ERROR...
 ├── ProviderError                    starting or stopping an env server (openenv.client.providers)
 │   ├── ProviderUnavailableError         the system behind a provider (Docker, uv, a cluster) is missing
@@ -54,6 +56,8 @@ __all__ = [
     "RemoteCodeError",
     "ResolutionError",
     "RubricError",
+    "SnapshotError",
+    "SnapshotUnsupportedError",
     "ToolCallError",
     "server_error_from_frame",
 ]
@@ -83,6 +87,10 @@ class RubricError(OpenEnvError, ValueError):
 
 class EnvStepTimeout(OpenEnvError, TimeoutError):
     """An environment call ran past its time limit (raised inside servers)."""
+
+
+class SnapshotUnsupportedError(OpenEnvError, NotImplementedError):
+    """The environment cannot be snapshotted or restored (see `Environment.SNAPSHOT_UNSUPPORTED`)."""
 
 
 class EnvClientError(OpenEnvError):
@@ -201,6 +209,15 @@ class EnvFactoryError(EnvServerError):
     """The server could not build an environment instance for this session."""
 
 
+class SnapshotError(EnvServerError):
+    """A snapshot, restore or fork was refused; `.code` says why, and the session stays usable.
+
+    Codes: SNAPSHOT_NOT_FOUND (unknown, released or another session's id), SNAPSHOT_EXPIRED,
+    SNAPSHOT_LIMIT (too many or too large: release some), FORK_UNSUPPORTED (the env or server
+    cannot), SESSION_BUSY (a timed-out step still runs). A fork past capacity is CapacityReachedError.
+    """
+
+
 class ProtocolError(EnvServerError):
     """The server did not understand a frame (bad JSON, unknown type, too large...)."""
 
@@ -210,6 +227,11 @@ _BY_CODE: dict[str, type[EnvServerError]] = {
     "EXECUTION_ERROR": EnvExecutionError,
     "CAPACITY_REACHED": CapacityReachedError,
     "FACTORY_ERROR": EnvFactoryError,
+    "SNAPSHOT_NOT_FOUND": SnapshotError,
+    "SNAPSHOT_EXPIRED": SnapshotError,
+    "SNAPSHOT_LIMIT": SnapshotError,
+    "FORK_UNSUPPORTED": SnapshotError,
+    "SESSION_BUSY": SnapshotError,
 }
 
 _HINTS: dict[str, str] = {
@@ -217,6 +239,10 @@ _HINTS: dict[str, str] = {
     "CAPACITY_REACHED": "close other sessions, retry later, or raise the server's max_sessions",
     "FACTORY_ERROR": "the server cannot build the environment; see the server log",
     "MESSAGE_TOO_LARGE": "send smaller frames or raise the server's max_message_bytes",
+    "SNAPSHOT_NOT_FOUND": "use an id this session's snapshot() returned and has not released",
+    "SNAPSHOT_EXPIRED": "take a new snapshot; unused ones expire after the server's snapshot_ttl_s",
+    "SNAPSHOT_LIMIT": "release snapshots you no longer need (release(snapshot)) or raise the server's limits",
+    "SESSION_BUSY": "a timed-out call still runs in the environment; retry once it ends",
 }
 
 

@@ -19,14 +19,18 @@ from pydantic_core import PydanticSerializationError
 __all__ = [
     "CLOSE_REQUEST",
     "EXTENSIONS",
+    "FORK_EXTENSION",
+    "FORK_FRAME",
     "MCP_FRAME",
     "NO_RENDER_REPLY",
     "OBSERVATION_FRAME",
     "PROTOCOL_HEADER",
     "PROTOCOL_VERSION",
+    "RELEASE_FRAME",
     "RENDER_FRAME",
     "RENDER_REQUEST",
     "RESET_REQUEST",
+    "SNAPSHOT_FRAME",
     "STATE_FRAME",
     "STATE_REQUEST",
     "STEP_PREFIX",
@@ -47,6 +51,9 @@ PROTOCOL_HEADER = "x-openenv-protocol"
 # Extensions this implementation supports (advertised in /metadata and the header above).
 # "render": {"type": "render"} on /ws (and POST /render) answers with the env's picture.
 EXTENSIONS: tuple[str, ...] = ("step-timeout", "render")
+# "fork": snapshot / restore / release / fork frames on /ws. Announced only by servers whose env
+# can be snapshotted (`Environment.supports_snapshots()`), after the extensions above.
+FORK_EXTENSION = "fork"
 
 
 class MsgType(enum.StrEnum):
@@ -58,6 +65,12 @@ class MsgType(enum.StrEnum):
     CLOSE = "close"
     MCP = "mcp"
     RENDER = "render"
+    SNAPSHOT = "snapshot"  # the "fork" extension: these four, and upstream's names below
+    RESTORE = "restore"
+    RELEASE = "release"
+    FORK = "fork"
+    GET_STATE = "get_state"  # = snapshot
+    SET_STATE = "set_state"  # = restore
     OBSERVATION = "observation"
     ERROR = "error"
 
@@ -68,6 +81,9 @@ OBSERVATION_FRAME = b'{"type":"observation","data":%b}'
 STATE_FRAME = b'{"type":"state","data":%b}'
 RENDER_FRAME = b'{"type":"render","data":%b}'
 MCP_FRAME = b'{"type":"mcp","data":%b}'
+SNAPSHOT_FRAME = b'{"type":"snapshot","data":%b}'
+RELEASE_FRAME = b'{"type":"release","data":%b}'
+FORK_FRAME = b'{"type":"fork","data":%b}'
 NO_RENDER_REPLY = RENDER_FRAME % b"null"  # the env draws nothing
 # What a client sends with no data of its own; a step is `STEP_PREFIX + action + b"}"`
 # (with `,"timeout_s":N` before the brace for the step-timeout extension).
@@ -90,6 +106,12 @@ class ErrorCode(enum.StrEnum):
     SESSION_ERROR = "SESSION_ERROR"
     MESSAGE_TOO_LARGE = "MESSAGE_TOO_LARGE"
     TIMEOUT = "TIMEOUT"
+    # The "fork" extension's refusals (the session stays usable after each).
+    SNAPSHOT_NOT_FOUND = "SNAPSHOT_NOT_FOUND"
+    SNAPSHOT_EXPIRED = "SNAPSHOT_EXPIRED"
+    SNAPSHOT_LIMIT = "SNAPSHOT_LIMIT"
+    FORK_UNSUPPORTED = "FORK_UNSUPPORTED"
+    SESSION_BUSY = "SESSION_BUSY"
 
 
 JSONDecodeError = orjson.JSONDecodeError

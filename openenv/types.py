@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Action", "EnvironmentMetadata", "Observation", "State", "StepResult"]
+__all__ = ["Action", "EnvironmentMetadata", "Observation", "Snapshot", "State", "StepResult"]
 
 
 class Action(BaseModel):
@@ -73,3 +73,22 @@ class StepResult(Generic[ObsT]):
     reward: float | None = None
     done: bool = False
     metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A handle on a state the server keeps (the "fork" extension); made by `EnvClient.snapshot()`.
+
+    The state itself never leaves the server: this is its id and a few facts about it.
+
+    Attributes:
+        id: the server's id of the snapshot (valid on the session that took it).
+        step_count: the env's step count when it was taken.
+        nbytes: the server's estimate of its size.
+        expires_in_s: how long it lives unused (each restore or fork from it starts the clock again).
+    """
+
+    id: str
+    step_count: int | None = None
+    nbytes: int = 0
+    expires_in_s: float | None = None

@@ -13,9 +13,10 @@ from tests.envs.images import EnvImages, docker_client
 from tests.support.cli import run_cli  # noqa: F401  (fixture)
 from tests.support.hf_hub.fixtures import hf1_python, hf_hub  # noqa: F401  (fixtures)
 from tests.support.servers import ROOT, ProcessServer, serve_app
-from tests.support.systems import in_ci, require_system
+from tests.support.systems import require_system
 
-pytest_plugins = ["tests.support.browser"]  # browser fixtures, screenshots of failed browser tests
+# browser fixtures and screenshots of failed browser tests; the skip rule (under CI any skip fails the run)
+pytest_plugins = ["tests.support.browser", "tests.support.skip_rule"]
 
 sys.path.insert(0, str(ROOT / "envs"))  # the reference envs import as packages: `echo_env`
 
@@ -85,31 +86,3 @@ def env_images() -> Iterator[EnvImages]:
         yield images
     finally:
         images.remove_all()
-
-
-# -- under CI, nothing may be skipped ---------------------------------------------------------------------
-
-_skipped: list[str] = []
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.skipped and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _skipped.append(f"{report.nodeid}: {reason}")
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """With CI set, a run that skipped any test fails: CI has every system, so a skip means a test
-    did not run that should have (OPENENV_TEST_ALLOW_SKIPS=1 allows it for a partial run)."""
-    if in_ci() and _skipped and exitstatus == pytest.ExitCode.OK and os.environ.get("OPENENV_TEST_ALLOW_SKIPS") != "1":
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter: object, exitstatus: int) -> None:
-    if in_ci() and _skipped and os.environ.get("OPENENV_TEST_ALLOW_SKIPS") != "1":
-        write = terminalreporter.write_line  # type: ignore[attr-defined]
-        write(
-            f"CI is set and {len(_skipped)} test(s) were skipped; the run fails (every test must run in CI):", red=True
-        )
-        for line in _skipped[:50]:
-            write(f"  SKIPPED {line}")

@@ -116,6 +116,16 @@ def test_env_steps_benchmark_runs(tmp_path: Path) -> None:
     assert doc["results"]["steps"]["blackjack"]["4"]["steps_per_s"] > 0
 
 
+@pytest.mark.slow
+def test_forks_benchmark_runs(tmp_path: Path) -> None:
+    doc = _run("forks", "--rounds 3 --envs blackjack chess", tmp_path=tmp_path)
+    assert doc["results"]["children"] == 8
+    for env in ("blackjack", "chess"):
+        timings = doc["results"]["envs"][env]
+        assert set(timings) == {"snapshot", "restore", "fork_server", "fork_connected"}
+        assert all(t["rounds"] == 3 and t["p50_ms"] > 0 for t in timings.values())
+
+
 @pytest.mark.docker
 def test_cold_start_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
     doc = _run("cold_start", "--rounds 1 --pool-sizes 1,2", upstream=upstream_python, tmp_path=tmp_path, timeout=1200)

@@ -45,7 +45,7 @@ def events(
     name: str,
     db: Annotated[Session, Depends(db_session)],
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    before: Annotated[int | None, Query(ge=1, description="Only events older than this id")] = None,
+    before: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="Only events older than this id")] = None,
     kind: Annotated[list[str], Query(description="Only these kinds (repeatable)")] = [],  # noqa: B006 - FastAPI reads it
 ) -> Response:
     env = get_env(db, owner, name)

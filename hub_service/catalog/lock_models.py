@@ -19,13 +19,17 @@ class ImageLock(Base):
     it (`?lock=ID`) pushes on; while live, the images of the versions it names are never collected."""
 
     __tablename__ = "image_locks"
-    __table_args__ = (Index("ix_image_locks_expires_at", "expires_at"),)
+    __table_args__ = (
+        Index("ix_image_locks_expires_at", "expires_at"),
+        Index("ix_image_locks_owner_expires_at", "owner", "expires_at"),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the lock's canonical JSON
     document: Mapped[dict[str, Any]] = mapped_column()  # the lock file as posted
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[dt.datetime] = mapped_column()
     renewed_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    owner: Mapped[str | None] = mapped_column(String(96), default=None)  # the Hugging Face user who registered it
 
     entries: Mapped[list[ImageLockEntry]] = relationship(
         back_populates="lock", cascade="all, delete-orphan", lazy="raise_on_sql"

@@ -64,6 +64,7 @@ class EnvRecord(Base):
     # Trust verdicts of the latest passing version (None: not checked), for the catalog's filters.
     deterministic: Mapped[bool | None] = mapped_column(Boolean, default=None)
     reward_checked: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    forkable: Mapped[bool | None] = mapped_column(Boolean, default=None)  # None: no fork check (not offered)
     sessions_held: Mapped[int | None] = mapped_column(Integer, default=None)
     latest_version_id: Mapped[int | None] = mapped_column(Integer, default=None)
     # Runtime health from the scheduler's polls (hub_service/health): running, sleeping, ...
@@ -105,6 +106,8 @@ class EnvVersion(Base):
     # The port its server listens on in its container (manifest `port`, else README `app_port`, else 8000).
     port: Mapped[int | None] = mapped_column(Integer, default=None)
     readme: Mapped[str | None] = mapped_column(Text, default=None)
+    # What discovery.json, README and pyproject declare (hub_service/catalog/discovery.py), with warnings.
+    discovery: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     validation: Mapped[dict[str, Any] | None] = mapped_column(default=None)  # the validate report
     validation_status: Mapped[str | None] = mapped_column(String(16), default=None)  # pass | warn | fail
     build_status: Mapped[str | None] = mapped_column(String(16), default=None)
@@ -127,6 +130,8 @@ class EnvVersion(Base):
     reward_check: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     failure_stage: Mapped[str | None] = mapped_column(String(16), default=None)
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    # A revision that gave up waiting for the infrastructure: the wait code it failed with.
+    failure_code: Mapped[str | None] = mapped_column(String(32), default=None)
     # While state is "waiting": the infrastructure's reason code (no_engine, engine_lost, base_image,
     # source), what it said, and since when the version waits.
     waiting_code: Mapped[str | None] = mapped_column(String(32), default=None)

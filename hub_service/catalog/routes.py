@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hub_service.catalog import service
+from hub_service.catalog.discovery import validation_parts
 from hub_service.catalog.schemas import EnvDetail, EnvPage, ResolveRecord, StageSummary, VersionDetail
+from hub_service.catalog.snapshot import stream_snapshot_async
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.deps import db_session, etag_json, hub_settings
 from hub_service.errors import NotFound
@@ -31,6 +33,10 @@ def list_envs(
         str | None, Query(max_length=200, description="Words to find in name, title, description, tags")
     ] = None,
     tag: Annotated[list[str], Query(description="Only envs with all these tags")] = [],  # noqa: B006 - FastAPI reads it
+    capability: Annotated[
+        list[str], Query(description="Only envs whose manifest lists these validation capabilities")
+    ] = [],  # noqa: B006 - FastAPI reads it
+    task: Annotated[list[str], Query(description="Only envs whose manifest's task_distribution has these tasks")] = [],  # noqa: B006 - FastAPI reads it
     status: Annotated[str | None, Query(description="pending | passing | failing")] = None,
     source: Annotated[str | None, Query(description="hf | local")] = None,
     sort: Annotated[
@@ -63,6 +69,8 @@ def list_envs(
         limit=limit or settings.page_size,
         cursor=cursor,
         include_gone=include_gone,
+        capabilities=capability[:8],
+        tasks=task[:8],
         deterministic=service.parse_flag("deterministic", deterministic),
         reward_checked=service.parse_flag("reward_checked", reward_checked),
         min_sessions=min_sessions,
@@ -87,6 +95,8 @@ def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
         reward_check=current.reward_check if current else None,
         readme=latest.readme if latest else None,
         manifest=latest.manifest if latest else None,
+        discovery=latest.discovery if latest else None,
+        validation_parts=validation_parts(latest.manifest) if latest else {},
         versions=[service.version_summary(v) for v in versions],
         usage={
             "python": f'from openenv import GenericEnvClient\n\nenv = GenericEnvClient.from_hub("{env.repo_id}")',
@@ -146,7 +156,14 @@ def get_report(request: Request, owner: str, name: str, db: DB, revision: str | 
 @router.get(
     "/envs/{owner}/{name}/versions/{revision}/logs/{stage}", response_class=PlainTextResponse, summary="A stage's log"
 )
-def get_log(owner: str, name: str, revision: str, stage: str, db: DB, attempt: int | None = None) -> PlainTextResponse:
+def get_log(
+    owner: str,
+    name: str,
+    revision: str,
+    stage: str,
+    db: DB,
+    attempt: Annotated[int | None, Query(ge=1, le=1000, description="Which attempt (latest by default)")] = None,
+) -> PlainTextResponse:
     env = service.get_env(db, owner, name)
     version = service.get_version(db, env, None if revision in ("latest", "main") else revision)
     stmt = select(StageRun).where(StageRun.version_id == version.id, StageRun.stage == stage)
@@ -173,3 +190,17 @@ def resolve(
     record = service.resolve(db, settings, owner, name, revision, lock)
     db.commit()  # an explicit pin noted, a lock renewed: what image collection keeps
     return etag_json(request, record)
+
+
+@router.get(
+    "/catalog/snapshot",
+    summary="The catalog as a snapshot in upstream OpenEnv's Environment Card profile (0.1-draft)",
+    response_class=StreamingResponse,
+)
+def catalog_snapshot(request: Request, settings: Settings) -> StreamingResponse:
+    # Streamed from batches of rows, with its own sessions: memory stays flat for any number of envs.
+    return StreamingResponse(
+        stream_snapshot_async(request.app.state.sessionmaker, settings),
+        media_type="application/json",
+        headers={"Content-Disposition": 'inline; filename="catalog.json"', "Cache-Control": "no-cache"},
+    )

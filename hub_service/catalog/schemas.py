@@ -34,7 +34,8 @@ class EnvSummary(BaseModel):
         default=[],
         description=(
             "Trust badges of the current passing revision: deterministic (same seed, same trajectory), reward_checked "
-            "(rewards within the declared range, not constant, not won by a random policy), capacity (a capacity card exists)"
+            "(rewards within the declared range, not constant, not won by a random policy), forkable (a snapshot restored "
+            "twice and forked gave the same future), capacity (a capacity card exists)"
         ),
     )
     deterministic: bool | None = Field(
@@ -77,6 +78,13 @@ class VersionSummary(BaseModel):
     step_p95_ms: float | None = None
     failure_stage: str | None = None
     failure_reason: str | None = None
+    failure_code: str | None = Field(
+        default=None,
+        description=(
+            "Set when the revision failed because it waited for the infrastructure past the Hub's caps: the wait code "
+            "(no_engine, engine_lost, base_image, network, source, registry or other) of its last wait"
+        ),
+    )
     waiting_code: str | None = Field(
         default=None,
         description=(
@@ -135,6 +143,17 @@ class EnvDetail(EnvSummary):
     reward_check: dict[str, Any] | None = Field(default=None, description="The current revision's reward sanity check")
     readme: str | None = None
     manifest: dict[str, Any] | None = None
+    discovery: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "What the revision's discovery.json, README and pyproject.toml declare (description, tags, "
+            "representative_queries, license, agent_tools, ...) and `warnings` naming each malformed field"
+        ),
+    )
+    validation_parts: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The manifest's validation: capabilities, types and task_distribution (filter: capability=, task=)",
+    )
     versions: list[VersionSummary] = []
     usage: dict[str, str] = Field(default_factory=dict, description="Snippets: how to use this environment")
 

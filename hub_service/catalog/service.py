@@ -15,6 +15,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from hub_service.catalog import pins
+from hub_service.catalog.discovery import discovery_search_text, validation_search_text
 from hub_service.catalog.models import STATUSES, EnvRecord, EnvVersion
 from hub_service.catalog.schemas import EnvSummary, ResolveRecord, VersionSummary
 from hub_service.catalog.stage_runs import StageRun
@@ -68,6 +69,9 @@ class ListQuery:
     limit: int = 50
     cursor: str | None = None
     include_gone: bool = False
+    # the manifest's validation: parts (tokens in manifest_text)
+    capabilities: list[str] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)
     # trust signals (None: either way); min_sessions: sessions held by one server >= this
     deterministic: bool | None = None
     reward_checked: bool | None = None
@@ -118,6 +122,10 @@ def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
         conds.append(
             or_(EnvRecord.search_text.like(pattern, escape="\\"), EnvRecord.manifest_text.like(pattern, escape="\\"))
         )
+    for prefix, names in (("cap", query.capabilities), ("task", query.tasks)):
+        for name in names:
+            token = "_".join(name.lower().split())[:64]
+            conds.append(EnvRecord.manifest_text.like(f"%{prefix}:{_like_escape(token)} %", escape="\\"))
     if query.status:
         conds.append(EnvRecord.status == query.status)
     if query.source:
@@ -296,12 +304,21 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
         return
     env.latest_version_id = version.id
     env.status = EnvStatus.PASSING if version.state == VersionState.PASSED else EnvStatus.FAILING
-    if isinstance(version.manifest, dict):
-        env.manifest_text = manifest_search_text(version.manifest)
+    if isinstance(version.manifest, dict) or version.discovery:
+        texts = (
+            manifest_search_text(version.manifest),
+            discovery_search_text(version.discovery),
+            validation_search_text(version.manifest),
+        )
+        env.manifest_text = " ".join(t for t in texts if t) + " "  # every token ends in a space
     env.cold_start_s = version.cold_start_s
     env.step_p50_ms = version.step_p50_ms
     env.deterministic = _verdict(version.determinism, "deterministic")
     env.reward_checked = _verdict(version.reward_check, "ok")
+    fork = (version.determinism or {}).get("fork")  # the fork check (pipeline/trust_fork.py)
+    env.forkable = (
+        None if not isinstance(fork, dict) or fork.get("verdict") == "not_offered" else _verdict(fork, "forkable")
+    )
     card = version.capacity or {}
     held = card.get("sessions_held")
     # A server whose sessions leak holds that many only until the leak fills it: no capacity to list.
@@ -330,12 +347,14 @@ def _verdict(check: dict[str, Any] | None, good: str) -> bool | None:
 
 
 def badges(env: EnvRecord) -> list[str]:
-    """The trust badges the env's current version earned: deterministic, reward_checked, capacity."""
+    """The trust badges the env's current version earned: deterministic, reward_checked, forkable, capacity."""
     earned = []
     if env.deterministic:
         earned.append("deterministic")
     if env.reward_checked:
         earned.append("reward_checked")
+    if env.forkable:
+        earned.append("forkable")
     if env.sessions_held is not None:
         earned.append("capacity")
     return earned
@@ -382,6 +401,7 @@ def version_summary(v: EnvVersion) -> VersionSummary:
         step_p95_ms=v.step_p95_ms,
         failure_stage=v.failure_stage,
         failure_reason=v.failure_reason,
+        failure_code=v.failure_code,
         waiting_code=v.waiting_code,
         waiting_reason=v.waiting_reason,
         waiting_since=v.waiting_since,

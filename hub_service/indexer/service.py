@@ -23,6 +23,7 @@ from hub_service.catalog.service import apply_verdict
 from hub_service.catalog.states import VersionState
 from hub_service.db import session_scope, utcnow
 from hub_service.indexer.clean import Rejected, clean
+from hub_service.indexer.drift import CORRECTIONS, note_drift
 from hub_service.indexer.sources import Source, SourceEnv
 from hub_service.queue.models import Job
 
@@ -106,6 +107,9 @@ def index_source(
         session.flush()  # ids for the new envs
         _record(session, events, cause)
         report.jobs = _enqueue(session, to_version, max_attempts, priority)
+        if source.name == "hf":  # what webhooks should have brought: drift (a local folder sends none)
+            corrections = [f"{env.repo_id}: {kind}" for env, kind, _, _ in events if kind in CORRECTIONS]
+            note_drift(session, source.name, report.seen, corrections)
     report.seconds = round(time.monotonic() - start, 3)
     log.info("indexed %s: %s", source.name, report.as_dict())
     return report

@@ -244,12 +244,13 @@ class HfSource:
     def list(self) -> Iterator[SourceEnv]:
         try:
             for info in self.api.list_spaces(filter=self.tag, expand=_EXPAND):
-                yield self._convert(info)
+                if not info.private:  # the catalog lists public Spaces only (a token may see more)
+                    yield self._convert(info)
         except Exception as exc:
             raise SourceError(f"listing Spaces tagged {self.tag!r} failed: {exc}") from exc
 
     def get(self, owner: str, name: str) -> SourceEnv | None:
-        """One Space as the Hub describes it now; None when it is gone, private to us, or untagged.
+        """One Space as the Hub describes it now; None when it is gone, private, or untagged.
 
         Raises:
             SourceError: the Hub did not answer (try again later).
@@ -262,7 +263,7 @@ class HfSource:
             return None
         except Exception as exc:
             raise SourceError(f"reading Space {owner}/{name} failed: {exc}") from exc
-        if self.tag not in (info.tags or []):
+        if self.tag not in (info.tags or []) or info.private:
             return None
         return self._convert(info)
 

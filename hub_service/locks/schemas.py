@@ -17,3 +17,4 @@ class LockView(BaseModel):
         description="Until when the Hub keeps its images; pushed on by registering it again or resolving through it"
     )
     renewed_at: dt.datetime | None = None
+    owner: str | None = Field(default=None, description="The Hugging Face user who registered it")

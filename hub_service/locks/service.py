@@ -6,30 +6,43 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.lock_models import ImageLock, ImageLockEntry
 from hub_service.catalog.models import EnvVersion
 from hub_service.catalog.pins import extend_lock
 from hub_service.catalog.service import get_env
-from hub_service.db import utcnow
-from hub_service.errors import Conflict, InvalidRequest, NotFound
+from hub_service.db import affected_rows, session_scope, utcnow
+from hub_service.errors import Conflict, Forbidden, InvalidRequest, NotFound
 
-__all__ = ["MAX_ENVS", "register"]
+__all__ = ["MAX_ENVS", "QuotaReached", "purge_expired", "register"]
 
 MAX_ENVS = 256  # envs one lock may name: a training run's, not a mirror of the catalog
 
 
-def register(session: Session, document: Any, ttl_days: int) -> tuple[ImageLock, bool]:
+class QuotaReached(Forbidden):
+    """The user holds as many live locks as one user may."""
+
+    code = "quota_reached"
+
+
+def register(
+    session: Session, document: Any, ttl_days: int, *, owner: str | None = None, max_per_owner: int | None = None
+) -> tuple[ImageLock, bool]:
     """Hold the lock file `document` for `ttl_days`; returns (the lock, whether it is new). A lock
-    registered again is renewed.
+    registered again is renewed (by anyone: it keeps its first owner).
+
+    Args:
+        owner: the Hugging Face user registering it (the API asks whoami for the token's user).
+        max_per_owner: live locks `owner` may hold; a new one past that is refused.
 
     Raises:
         InvalidRequest: not a lock file (the message says what is wrong), or too many envs.
         NotFound: an env or a revision it names is unknown here.
         Conflict: the image digest it names is not the one this Hub pushed for that revision.
+        QuotaReached: `owner` already holds `max_per_owner` live locks.
     """
     from openenv.client.lock import Lock
     from openenv.errors import ConfigurationError
@@ -45,7 +58,24 @@ def register(session: Session, document: Any, ttl_days: int) -> tuple[ImageLock,
     if existing is not None:
         extend_lock(existing, now, ttl_days, force=True)
         return existing, False
-    row = ImageLock(id=lock.id, document=lock.to_dict(), created_at=now, expires_at=now + dt.timedelta(days=ttl_days))
+    if owner is not None and max_per_owner is not None:
+        held = session.scalar(
+            select(func.count()).select_from(ImageLock).where(ImageLock.owner == owner, ImageLock.expires_at > now)
+        )
+        if (held or 0) >= max_per_owner:
+            raise QuotaReached(
+                f"{owner} holds {held} live locks, the most one user may on this Hub; re-register one of them "
+                "(it is renewed, not counted again), or wait until one expires",
+                held=held,
+                limit=max_per_owner,
+            )
+    row = ImageLock(
+        id=lock.id,
+        document=lock.to_dict(),
+        owner=owner,
+        created_at=now,
+        expires_at=now + dt.timedelta(days=ttl_days),
+    )
     row.entries = [ImageLockEntry(version_id=_locked_version(session, entry).id) for entry in lock.envs.values()]
     session.add(row)
     try:
@@ -76,3 +106,17 @@ def _locked_version(session: Session, entry: Any) -> EnvVersion:
             sha=version.sha,
         )
     return version
+
+
+def purge_expired(factory: sessionmaker[Session]) -> int:
+    """Delete the locks that have expired (they keep nothing any more); returns how many."""
+    with session_scope(factory) as session:
+        now = utcnow()
+        expired = select(ImageLock.id).where(ImageLock.expires_at < now)
+        session.execute(
+            delete(ImageLockEntry)
+            .where(ImageLockEntry.lock_id.in_(expired))
+            .execution_options(synchronize_session=False)
+        )
+        gone = delete(ImageLock).where(ImageLock.expires_at < now).execution_options(synchronize_session=False)
+        return affected_rows(session.execute(gone))

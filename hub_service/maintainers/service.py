@@ -100,6 +100,7 @@ def _rerun(
     )
     if busy is not None and version.state == VersionState.WAITING and busy.state == JobState.QUEUED:
         busy.run_after, busy.infra_retries = None, 0
+        busy.infra_waits, busy.first_waited_at = 0, None  # an operator's rerun starts the wait caps afresh
         event = record(
             session,
             env,

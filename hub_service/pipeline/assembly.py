@@ -30,7 +30,8 @@ __all__ = ["assemble"]
 
 def assemble(settings: HubSettings) -> dict[str, Handler]:
     """Register the lifecycle's listeners; returns the task handlers by job kind."""
-    lifecycle.listen("pull_request_bot", on=FINISHED, in_transaction=_report_pull_requests)
+    # Waiting for the infrastructure is reported too (the comment says so), and edited with the verdict.
+    lifecycle.listen("pull_request_bot", on=FINISHED | {VersionState.WAITING}, in_transaction=_report_pull_requests)
     lifecycle.listen(
         "image_collection",
         on={VersionState.PASSED, VersionState.FAILED},

@@ -91,6 +91,9 @@ class DockerBuilder:
             if exc.infrastructure:  # its reason code says whose trouble it is, set where it was raised
                 raise Transient(str(exc), code=WaitCode(exc.reason)) from exc
             text = str(exc).replace(str(folder), "<the env folder>")  # no path of this worker in what users see
+            if exc.step is not None and exc.exit_code != 137:  # the step's command and its first error line: the cause
+                code = f" (exit code {exc.exit_code})" if exc.exit_code is not None else ""
+                raise StageFailed(plain(f"failed at {exc.step.describe()}{code}")) from exc
             summary = (
                 exc.reason != ImageBuildError.FAILED or exc.exit_code == 137
             )  # the message says it better than the log

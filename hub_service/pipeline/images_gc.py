@@ -13,6 +13,7 @@ session) is not forced out: the next pass takes it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,7 +25,7 @@ from hub_service.db import session_scope
 from hub_service.prbot.models import PullRequestCheck
 from hub_service.settings import HubSettings
 
-__all__ = ["prune_env_images"]
+__all__ = ["kept_versions", "prune_env_images"]
 
 log = logging.getLogger("hub_service.pipeline.images_gc")
 _FINISHED = (VersionState.PASSED, VersionState.FAILED, VersionState.CANCELLED)
@@ -37,6 +38,14 @@ def _doomed(session: Session, env: EnvRecord, keep: int) -> list[tuple[int, str]
         .where(EnvVersion.env_id == env.id, EnvVersion.builder == "docker", EnvVersion.image_ref.is_not(None))
         .order_by(EnvVersion.created_at.desc(), EnvVersion.id.desc())
     ).all()
+    kept_ids = kept_versions(session, env, keep, versions)
+    kept = {v.image_ref for v in versions if v.id in kept_ids}
+    doomed = [(v.id, v.image_ref) for v in versions if v.id not in kept_ids and v.image_ref is not None]
+    return [(vid, ref) for vid, ref in doomed if ref not in kept]  # a tag a kept version also names stays
+
+
+def kept_versions(session: Session, env: EnvRecord, keep: int, versions: Sequence[EnvVersion]) -> set[int]:
+    """The ids of `versions` (of `env`, newest first) whose images stay (see the module)."""
     open_heads = set(
         session.scalars(
             select(PullRequestCheck.version_id).where(
@@ -45,25 +54,19 @@ def _doomed(session: Session, env: EnvRecord, keep: int) -> list[tuple[int, str]
         )
     )
     protected = {env.latest_version_id} | open_heads | live_locked_version_ids(session, env.id)
-    kept: set[str] = set()
+    kept: set[int] = set()
     fallbacks = 0
-    doomed: list[tuple[int, str]] = []
     for version in versions:
-        ref = version.image_ref
-        if ref is None:  # left out by the query already
-            continue
         if (
             version.id in protected
             or version.state not in _FINISHED
             or (version.pinned_at is not None and not version.yanked)
         ):
-            kept.add(ref)
+            kept.add(version.id)
         elif version.state == VersionState.PASSED and version.ref == "main" and not version.yanked and fallbacks < keep:
-            kept.add(ref)
+            kept.add(version.id)
             fallbacks += 1
-        else:
-            doomed.append((version.id, ref))
-    return [(vid, ref) for vid, ref in doomed if ref not in kept]  # a tag a kept version also names stays
+    return kept
 
 
 def prune_env_images(settings: HubSettings, factory: sessionmaker[Session], env_id: int) -> list[str]:

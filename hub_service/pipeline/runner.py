@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service import lifecycle
 from hub_service.audit.service import record
+from hub_service.catalog.discovery import read_discovery
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.stage_runs import StageName, StageRun, StageStatus
 from hub_service.catalog.states import VersionState
@@ -147,6 +148,7 @@ class JobRunner:
             validation_status=report.get("status"),
             manifest=report.get("manifest"),
             readme=_readme(folder),
+            discovery=read_discovery(folder),
             port=env_port(folder),
         )
         self._event(claim, "validated", f"validation {report.get('status')}", counts=report.get("summary"))
@@ -230,6 +232,7 @@ class JobRunner:
         except stages.StageFailed as exc:
             status, failure = StageStatus.FAILED, _Failed(name, exc.reason)
         except Transient as exc:
+            exc.stage = exc.stage or name
             stage_log(
                 f"not the env's failure: the infrastructure failed ({exc.code}); the revision waits for it and runs again: {exc}"
             )
@@ -241,7 +244,9 @@ class JobRunner:
         except SourceError as exc:
             stage_log(f"not the env's failure: its source failed; the revision waits for it and runs again: {exc}")
             self._close_stage(run_id, StageStatus.FAILED, stage_log, start)
-            raise Transient(str(exc), code=WaitCode.SOURCE) from exc
+            transient = Transient(str(exc), code=WaitCode.SOURCE)
+            transient.stage = name
+            raise transient from exc
         except Exception as exc:  # a bug of ours, or a library's: fail the version with the error, keep the log
             log.exception("stage %s of job %s crashed", name, claim.job_id)
             status, failure = StageStatus.FAILED, _Failed(name, f"internal error: {describe_exception(exc)}")
@@ -295,16 +300,24 @@ class JobRunner:
         """The infrastructure failed this run: the version waits for it, and the job comes back
         after a backoff (sooner when the engine answers again; see `jobs.wake_waiting`)."""
         reason = str(exc)[:4000]
-        delay = jobs.wait_for_infrastructure(
+        waited = jobs.wait_for_infrastructure(
             self.factory,
             claim.job_id,
             self.worker_id,
             reason,
             first_s=self.settings.infra_retry_s,
             max_s=self.settings.infra_retry_max_s,
+            max_waits=self.settings.infra_wait_max_count,
+            max_wait_s=self.settings.infra_wait_max_s,
         )
-        if delay is None:
+        if waited is None:
             return "lost"
+        if waited.gave_up is not None:  # a cap was reached: the wait ends, with what the last one was about
+            self._fail_version(
+                claim, exc.stage or "worker", f"{waited.gave_up}; the last ({exc.code}): {reason}", code=exc.code
+            )
+            return "failed"
+        delay = waited.delay or 0.0
         with session_scope(self.factory) as session:
             version = session.get(EnvVersion, claim.version_id)
             if version is None or version.state == VersionState.CANCELLED:
@@ -330,7 +343,14 @@ class JobRunner:
             for key, value in values.items():
                 setattr(version, key, value)
 
-    def _fail_version(self, claim: jobs.Claim, stage: str, reason: str, extra: dict[str, Any] | None = None) -> None:
+    def _fail_version(
+        self,
+        claim: jobs.Claim,
+        stage: str,
+        reason: str,
+        extra: dict[str, Any] | None = None,
+        code: str | None = None,
+    ) -> None:
         fields: dict[str, str] = {StageName.BUILD: "build_status", StageName.SMOKE: "smoke_status"}
         status_field = fields.get(stage)
         with session_scope(self.factory) as session:
@@ -350,6 +370,7 @@ class JobRunner:
                 cause=_cause(claim),
                 failure_stage=stage,
                 failure_reason=reason,
+                failure_code=code,
             )
         log.info("job %s failed at %s: %s", claim.job_id, stage, reason)
 

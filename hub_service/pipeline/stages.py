@@ -262,7 +262,7 @@ def _wrote_on_read_only_root(exc: Exception) -> bool:
 
 async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog, abort: Abort) -> SmokeOutput:
     from openenv import GenericEnvClient
-    from openenv.errors import EnvExecutionError, OpenEnvError
+    from openenv.validation.episode import play_episode
 
     declared = _declared(folder)
     if built.builder == "docker":
@@ -273,7 +273,6 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
     provider, url, start = await _start(settings, built, folder, log, abort)
     log_shown = False
     errors: list[str] = []
-    rewards: list[float] = []
     try:
         log(f"server up at {url} after {time.monotonic() - start:.2f}s")
         schema = await _get_json(url + "/schema", settings.step_timeout_s, settings.smoke_reply_max_mb)
@@ -286,51 +285,24 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             connect_timeout_s=settings.step_timeout_s,
             max_message_size_mb=settings.smoke_message_max_mb,
         )
-        latencies: list[float] = []
         try:
-            try:
-                await client.reset(seed=0)
-            except OpenEnvError as exc:
-                raise StageFailed(f"reset failed: {_said(exc)}") from exc
-            cold_start = time.monotonic() - start
+            # The episode and its verdict: the one rule `openenv validate --url` applies too (docs/validate.md).
+            begun = time.monotonic()
+            episode = await play_episode(
+                client, action_schema, settings.smoke_steps, seed=0, on_record=lambda r: log(_step_line(r))
+            )
+            reset = episode.records[0]
+            if reset.outcome != "ok":
+                raise StageFailed(f"reset failed: {reset.got}")
+            cold_start = begun - start + reset.ms / 1000  # the start, then the first reset's round trip
             log(f"first reset reply after {cold_start:.2f}s (cold start)")
-            actions = _actions(action_schema, settings.smoke_steps)
-            rejected: list[str] = []
-            for i, action in enumerate(actions):
-                t0 = time.perf_counter()
-                try:
-                    result = await client.step(action)
-                except EnvExecutionError as exc:
-                    # An env may refuse an action (an illegal move, a word not in its list): that is an answer, not a
-                    # crash, as long as the session lives on. The round trip still counts as a step's latency.
-                    latencies.append((time.perf_counter() - t0) * 1e3)
-                    rejected.append(str(exc))
-                    log(f"step {i + 1}: action {_short(action)} rejected by the env: {_short(str(exc))}")
-                    try:
-                        await client.state()
-                    except OpenEnvError as dead:
-                        raise StageFailed(
-                            f"the session did not survive a rejected action (step {i + 1}, {_short(action)}: {exc}): {_said(dead)}"
-                        ) from dead
-                    continue
-                except OpenEnvError as exc:
-                    raise StageFailed(f"step {i + 1} with {_short(action)} failed: {_said(exc)}") from exc
-                latencies.append((time.perf_counter() - t0) * 1e3)
-                if isinstance(result.reward, (int, float)):
-                    rewards.append(result.reward)
-                log(
-                    f"step {i + 1}: action {_short(action)} → reward {result.reward}, done {result.done} ({latencies[-1]:.1f} ms)"
-                )
-                if result.done:
-                    await client.reset()
-            try:
-                state = await client.state()
-            except OpenEnvError as exc:
-                raise StageFailed(f"state failed: {_said(exc)}") from exc
-            log(f"state: {_short(state)}")
+            if not episode.verdict.ok:
+                raise StageFailed(f"{episode.verdict.reason} ({episode.verdict.code})")
+            latencies, rewards = episode.latencies_ms, episode.rewards
+            rejected = [r.got for r in episode.steps() if r.outcome == "refused"]
             if rejected:
                 log(
-                    f"{len(rejected)} of {len(actions)} actions were rejected by the env and its session lived on; the first: {_short(rejected[0])}"
+                    f"{len(rejected)} of {len(episode.steps())} actions were rejected by the env and its session lived on; the first: {_short(rejected[0])}"
                 )
             outside = declared.reward_outside(rewards)
             if outside and declared.reward is not None:
@@ -458,13 +430,13 @@ async def _get_json(url: str, timeout: float, max_mb: float) -> Any:
         raise StageFailed(f"GET {path} failed: {exc}") from exc
 
 
-def _actions(schema: dict[str, Any], n: int) -> list[Any]:
-    from openenv.validation import SchemaExampleError, example_from_schema
-
-    try:
-        return [example_from_schema(schema, variant=i) for i in range(n)]
-    except SchemaExampleError as exc:
-        raise StageFailed(f"cannot make an action from the action schema: {exc}") from exc
+def _step_line(r: Any) -> str:
+    """One line of the stage log per request of the episode: what was sent and what came back."""
+    if r.request != "step":
+        return f"{r.request}: {r.outcome}{f' {r.code}' if r.code else ''} → {r.got} ({r.ms:.1f} ms)"
+    if r.outcome == "refused":
+        return f"step {r.index}: sent {r.sent} → rejected by the env ({r.code}): {r.got}"
+    return f"step {r.index}: sent {r.sent} → {r.outcome}{f' {r.code}' if r.code else ''}: {r.got} ({r.ms:.1f} ms)"
 
 
 def _p95(values: list[float]) -> float:

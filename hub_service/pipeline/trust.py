@@ -266,17 +266,14 @@ async def _leaks(ctx: TrustContext) -> list[str]:
 
     n = ctx.settings.capacity_leak_sessions
     for i in range(n):
-        client = session_client(ctx)
         try:
-            await client.connect()
-            await client.reset(seed=i)
+            client = await _open(ctx, i)  # a moment for the server to release the session closed before
         except OpenEnvError as exc:
             return [
                 f"sessions leak: with every earlier session closed, the server refused session {i + 1} of {n} "
                 f"opened one at a time: {shorten(unlinked(str(exc), ctx.url), 300)}"
             ]
-        finally:
-            await client.close()
+        await client.close()
     await trust_memory.wait_sessions(ctx.url, lambda k: k == 0)
     active = (await trust_memory.health(ctx.url)).get("active_sessions")
     if isinstance(active, int) and not isinstance(active, bool) and active > 0:
@@ -376,17 +373,35 @@ async def _ramp(ctx: TrustContext, server_max: int | None) -> dict[str, Any]:
     return {"sessions_held": held, "ramp": ramp, "stopped_because": stopped}
 
 
+_RELEASE_GRACE_S = 5.0  # how long a session of the ramp may wait for those of the level before to be released
+
+
 async def _level(ctx: TrustContext, n: int, actions: list[dict[str, Any]]) -> tuple[list[float], list[str]]:
-    """Open `n` sessions at once, reset and step each concurrently; their latencies and errors."""
-    clients = [session_client(ctx) for _ in range(n)]
+    """Hold `n` sessions at once, reset and step each concurrently; their latencies and errors.
+
+    The sessions of the level before were closed, but a server releases a closed session a moment
+    later (and upstream's /health does not count them): each session of this level is opened in
+    turn, waiting up to _RELEASE_GRACE_S while the server still answers CAPACITY_REACHED. Those
+    already opened stay open, so a wait ends only when an earlier level's session is gone, and
+    the level still needs `n` sessions held together."""
+    from hub_service.pipeline import trust_memory
+
+    await trust_memory.wait_sessions(ctx.url, lambda k: k == 0, timeout=_RELEASE_GRACE_S)
+    clients: list[Any] = []
+    errors: list[str] = []
     try:
+        for i in range(n):
+            try:
+                clients.append(await _open(ctx, i))
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {unlinked(str(exc), ctx.url)}")
+                return [], errors
         results = await asyncio.gather(
-            *(_session(c, i, actions) for i, c in enumerate(clients)), return_exceptions=True
+            *(_exercise(c, i, actions) for i, c in enumerate(clients)), return_exceptions=True
         )
     finally:
         await _close_all(clients)
     latencies: list[float] = []
-    errors: list[str] = []
     for result in results:
         if isinstance(result, BaseException):
             if not isinstance(result, Exception):
@@ -397,9 +412,26 @@ async def _level(ctx: TrustContext, n: int, actions: list[dict[str, Any]]) -> tu
     return latencies, errors
 
 
-async def _session(client: Any, seed: int, actions: list[dict[str, Any]]) -> list[float]:
-    await client.connect()
-    return await _exercise(client, seed, actions)
+async def _open(ctx: TrustContext, seed: int) -> Any:
+    """A session that has reset, retried while the server says it is full (CAPACITY_REACHED) for
+    at most _RELEASE_GRACE_S: sessions closed a moment ago may not be released yet."""
+    from openenv.errors import CapacityReachedError
+
+    ends = time.monotonic() + _RELEASE_GRACE_S
+    while True:
+        client = session_client(ctx)
+        try:
+            await client.connect()
+            await client.reset(seed=seed)
+            return client
+        except CapacityReachedError:
+            await client.close()
+            if time.monotonic() >= ends:
+                raise
+            await asyncio.sleep(0.1)
+        except BaseException:
+            await client.close()
+            raise
 
 
 def _p99(values: list[float]) -> float | None:

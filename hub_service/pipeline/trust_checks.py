@@ -38,7 +38,27 @@ async def run_checks(ctx: TrustContext) -> dict[str, dict[str, Any]]:
         result["seconds"] = round(time.monotonic() - start, 3)
         ctx.log(f"trust check {name}: {_summary(name, result)} ({result['seconds']:.2f}s)")
         out[name] = result
+    out["determinism"]["fork"] = await _fork(ctx)
     return out
+
+
+async def _fork(ctx: TrustContext) -> dict[str, Any]:
+    """The fork check (hub_service/pipeline/trust_fork.py), under the determinism check's switch;
+    kept inside the determinism record (`determinism.fork`), whose question it asks of a snapshot."""
+    from hub_service.pipeline.trust_fork import fork_check
+
+    s = ctx.settings
+    start = time.monotonic()
+    result: dict[str, Any]
+    if not s.determinism_check:
+        result = {"verdict": "unchecked", "reason": "turned off by the Hub's settings (OPENENV_HUB_DETERMINISM_CHECK)"}
+    else:
+        result = await _softly(fork_check, ctx, s.trust_check_timeout_s)
+    result["seconds"] = round(time.monotonic() - start, 3)
+    diff = result.get("first_difference")
+    where = f", first difference at step {diff['step']} in {diff['field']} ({diff['replay']})" if diff else ""
+    ctx.log(f"trust check fork: {result['verdict']}{where} ({result['seconds']:.2f}s)")
+    return result
 
 
 async def _softly(

@@ -102,7 +102,12 @@ def _random_value(schema: Any, root: dict[str, Any], rng: random.Random, depth: 
         kind = rng.choice([k for k in kind if k != "null"] or kind)
     if kind == "object" or (kind is None and "properties" in s):
         props = s.get("properties") or {}
-        return {name: _random_value(props.get(name, {}), root, rng, depth + 1) for name in s.get("required") or []}
+        out = {name: _random_value(props.get(name, {}), root, rng, depth + 1) for name in s.get("required") or []}
+        for name, sub in props.items():  # a union branch's tag (`Literal["move"] = "move"`): optional, yet needed
+            fixed = deref(sub, root) if isinstance(sub, dict) else {}
+            if name not in out and ("const" in fixed or len(fixed.get("enum") or []) == 1):
+                out[name] = fixed["const"] if "const" in fixed else fixed["enum"][0]
+        return out
     if kind == "integer":
         low = int(s["minimum"] if "minimum" in s else s["exclusiveMinimum"] + 1 if "exclusiveMinimum" in s else 0)
         high = int(

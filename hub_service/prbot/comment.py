@@ -51,10 +51,14 @@ class ReportView:
     main_sha: str | None = None
     main_figures: dict[str, float | None] = field(default_factory=dict)
     log_url: str | None = None
+    waiting_code: str | None = None  # while state is "waiting": what the infrastructure lacks, and its words
+    waiting_reason: str | None = None
 
     @property
     def key(self) -> str:
         """What the comment says, in short: the same key means the same comment."""
+        if self.state == VersionState.WAITING:
+            return f"{self.sha}:{self.state}:{self.waiting_code}"
         return f"{self.sha}:{self.state}"
 
 
@@ -67,9 +71,20 @@ def render(view: ReportView) -> str:
         VersionState.PASSED: f"### ✅ OpenEnv checks passed for `{short}`",
         VersionState.FAILED: f"### ❌ OpenEnv checks failed for `{short}`",
         VersionState.CANCELLED: f"### ⏹️ OpenEnv checks stopped for `{short}`",
+        VersionState.WAITING: f"### ⏳ OpenEnv checks waiting for `{short}`",
     }
     head = heads.get(view.state, f"### OpenEnv checks: {view.state} for `{short}`")
     parts = [MARKER, head, ""]
+    if view.state == VersionState.WAITING:
+        # The Hub's own trouble, never the Space's: said so, and this comment is edited with the verdict.
+        reason = view.waiting_reason or view.waiting_code or "unknown"
+        parts += [
+            f"waiting for the Hub's infrastructure: {_code(reason, 300)}",
+            "",
+            "Nothing is wrong with this revision; the checks run again by themselves, and this comment is "
+            "edited when the verdict lands.",
+            "",
+        ]
     if view.state == VersionState.CANCELLED:
         parts.append(
             f"This pull request is {view.pr_status}; its checks were stopped."

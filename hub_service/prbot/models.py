@@ -21,7 +21,7 @@ class PullRequestCheck(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     env_id: Mapped[int] = mapped_column(ForeignKey("environments.id", ondelete="CASCADE"), index=True)
     num: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="open")  # open | draft | closed | merged
+    status: Mapped[str] = mapped_column(String(16), default="open")  # open | draft | closed | merged | deleted
     title: Mapped[str | None] = mapped_column(String(300), default=None)
     head_sha: Mapped[str | None] = mapped_column(String(64), default=None)
     version_id: Mapped[int | None] = mapped_column(ForeignKey("env_versions.id", ondelete="SET NULL"), default=None)

@@ -24,7 +24,9 @@ router = APIRouter(prefix="/api/v1", tags=["pull requests"])
 class PullCheck(BaseModel):
     num: int
     ref: str
-    status: str = Field(description="open, draft, closed, merged (as the Hub said at the last sync)")
+    status: str = Field(
+        description="open, draft, closed, merged (as the Hub said at the last sync); deleted when the Hub no longer has it"
+    )
     title: str | None = None
     head_sha: str | None = None
     state: str | None = Field(default=None, description="The head's check: queued, running, passed, failed, cancelled")

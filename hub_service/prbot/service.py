@@ -3,7 +3,9 @@ comment on it up to date with the verdict.
 
 `sync_pr` (a task, queued by webhooks and the reconcile) reads the pull request from the Hub: an
 open one gets its head checked by the ordinary pipeline (an EnvVersion with ref `refs/pr/N`, which
-never touches the env's main status); a closed or merged one has its jobs cancelled. When a version
+never touches the env's main status); a closed or merged one has its jobs cancelled, and so has a
+deleted one (or one whose Space is gone), whose check becomes `deleted`. The sync compares the
+Hub's answer with the check's state, so it may run any number of times for one change. When a version
 finishes, `version_finished` queues `report_pr` for every open pull request at that sha; the report
 posts the comment once and edits it afterwards, under a lease so two workers never post twice.
 """
@@ -30,7 +32,7 @@ from hub_service.queue.models import Job
 from hub_service.queue.tasks import Deferred, TaskContext
 from hub_service.settings import HubSettings
 
-__all__ = ["client_for", "reconcile_open", "report_pr", "sync_pr", "version_finished"]
+__all__ = ["client_for", "close_checks", "reconcile_open", "report_pr", "sync_pr", "version_finished"]
 
 PRIORITY_PIPELINE = 60  # before the crawl's pipeline jobs (100): a contributor is waiting
 PRIORITY_REPORT = 10
@@ -53,9 +55,15 @@ def sync_pr(ctx: TaskContext, payload: dict[str, Any]) -> str:
     with ctx.factory() as session:
         env_id = _env_id(session, owner, name)
     if env_id is None:
-        return f"{repo} is not an indexed Space"
+        with session_scope(ctx.factory) as session:  # a Space gone from the catalog leaves no check open
+            closed = close_checks(session, owner, name, cause, only=num)
+        return f"{repo} is not an indexed Space" + (f"; its check of #{num} is closed" if closed else "")
     info = client_for(ctx.settings).info(repo, num)
-    if info is None or not info.is_pull_request:
+    if info is None:  # the Hub has no such discussion (deleted), or no such Space we may see
+        with session_scope(ctx.factory) as session:
+            closed = close_checks(session, owner, name, cause, only=num)
+        return f"{repo} #{num} is not on the Hub" + ("; its check is closed" if closed else "")
+    if not info.is_pull_request:
         return f"{repo} #{num} is not a pull request"
     with session_scope(ctx.factory) as session:
         env = session.get(EnvRecord, env_id)
@@ -92,6 +100,39 @@ def sync_pr(ctx: TaskContext, payload: dict[str, Any]) -> str:
             )
         _queue_report(session, check)
         return f"{repo} #{num} head {info.head_sha[:12]}: version {version.state}"
+
+
+def close_checks(session: Session, owner: str, name: str, cause: str, only: int | None = None) -> int:
+    """Close the open checks of `owner/name` (of pull request `only`, or all of them) because the
+    Hub no longer has the pull request or the Space: each becomes `deleted` and its pipeline job
+    is cancelled. No comment: there is nothing left on the Hub to comment on. Returns how many."""
+    query = (
+        select(PullRequestCheck, EnvRecord)
+        .join(EnvRecord, EnvRecord.id == PullRequestCheck.env_id)
+        .where(
+            EnvRecord.source == "hf",
+            EnvRecord.owner == owner,
+            EnvRecord.name == name,
+            PullRequestCheck.status.in_(_OPEN),
+        )
+    )
+    if only is not None:
+        query = query.where(PullRequestCheck.num == only)
+    closed = 0
+    for check, env in session.execute(query).all():
+        gone = "the Space is gone" if env.gone else f"pull request #{check.num} was deleted"
+        check.status = "deleted"
+        stopped = _stop(session, env, check, gone, cause)
+        record(
+            session,
+            env,
+            "pr_checked",
+            f"{gone}; its check is closed, {stopped} job(s) stopped",
+            cause=cause,
+            pr=check.num,
+        )
+        closed += 1
+    return closed
 
 
 def _env_id(session: Session, owner: str, name: str) -> int | None:
@@ -175,11 +216,14 @@ def version_finished(session: Session, env: EnvRecord, version: EnvVersion) -> N
 def reconcile_open(session: Session, cause: str = "reconcile") -> int:
     """Queue a sync of every open pull request the bot follows (catches missed webhooks)."""
     rows = session.execute(
-        select(PullRequestCheck.num, EnvRecord.owner, EnvRecord.name)
+        select(PullRequestCheck.num, EnvRecord.owner, EnvRecord.name, EnvRecord.gone)
         .join(EnvRecord, EnvRecord.id == PullRequestCheck.env_id)
-        .where(PullRequestCheck.status.in_(_OPEN), EnvRecord.gone.is_(False))
+        .where(PullRequestCheck.status.in_(_OPEN))
     ).all()
-    for num, owner, name in rows:
+    for num, owner, name, gone in rows:
+        if gone:  # the Space left the catalog: nothing to ask the Hub, the check just closes
+            close_checks(session, owner, name, cause, only=num)
+            continue
         repo = f"{owner}/{name}"
         jobs.enqueue_task(
             session, "pr_sync", f"pr:{repo}#{num}", {"repo": repo, "num": num, "cause": cause}, priority=40
@@ -297,6 +341,8 @@ def _view(session: Session, settings: HubSettings, check: PullRequestCheck) -> R
         log_url=f"{base}/logs/{version.failure_stage}"
         if state == VersionState.FAILED and version.failure_stage in ("fetch", "validate", "build", "smoke")
         else None,
+        waiting_code=version.waiting_code if state == VersionState.WAITING else None,
+        waiting_reason=version.waiting_reason if state == VersionState.WAITING else None,
     )
 
 

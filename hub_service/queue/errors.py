@@ -41,6 +41,7 @@ class Transient(Exception):
     def __init__(self, message: str, code: str = WaitCode.OTHER) -> None:
         super().__init__(message)
         self.code = WaitCode(code)
+        self.stage: str | None = None  # the pipeline stage it stopped (set by the runner)
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from hub_service.queue.models import Job
 
 __all__ = [
     "Claim",
+    "Waited",
     "cancel",
     "claim",
     "defer",
@@ -190,22 +191,62 @@ def defer(factory: sessionmaker[Session], job_id: int, worker_id: str, delay_s: 
         return affected_rows(result) == 1
 
 
+@dataclass(frozen=True)
+class Waited:
+    """What `wait_for_infrastructure` did: queued again after `delay` seconds, or (`gave_up`, a
+    sentence) failed because the job reached a cap; `waits` counts its give-backs so far."""
+
+    delay: float | None
+    waits: int
+    gave_up: str | None = None
+
+
 def wait_for_infrastructure(
-    factory: sessionmaker[Session], job_id: int, worker_id: str, reason: str, *, first_s: float, max_s: float
-) -> float | None:
+    factory: sessionmaker[Session],
+    job_id: int,
+    worker_id: str,
+    reason: str,
+    *,
+    first_s: float,
+    max_s: float,
+    max_waits: int | None = None,
+    max_wait_s: float | None = None,
+) -> Waited | None:
     """Give a job back because the infrastructure failed it: queued again after a backoff that
     doubles with each such retry (`first_s`, twice that, four times, ... up to `max_s`), without using up an
-    attempt. Returns the delay, or None if the job was no longer ours."""
+    attempt; or, once it has been given back `max_waits` times or its first wait was `max_wait_s` ago,
+    failed (no wait is endless). Returns what was done, or None if the job was no longer ours."""
     with session_scope(factory) as session:
         job = session.get(Job, job_id, with_for_update=True)
         if job is None or job.worker_id != worker_id or job.state != JobState.RUNNING:
             return None
+        now = utcnow()
+        first = job.first_waited_at or now
+        waits = (job.infra_waits or 0) + 1
+        waited_s = (now - first).total_seconds()
+        gave_up = None
+        if max_waits is not None and waits >= max_waits:
+            gave_up = f"gave up waiting for the infrastructure after {waits} tries over {_span(waited_s)} (the Hub's cap is {max_waits} tries)"
+        elif max_wait_s is not None and waited_s >= max_wait_s:
+            gave_up = f"gave up waiting for the infrastructure after {waits} tries over {_span(waited_s)} (the Hub's cap is {_span(max_wait_s)})"
+        job.infra_waits, job.first_waited_at = waits, first
+        if gave_up is not None:
+            job.state, job.finished_at, job.error = JobState.FAILED, now, f"{gave_up}: {reason}"
+            return Waited(None, waits, gave_up)
         delay = min(max_s, first_s * 2 ** min(job.infra_retries, 30))
         job.state, job.worker_id, job.error = JobState.QUEUED, None, reason
         job.attempts = max(0, job.attempts - 1)
         job.infra_retries += 1
-        job.run_after = utcnow() + dt.timedelta(seconds=delay)
-        return delay
+        job.run_after = now + dt.timedelta(seconds=delay)
+        return Waited(delay, waits)
+
+
+def _span(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def wake_waiting(factory: sessionmaker[Session], codes: frozenset[str] | set[str] | None = None) -> int:

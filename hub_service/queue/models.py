@@ -46,6 +46,9 @@ class Job(Base):
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
     # Runs given back because the infrastructure failed (they never use up attempts); sets the backoff.
     infra_retries: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # All such give-backs and when the first was: never reset by a wake-up, so the Hub's caps end every wait.
+    infra_waits: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    first_waited_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     worker_id: Mapped[str | None] = mapped_column(String(128), default=None)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     claimed_at: Mapped[dt.datetime | None] = mapped_column(default=None)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -13,20 +14,25 @@ __all__ = ["Dialect"]
 
 @dataclass(frozen=True)
 class Dialect:
-    """`now`: the current time in epoch seconds as SQL; `least` / `greatest`: two-argument min / max."""
+    """`now`: the current time in epoch seconds as SQL; `least` / `greatest`: two-argument min / max;
+    `clock`: what gives `:now` when `now` is a parameter (None: the database's own clock)."""
 
     now: str
     least: str
     greatest: str
     postgres: bool
+    clock: Callable[[], float] | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, engine: Engine) -> Dialect:
+    def of(cls, engine: Engine, clock: Callable[[], float] | None = None) -> Dialect:
+        """`clock` (epoch seconds) replaces the database's clock: tests step time with it instead of sleeping."""
         if engine.dialect.name == "postgresql":
+            if clock is not None:
+                return cls("CAST(:now AS DOUBLE PRECISION)", "least", "greatest", True, clock)
             # The database's clock, so that API hosts whose clocks differ still agree on every bucket.
             return cls("CAST(extract(epoch from statement_timestamp()) AS DOUBLE PRECISION)", "least", "greatest", True)
         # A SQLite file is shared only by processes of one host: they share its clock.
-        return cls(":now", "min", "max", False)
+        return cls(":now", "min", "max", False, clock or time.time)
 
     def params(self, **values: Any) -> dict[str, Any]:
-        return values if self.postgres else {**values, "now": time.time()}
+        return values if self.clock is None else {**values, "now": self.clock()}

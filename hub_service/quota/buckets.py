@@ -14,6 +14,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
@@ -51,13 +52,20 @@ class SharedRateLimiter:
         self.rules = rules
         self.local = RateLimiter(rules)
         self._engine = engine.execution_options(openenv_write=True)  # SQLite: take the write lock at BEGIN
-        self._sql = Dialect.of(engine)
         self._retry_db_after_s = retry_db_after_s
         self._down_until = 0.0
         self._sweep_every_s = sweep_every_s
         self._next_sweep = time.monotonic() + sweep_every_s
         self._lock = threading.Lock()
-        d = self._sql
+        self.use_clock(None)
+
+    def use_clock(self, clock: Callable[[], float] | None) -> None:
+        """Count the buckets' time by `clock` (epoch seconds) instead of the database's (None).
+
+        For tests that step time rather than sleep through it: what a refill allows is then exact,
+        however slow the machine is between two requests.
+        """
+        self._sql = d = Dialect.of(self._engine, clock)
         refilled = (
             f"{d.least}(CAST(:capacity AS DOUBLE PRECISION), rate_buckets.tokens + "
             f"{d.greatest}(0, {d.now} - rate_buckets.updated_at) * :rate)"

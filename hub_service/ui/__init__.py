@@ -23,7 +23,8 @@ def mount_website(app: Any) -> Any:
     play = PlayManager(settings, app.state.sessionmaker, getattr(app.state, "limiter", None))
     app.state.play = play
     blocks = build_site(settings, app.state.sessionmaker, play)
-    app.add_middleware(WebsiteGuard, limiter=app.state.limiter)  # its "web" category, shared by every process
+    # Its "web" category is shared by every process; `blocks` tells it what Gradio's routes accept.
+    app.add_middleware(WebsiteGuard, limiter=app.state.limiter, blocks=blocks)
     return gr.mount_gradio_app(
         app, blocks, path="", theme=theme(), css=CSS, head=HEAD, footer_links=[], ssr_mode=False, show_error=True
     )

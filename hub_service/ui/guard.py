@@ -1,18 +1,24 @@
 """Limits on the website's own routes (Gradio's `/gradio_api/...`): a rate limit per visitor on the
-requests that run something (events, queue joins), and no file uploads, since no component of
-the site takes a file (an upload would only sit in Gradio's cache on the service's disk).
+requests that run something (events, queue joins), no file uploads, since no component of
+the site takes a file (an upload would only sit in Gradio's cache on the service's disk), and
+requests Gradio would answer with a server error or a broken stream (a body that is not an event,
+an unknown function or event) refused first with a 4xx (hub_service/ui/gradio_shape.py).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from hub_service.limits import RateLimiter
 from hub_service.quota import SharedRateLimiter
+from hub_service.ui.gradio_shape import GradioShape
 
 __all__ = ["WebsiteGuard", "visitor_key"]
 
+log = logging.getLogger("hub_service.ui")
 _PREFIX = "/gradio_api/"
+_MAX_EVENT_BODY = 256 * 1024  # an event's inputs are a form's fields and a chat message, never more
 
 
 def visitor_key(host: str | None) -> str:
@@ -40,13 +46,22 @@ class WebsiteGuard:
         limiter: has a "web" category; every POST under /gradio_api/ costs one token.
     """
 
-    def __init__(self, app: Any, limiter: RateLimiter | SharedRateLimiter) -> None:
+    def __init__(self, app: Any, limiter: RateLimiter | SharedRateLimiter, blocks: Any = None) -> None:
         self.app = app
         self.limiter = limiter
+        self.shape = GradioShape(blocks) if blocks is not None else None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
-        if not path.startswith(_PREFIX) or scope.get("method") != "POST":
+        if not path.startswith(_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        if scope.get("method") != "POST":
+            refusal = self.shape.refuse_get(path, scope.get("query_string", b"")) if self.shape else None
+            if refusal is not None:
+                log.info("refused %s %s: %s", scope.get("method"), path, refusal[1]["message"])
+                await _reply(send, *refusal)
+                return
             await self.app(scope, receive, send)
             return
         if path.rstrip("/") == _PREFIX + "upload":
@@ -75,6 +90,18 @@ class WebsiteGuard:
                 decision.headers(),
             )
             return
+        if self.shape is not None and self.shape.checks_body(path):
+            body = await _read_body(receive, _MAX_EVENT_BODY)
+            refusal = (
+                (413, {"code": "too_large", "message": f"website requests are limited to {_MAX_EVENT_BODY} bytes"})
+                if body is None
+                else self.shape.refuse_post(path, body)
+            )
+            if refusal is not None:
+                log.info("refused POST %s: %s", path, refusal[1]["message"])
+                await _reply(send, *refusal)
+                return
+            receive = _replay(body or b"", receive)
         await self.app(scope, receive, send)
 
 
@@ -96,3 +123,35 @@ async def _reply(
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _read_body(receive: Any, limit: int) -> bytes | None:
+    """The whole request body, or None past `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """A `receive` that gives the body read already, then waits on the client's (its disconnect)."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        message: dict[str, Any] = await receive()
+        return message
+
+    return replay

@@ -20,6 +20,7 @@ from hub_service.health.service import env_health
 from hub_service.play.sessions import PlayManager
 from hub_service.settings import HubSettings
 from hub_service.ui import trust_card, views
+from hub_service.ui.discovery_view import discovery_lines
 from hub_service.ui.leaderboard import LEADERBOARD_CSS, board_panel
 from hub_service.ui.markdown import render_markdown, split_front_matter
 from openenv.render import ANSI_CSS
@@ -193,6 +194,7 @@ class _Pages:
         header = (
             f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
             f"{views.badges(env, version)}{trust_card.badge_row(summary)}{views.health_line(health)}{views.deprecation_note(env)}"
+            f"{discovery_lines(version)}"
         )
         history = "".join(
             f"<tr><td><code>{views.escape(v.sha[:12])}</code></td><td>{views.escape(v.ref)}</td>"

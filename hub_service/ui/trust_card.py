@@ -38,6 +38,7 @@ _BADGES = {
         "reward checked",
         "its rewards stay in the declared range, vary, and a random policy does not win",
     ),
+    "forkable": ("forkable", "a snapshot restored twice, and forked, played the same future each time"),
 }
 
 

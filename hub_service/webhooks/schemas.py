@@ -1,7 +1,11 @@
 """The Hugging Face Hub's webhook payload (version 3), as far as the service relies on it.
 
-See https://huggingface.co/docs/hub/webhooks. Unknown fields are ignored (the Hub adds some over
-time); the fields the service acts on are checked, so a malformed payload is refused up front.
+See https://huggingface.co/docs/hub/webhooks. The schema is as wide as what the Hub sends: unknown
+fields are ignored (the Hub adds some over time), a repo type or scope this service does not know
+parses (and the delivery is answered `ignored`, with the reason), a model may be named without an
+owner (`gpt2`), and a push may update any number of refs (the request body's size is the bound,
+OPENENV_HUB_MAX_BODY_BYTES). Only what the service acts on is checked, so a malformed payload is
+refused up front.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = ["PR_REF", "WebhookPayload"]
 
 _SHA = r"^[0-9a-f]{40,64}$"
-_REPO = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9_.-]{1,96}$"
+# `owner/name`, or a bare `name`: the Hub still serves a few legacy models without an owner.
+_REPO = r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/)?[A-Za-z0-9_.-]{1,96}$"
 PR_REF = re.compile(r"^refs/pr/(\d{1,9})$")
 
 
@@ -31,11 +36,15 @@ class Event(_Loose):
 
 
 class Repo(_Loose):
-    type: Literal["model", "dataset", "space"]
-    name: str = Field(pattern=_REPO, description="owner/name")
+    type: str = Field(pattern=r"^[a-z][a-z_-]{0,31}$", description="model, dataset, space (or a type added later)")
+    name: str = Field(pattern=_REPO, description="owner/name (a few legacy models: name)")
     id: str | None = Field(default=None, max_length=64)
     private: bool = False
     headSha: str | None = Field(default=None, pattern=_SHA, description="main's head (repo scopes only)")
+
+    @property
+    def owned(self) -> bool:
+        return "/" in self.name
 
 
 class Discussion(_Loose):
@@ -46,7 +55,7 @@ class Discussion(_Loose):
 
 
 class UpdatedRef(_Loose):
-    ref: str = Field(max_length=256)
+    ref: str = Field(max_length=1024)
     oldSha: str | None = Field(default=None, pattern=_SHA)
     newSha: str | None = Field(default=None, pattern=_SHA)
 
@@ -65,7 +74,8 @@ class WebhookPayload(_Loose):
     repo: Repo
     webhook: Webhook
     discussion: Discussion | None = None
-    updatedRefs: list[UpdatedRef] | None = Field(default=None, max_length=1000)
+    # No cap on the count: a push may update thousands of refs (tags); the body size bounds it.
+    updatedRefs: list[UpdatedRef] | None = None
     movedTo: MovedTo | None = None
 
     @model_validator(mode="after")
@@ -77,11 +87,11 @@ class WebhookPayload(_Loose):
         return self
 
     def pr_refs(self) -> list[int]:
-        """Pull requests whose ref this event updated (created or pushed to)."""
+        """Pull requests whose ref this event updated (created, pushed to, or deleted)."""
         nums = []
         for ref in self.updatedRefs or []:
             match = PR_REF.match(ref.ref)
-            if match and ref.newSha is not None:
+            if match:
                 nums.append(int(match.group(1)))
         return sorted(set(nums))
 

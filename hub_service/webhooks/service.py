@@ -1,4 +1,4 @@
-"""Receiving Hub webhooks: check the secret, validate, record the delivery once, queue the work.
+"""Receiving Hub webhooks: check the secret, validate, record the delivery, queue the work.
 
 The endpoint does no work beyond one short transaction: the jobs it queues read the current state
 from the Hub when they run. A webhook is a hint that something changed, never the truth about
@@ -8,6 +8,7 @@ state and changes nothing, and a forged sha in a payload cannot put a revision i
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -17,16 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.models import EnvRecord
-from hub_service.db import session_scope
+from hub_service.db import affected_rows, session_scope, utcnow
 from hub_service.errors import Forbidden, InvalidPayload, Unauthorized
 from hub_service.queue.jobs import enqueue_task
 from hub_service.settings import HubSettings
-from hub_service.webhooks.models import WebhookDelivery
+from hub_service.webhooks.models import WebhookDelivery, WebhookSubject
 from hub_service.webhooks.schemas import WebhookPayload
 
 __all__ = ["Accepted", "check_secret", "parse", "receive"]
@@ -51,8 +52,9 @@ class Accepted:
         return {"delivery": self.delivery, "status": self.status, "reason": self.reason, "jobs": self.jobs}
 
 
-def check_secret(settings: HubSettings, given: str | None) -> None:
-    """Compare `X-Webhook-Secret` with the configured secret in constant time.
+def check_secret(settings: HubSettings, header: str | None, query: str | None = None) -> None:
+    """Compare the secret the Hub sent (the `X-Webhook-Secret` header, or `?secret=` in the
+    handler's URL as the Hub's docs also suggest) with the configured one, in constant time.
 
     Raises:
         Forbidden: webhooks are not configured, or the secret is wrong.
@@ -62,11 +64,12 @@ def check_secret(settings: HubSettings, given: str | None) -> None:
         raise Forbidden(
             "webhooks are not enabled on this service: set OPENENV_HUB_WEBHOOK_SECRET and give the Hub the same secret"
         )
+    given = header or query
     if not given:
-        raise Unauthorized("send the webhook's secret in the X-Webhook-Secret header")
+        raise Unauthorized("send the webhook's secret in the X-Webhook-Secret header (or as ?secret= in the URL)")
     expected = settings.webhook_secret.get_secret_value().encode("utf-8")
     if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected):
-        raise Forbidden("the X-Webhook-Secret does not match this service's webhook secret")
+        raise Forbidden("the webhook's secret does not match this service's webhook secret")
 
 
 def _holds_nul(value: object) -> bool:
@@ -129,18 +132,28 @@ def parse(body: bytes) -> tuple[WebhookPayload, str]:
 
 
 def receive(factory: sessionmaker[Session], settings: HubSettings, payload: WebhookPayload, key: str) -> Accepted:
-    """Record a delivery and queue its work, once per distinct payload."""
-    try:
-        with session_scope(factory) as session:
-            known = session.scalar(select(WebhookDelivery).where(WebhookDelivery.key == key))
-            if known is not None:
-                return Accepted(known.id, "duplicate", f"delivery {known.id} had this payload ({known.outcome})")
+    """Record a delivery and queue its work, unless it is a replay that would change nothing.
+
+    The Hub's payloads carry no delivery id: the same change made twice is byte-identical. So a
+    delivery is a duplicate only when the same bytes were the last thing seen for its repo, within
+    `webhook_replay_window_s` (a retry, a Replay click, or two deliveries racing). Anything else is
+    applied: its jobs compare what the Hub says now with what the catalog has, so a late replay
+    changes nothing and a genuine repeat of an earlier state (close, reopen, close) takes effect.
+    """
+    subject = f"{payload.repo.type}:{payload.repo.name}"[:300]
+    with session_scope(factory) as session:
+        earlier = _claim(session, subject, key, settings.webhook_replay_window_s)
+        if earlier is not None:
+            result = Accepted(
+                earlier, "duplicate", f"delivery {earlier} had this payload moments ago, with nothing else since"
+            )
+        else:
             delivery = WebhookDelivery(
                 key=key,
                 scope=payload.event.scope,
                 action=payload.event.action,
-                repo_type=payload.repo.type,
-                repo=payload.repo.name,
+                repo_type=payload.repo.type[:16],
+                repo=payload.repo.name[:200],
                 head_sha=payload.repo.headSha,
                 webhook_id=payload.webhook.id,
                 discussion_num=payload.discussion.num if payload.discussion else None,
@@ -149,15 +162,14 @@ def receive(factory: sessionmaker[Session], settings: HubSettings, payload: Webh
             )
             session.add(delivery)
             session.flush()
+            session.execute(
+                update(WebhookSubject).where(WebhookSubject.subject == subject).values(last_delivery=delivery.id)
+            )
             cause = f"webhook delivery {delivery.id} ({payload.event.scope} {payload.event.action})"
             job_ids, reason = _plan(session, settings, payload, cause)
             delivery.job_ids = [str(j) for j in job_ids]
             delivery.outcome, delivery.reason = ("queued", None) if job_ids else ("ignored", reason)
             result = Accepted(delivery.id, delivery.outcome, delivery.reason, job_ids)
-    except IntegrityError:  # the same payload, delivered twice at the same moment: the other one won
-        with factory() as session:
-            known_id = session.scalar(select(WebhookDelivery.id).where(WebhookDelivery.key == key))
-        return Accepted(known_id, "duplicate", f"delivery {known_id} had this payload")
     log.info(
         "webhook %s %s %s: %s %s",
         payload.event.scope,
@@ -169,19 +181,49 @@ def receive(factory: sessionmaker[Session], settings: HubSettings, payload: Webh
     return result
 
 
+def _claim(session: Session, subject: str, key: str, window_s: float) -> int | None:
+    """Make `key` the subject's last payload; returns the earlier delivery's id instead when the
+    same payload was the last one within the window (a duplicate), None when this one is to apply.
+
+    One conditional UPDATE decides, so two processes receiving the same delivery at once agree:
+    the second waits for the first's row lock, then finds the key already there."""
+    now = utcnow()
+    fresh = or_(WebhookSubject.last_key != key, WebhookSubject.seen_at < now - dt.timedelta(seconds=window_s))
+    claim = update(WebhookSubject).where(WebhookSubject.subject == subject, fresh)
+    if affected_rows(session.execute(claim.values(last_key=key, seen_at=now, last_delivery=None))):
+        return None
+    row = session.get(WebhookSubject, subject, populate_existing=True)
+    if row is None:
+        try:
+            with session.begin_nested():
+                session.add(WebhookSubject(subject=subject, last_key=key, seen_at=now))
+            return None
+        except IntegrityError:  # another process saw this repo's first delivery at the same moment
+            if affected_rows(session.execute(claim.values(last_key=key, seen_at=now, last_delivery=None))):
+                return None
+            row = session.get(WebhookSubject, subject, populate_existing=True)
+    return (row.last_delivery or 0) if row is not None else 0
+
+
 def _plan(session: Session, settings: HubSettings, payload: WebhookPayload, cause: str) -> tuple[list[int], str]:
-    """Queue the jobs a payload calls for; returns their ids, or none and why."""
+    """Queue the jobs a payload calls for; returns their ids, or none and why.
+
+    Every job reads the current state from the Hub when it runs (a payload is a hint, not the
+    truth), so the plan only decides which repo or pull request to look at again."""
     if payload.repo.type != "space":
         return [], f"a {payload.repo.type} repo, not a Space"
+    if not payload.repo.owned:
+        return [], f"{payload.repo.name!r} names no owner; the catalog indexes Spaces, which always have one"
     repo, scope = payload.repo.name, payload.event.scope
-    if scope.startswith("discussion"):
+    if scope == "discussion.comment":
+        return [], "comments do not change a pull request"
+    if scope == "discussion":
         assert payload.discussion is not None  # the schema requires it
-        if scope != "discussion":
-            return [], "comments do not change a pull request"
         if not payload.discussion.isPullRequest:
             return [], "a discussion, not a pull request"
+        # create, update (status, title, merge) and delete alike: the sync asks the Hub
         return _pr_jobs(session, settings, repo, [payload.discussion.num], cause)
-    if not scope.startswith("repo"):
+    if scope not in _REPO_SCOPES:
         return [], f"scope {scope!r} is not one this service acts on"
     job_ids: list[int] = []
     if payload.touches_main():
@@ -195,6 +237,11 @@ def _plan(session: Session, settings: HubSettings, payload: WebhookPayload, caus
     pr_ids, reason = _pr_jobs(session, settings, repo, payload.pr_refs(), cause) if payload.pr_refs() else ([], "")
     job_ids += pr_ids
     return job_ids, reason or "no change to main or to a pull request"
+
+
+# repo: create, update, delete, move; repo.content: commits (updatedRefs); repo.config: settings
+# such as visibility, which decide whether the Space belongs in the catalog.
+_REPO_SCOPES = ("repo", "repo.content", "repo.config")
 
 
 def _pr_jobs(session: Session, settings: HubSettings, repo: str, nums: list[int], cause: str) -> tuple[list[int], str]:

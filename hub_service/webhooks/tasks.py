@@ -14,6 +14,7 @@ from hub_service.db import session_scope, utcnow
 from hub_service.indexer import source_for
 from hub_service.indexer.service import index_one
 from hub_service.indexer.sources import HfSource
+from hub_service.prbot.service import close_checks
 from hub_service.queue.tasks import TaskContext
 
 __all__ = ["index_repo"]
@@ -38,6 +39,11 @@ def index_repo(ctx: TaskContext, payload: dict[str, Any]) -> str:
     owner, _, name = repo.partition("/")
     item = source.get(owner, name)  # the truth, whatever sha the payload named
     report = index_one(ctx.factory, source, owner, name, item, max_attempts=ctx.settings.job_max_attempts, cause=cause)
+    if item is None:  # deleted, made private or untagged: its pull requests' checks end with it
+        with session_scope(ctx.factory) as session:
+            closed = close_checks(session, owner, name, cause)
+        if closed:
+            return f"{repo}: gone {report.gone}, pull request checks closed {closed}"
     return f"{repo}: " + ", ".join(f"{k} {v}" for k, v in report.as_dict().items() if isinstance(v, int) and v)
 
 

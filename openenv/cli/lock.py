@@ -31,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-register", action="store_true", help="do not tell the Hub (it may then collect the locked images)"
     )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="your Hugging Face token, to register the lock (default: HF_TOKEN or the saved login)",
+    )
     parser.add_argument("--json", action="store_true", help="print the lock (and its id) as one JSON document")
 
 
@@ -82,8 +87,15 @@ def run(args: argparse.Namespace, out: Output) -> int:
     lock = Lock.of(entries, hub)
     registered: dict[str, Any] | None = None
     if not args.no_register:
+        token = args.token or _settings.hf_token()
+        if not token:
+            raise CliError(
+                "registering the lock with the Hub needs your Hugging Face token",
+                "pass --token or set HF_TOKEN (or --no-register: the Hub may then collect the locked images)",
+                2,
+            )
         try:
-            registered = register_lock(hub, lock.to_dict())
+            registered = register_lock(hub, lock.to_dict(), token=token)
         except HubServiceError as exc:
             raise CliError(str(exc), "nothing was written; fix that, or pass --no-register") from None
         if registered.get("id") != lock.id:

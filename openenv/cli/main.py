@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ps": ("openenv.cli.ps", "list env servers that clients started (orphans too)"),
     "gc": ("openenv.cli.gc", "remove env servers left behind by crashed clients"),
     "lock": ("openenv.cli.lock", "pin envs to exact revisions and images in a lock file"),
+    "discover": ("openenv.cli.discover", "find an env by task in a Hub's catalog"),
+    "collect": ("openenv.cli.collect", "collect rollouts from an env into a JSONL dataset"),
 }
 
 # Commands other packages add through the "openenv.cli" entry-point group: name → (one-line

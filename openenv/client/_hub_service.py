@@ -132,8 +132,11 @@ def _detail(raw: bytes) -> str:
     return str(body)[:300]
 
 
-def register_lock(hub_url: str, document: dict[str, Any], *, timeout_s: float = 10.0) -> dict[str, Any]:
+def register_lock(
+    hub_url: str, document: dict[str, Any], *, token: str | None = None, timeout_s: float = 10.0
+) -> dict[str, Any]:
     """POST a lock file's document to the service (`/api/v1/locks`), which keeps its images; returns its reply.
+    The service asks the Hugging Face Hub whose `token` it is (a lock counts against its user's quota).
 
     Raises:
         HubServiceError: unreachable, the lock refused (the message says why), or a malformed reply.
@@ -141,7 +144,11 @@ def register_lock(hub_url: str, document: dict[str, Any], *, timeout_s: float = 
     request = urllib.request.Request(
         f"{hub_url}/api/v1/locks",
         data=json.dumps(document).encode(),
-        headers={"Accept": "application/json", "Content-Type": "application/json"},
+        headers={
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+            **({"Authorization": f"Bearer {token}"} if token else {}),
+        },
         method="POST",
     )
     body = _json_reply(

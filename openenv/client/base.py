@@ -10,7 +10,8 @@
 `EnvClient[A, O, S](url)` works without a subclass, `GenericEnvClient` speaks plain dicts, and
 `.sync()` gives blocking calls for scripts and notebooks. Servers with MCP tools answer
 `list_tools()` / `call_tool(name, **arguments)`, and `step(CallToolAction(...))` returns a
-`CallToolObservation` whatever the client's observation class.
+`CallToolObservation` whatever the client's observation class. Servers announcing "fork" answer
+`snapshot()`, `restore(snap)`, `release(snap)` and `fork(n)` (see `openenv.client._forks`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from openenv.client._forks import ForksMixin
 from openenv.client._settings import hf_token, is_hf_host
 from openenv.client._tasks import TasksMixin
 from openenv.client._tools import TOOL_OBSERVATIONS, ToolsMixin
@@ -72,7 +74,7 @@ def _model_or_none(tp: Any) -> type[BaseModel] | None:
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
-class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
+class EnvClient(ForksMixin, ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
     """An async client for one session (one WebSocket, one environment instance) of a server.
 
     Args:
@@ -261,6 +263,13 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
         Raises:
             EnvConnectionError, EnvTimeoutError: as for `connect`.
         """
+        child = self._spawn(self.ws_url)
+        await child.connect()
+        self._children.append(child)
+        return child
+
+    def _spawn(self, ws_url: str) -> EnvClient[ActT, ObsT, StateT]:
+        """A client of this one's type and settings for the session at `ws_url` (not connected)."""
         child = type(self)(
             self.base_url,
             headers=dict(self._headers),
@@ -268,8 +277,8 @@ class EnvClient(ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT]):
             message_timeout_s=self.message_timeout_s,
             max_message_size_mb=self.max_message_bytes / (1 << 20),
         )
-        await child.connect()
-        self._children.append(child)
+        child.ws_url = ws_url
+        child._obs_model, child._state_model = self._obs_model, self._state_model
         return child
 
     async def close(self) -> None:

@@ -14,7 +14,7 @@ raises `LockMismatchError` for anything else::
           "revision": "<40-hex commit sha>",
           "image_digest": "sha256:<64 hex>" | null,   # null: the Hub keeps no registry image for it
           "image": "<registry>/alice/echo_env@sha256:..." | null,
-          "protocol": 1                               # the wire protocol version
+          "protocol": 1 | null                        # the wire protocol version; null: its server announces none
         }
       }
     }
@@ -55,7 +55,7 @@ class LockedEnv:
     revision: str
     image_digest: str | None = None
     image: str | None = None
-    protocol: int = PROTOCOL_VERSION
+    protocol: int | None = PROTOCOL_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,16 +101,26 @@ class LockedEnv:
             )
 
     def check_protocol(self, announced: int | None, url: str) -> None:
-        """Raises LockMismatchError when the server speaks another protocol version than the lock's.
-        A server that announces none (an upstream one) is taken at its word: there is nothing to compare."""
-        if announced is not None and announced != self.protocol:
+        """Raises LockMismatchError when the server speaks another protocol version than the lock's,
+        and when it announces none (an upstream server, or one that stopped saying) unless the lock
+        says its server had none (`"protocol": null`): a silent server could speak anything."""
+        if announced == self.protocol:
+            return
+        if announced is None:
             raise LockMismatchError(
-                f"the server of {self.id} at {url} speaks protocol version {announced}, the lock says {self.protocol}; "
-                f"{_RELOCK}",
+                f"the server of {self.id} at {url} announces no protocol version, the lock says {self.protocol}; "
+                f'{_RELOCK} (a lock whose server announces none says `"protocol": null`)',
                 env=self.id,
                 expected=str(self.protocol),
-                found=str(announced),
+                found="none",
             )
+        raise LockMismatchError(
+            f"the server of {self.id} at {url} speaks protocol version {announced}, the lock says "
+            f"{self.protocol if self.protocol is not None else 'none'}; {_RELOCK}",
+            env=self.id,
+            expected=str(self.protocol) if self.protocol is not None else "none",
+            found=str(announced),
+        )
 
 
 @dataclass(frozen=True)
@@ -244,6 +254,8 @@ def _entry(name: Any, value: Any, bad: Any) -> LockedEnv:
         raise bad(f"the entry of {name} is not an object")
     if unknown := sorted(set(value) - set(_ENV_KEYS)):
         raise bad(f"the entry of {name} has unknown keys {unknown}")
+    if "protocol" not in value:
+        raise bad(f"the entry of {name} has no protocol (a version number, or null: its server announces none)")
     revision, digest, image, protocol = (value.get(k) for k in ("revision", "image_digest", "image", "protocol"))
     if not isinstance(revision, str) or not _SHA.match(revision):
         raise bad(f"the revision of {name} is not a 40-hex commit sha")
@@ -251,8 +263,8 @@ def _entry(name: Any, value: Any, bad: Any) -> LockedEnv:
         raise bad(f"the image_digest of {name} is not 'sha256:' and 64 hex digits")
     if image is not None and not isinstance(image, str):
         raise bad(f"the image of {name} is not a reference")
-    if not isinstance(protocol, int) or isinstance(protocol, bool) or protocol < 1:
-        raise bad(f"the protocol of {name} is not a version number")
+    if protocol is not None and (not isinstance(protocol, int) or isinstance(protocol, bool) or protocol < 1):
+        raise bad(f"the protocol of {name} is not a version number (or null: its server announces none)")
     return LockedEnv(env_id.repo_id, revision, digest, image, protocol)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from openenv.mcp.types import Tool
-from openenv.types import StepResult
+from openenv.types import Snapshot, StepResult
 
 if TYPE_CHECKING:
     from openenv.client.base import EnvClient
@@ -137,6 +137,30 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
     def new_session(self) -> SyncEnvClient[ActT, ObsT, StateT]:
         """Another session on the same server, closed with this one; see `EnvClient.new_session`."""
         return SyncEnvClient(run_sync(self._client.new_session()))
+
+    def snapshot(self) -> Snapshot:
+        """Have the server keep the state now; see `EnvClient.snapshot`."""
+        return run_sync(self._client.snapshot())
+
+    def restore(self, snapshot: Snapshot | str) -> StepResult[ObsT] | None:
+        """Go back to `snapshot`'s state; see `EnvClient.restore`."""
+        return run_sync(self._client.restore(snapshot))
+
+    def release(self, snapshot: Snapshot | str) -> None:
+        """Let the server drop `snapshot`; see `EnvClient.release`."""
+        run_sync(self._client.release(snapshot))
+
+    def fork(self, n: int = 1, *, snapshot: Snapshot | str | None = None) -> list[SyncEnvClient[ActT, ObsT, StateT]]:
+        """`n` new sessions in this one's state, each with a blocking client; see `EnvClient.fork`."""
+        return [SyncEnvClient(child) for child in run_sync(self._client.fork(n, snapshot=snapshot))]
+
+    def get_state(self) -> Snapshot:
+        """Upstream's name for `snapshot()`."""
+        return self.snapshot()
+
+    def set_state(self, snapshot: Snapshot | str) -> StepResult[ObsT] | None:
+        """Upstream's name for `restore()`."""
+        return self.restore(snapshot)
 
     def close(self) -> None:
         """End the session and stop any provider the client started."""

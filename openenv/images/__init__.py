@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv.dockerfile import base_images, needs_buildkit
-from openenv.images._base import LOCAL_BASE_IMAGE, ensure_base_images
+from openenv.images._base import LOCAL_BASE_IMAGE, ensure_base_images, with_stand_ins
 from openenv.images._builders import (
     BuildSpec,
     Overgrown,
@@ -39,7 +39,7 @@ from openenv.images._engine import (
 )
 from openenv.images._errors import BuildResult, ImageBuildError
 from openenv.images._sdk import SDK_DIR, dockerfile_takes_sdk, local_sdk_wheel, source_checkout, stage_context
-from openenv.images._signs import engine_hook_failed, engine_hook_lost
+from openenv.images._signs import failed_step
 
 __all__ = [
     "LABEL_PREFIX",
@@ -126,7 +126,7 @@ def build_image(
     client = client or docker_client()
     text = (env_dir / dockerfile_rel).read_text(encoding="utf-8", errors="replace")
     kit = _choose_builder(builder, text, dockerfile_rel)
-    ensure_base_images(client, text, args, explicit_base=bool(args.get("BASE_IMAGE")), on_log=on_log)
+    stand_ins = ensure_base_images(client, text, args, explicit_base=bool(args.get("BASE_IMAGE")), on_log=on_log)
     context, used_sdk = env_dir, "published"
     if sdk == "local" or (
         sdk == "auto" and source_checkout() is not None and dockerfile_takes_sdk(env_dir, dockerfile_rel)
@@ -135,6 +135,12 @@ def build_image(
         context = stage_context(env_dir, wheel)
         args.setdefault("OPENENV_SDK", f"/app/env/{SDK_DIR}/{wheel.name}[server]")
         used_sdk = f"local:{wheel.name}"
+    own_dockerfile = None
+    if stand_ins:  # this build's own copy of the Dockerfile, FROM the stand-ins: the engine's names stay as they are
+        import tempfile
+
+        own_dockerfile = Path(tempfile.mkdtemp(prefix="openenv-dockerfile-")) / "Dockerfile"
+        own_dockerfile.write_text(with_stand_ins(text, stand_ins, args), encoding="utf-8")
     memory = (container_limits or {}).get("memory")
     log: list[str] = []
     start = time.monotonic()
@@ -151,7 +157,7 @@ def build_image(
             for attempt in (1, 2):
                 spec = BuildSpec(
                     context,
-                    dockerfile_rel,
+                    str(own_dockerfile) if own_dockerfile else dockerfile_rel,
                     tag,
                     args,
                     {f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.env-dir": env_dir.name, **(labels or {})},
@@ -180,16 +186,16 @@ def build_image(
                         reason=ImageBuildError.TIMEOUT,
                     ) from None
                 except StepFailed as failed:
+                    # Whose trouble it is comes from the engine's API (it answers, it did not restart, it did not
+                    # just start) and a probe container, never from the log's words: a step can print anything.
                     joined = "\n".join([*log, failed.message])
-                    trouble = engine_trouble(client, epoch, joined, lost=failed.unreachable) or network_trouble(
-                        client, text, args, network_mode, joined, offline=offline
-                    )
-                    if trouble is None and _engine_starting(
-                        client, failed.message if failed.exit_code is None else joined
-                    ):
+                    trouble = engine_trouble(client, epoch, joined)
+                    if trouble is None and failed.exit_code is not None:
+                        trouble = network_trouble(client, text, args, network_mode, joined, offline=offline)
+                    if trouble is None and _engine_starting(client):
                         trouble = ImageBuildError(
-                            "the Docker engine, which had just started, could not start a build step's container; "
-                            "the build will be tried again",
+                            f"the Docker engine had started less than {_ENGINE_WARMUP_S:.0f}s before this build failed, while "
+                            "it may still fail to start a step's container; the build will be tried again",
                             joined,
                             reason=ImageBuildError.ENGINE_LOST,
                         )
@@ -203,11 +209,17 @@ def build_image(
                             "without the cache"
                         )
                         continue
-                    message = failed.message
+                    step = failed_step(log, failed.message)
+                    message = step.describe() if step else failed.message
+                    if failed.exit_code is not None:
+                        message += f" (exit code {failed.exit_code})"
                     if failed.exit_code == 137 and memory:
                         message = f"a RUN step was killed (exit code 137): it used more than the build's memory limit of {memory >> 20} MiB"
                     raise ImageBuildError(
-                        f"building {tag} failed: {message}", "\n".join(log), exit_code=failed.exit_code
+                        f"building {tag} failed at {message}" if step else f"building {tag} failed: {message}",
+                        "\n".join(log),
+                        exit_code=failed.exit_code,
+                        step=step,
                     ) from None
                 except ImageBuildError:
                     raise
@@ -223,10 +235,12 @@ def build_image(
                 f"building {tag} reported success but the engine has no such image: {exc}", "\n".join(log)
             ) from exc
     finally:
-        if context != env_dir:
-            import shutil
+        import shutil
 
+        if context != env_dir:
             shutil.rmtree(context, ignore_errors=True)
+        if own_dockerfile is not None:
+            shutil.rmtree(own_dockerfile.parent, ignore_errors=True)
     return BuildResult(
         tag=tag,
         image_id=image_id,
@@ -240,13 +254,9 @@ def build_image(
 _ENGINE_WARMUP_S = 120.0
 
 
-def _engine_starting(client: Any, text: str) -> bool:
-    if not engine_hook_failed(text):
-        return False
-    if engine_hook_lost(text):
-        return True
-    import time
-
+def _engine_starting(client: Any) -> bool:
+    """The engine started less than _ENGINE_WARMUP_S ago (its own start time, from its API): right
+    after a restart it may fail to start a step's container (its network hook not up yet)."""
     # Right after a restart the engine may not list its default bridge yet (no age to read): ask again
     # for a few seconds rather than take an engine still coming up for one that is not.
     deadline = time.monotonic() + 10.0

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openenv.images._signs import cli_lost_engine, step_exit_codes
+from openenv.images._signs import step_exit_codes
 
 __all__ = ["BuildSpec", "Overgrown", "StepFailed", "TimedOut", "buildkit_build", "buildkit_command", "classic_build"]
 
@@ -30,12 +30,12 @@ class Overgrown(Exception):
 
 
 class StepFailed(Exception):
-    """The engine reported the build failed; `exit_code` is set when a RUN step exited non-zero,
-    `unreachable` when the client could not reach the engine (it stopped, or restarts)."""
+    """The engine reported the build failed; `exit_code` is set when a RUN step exited non-zero
+    (whether the engine is to blame is asked of the engine itself, never read from this)."""
 
-    def __init__(self, message: str, exit_code: int | None, unreachable: bool = False) -> None:
+    def __init__(self, message: str, exit_code: int | None) -> None:
         super().__init__(message)
-        self.message, self.exit_code, self.unreachable = message, exit_code, unreachable
+        self.message, self.exit_code = message, exit_code
 
 
 class BuildSpec:
@@ -161,7 +161,6 @@ def buildkit_build(command: tuple[str, ...], spec: BuildSpec, emit: Callable[[st
         raise StepFailed(
             (errors[-1] if errors else (tail[-1] if tail else f"exit status {proc.returncode}")).strip(),
             found[-1] if found else None,
-            unreachable=not found and cli_lost_engine(text),
         )
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from openenv.dockerfile import base_images
 from openenv.images._errors import ImageBuildError
-from openenv.images._signs import network_trouble_signs
 
 __all__ = ["LABEL_PREFIX", "docker_client", "engine_epoch", "engine_trouble", "is_transport_error", "network_trouble"]
 
@@ -103,11 +102,12 @@ def network_trouble(
     *,
     offline: bool = False,
 ) -> ImageBuildError | None:
-    """When a failed build's log shows network errors, ask a container on the build's network
-    (from the build's base image) to resolve well-known names: if the resolver itself cannot be
-    reached (EAI_AGAIN), the machine's network is down, not the env broken. An unknown name
-    (a typo in the env's index URL) resolves to "no such host" and stays the env's failure."""
-    if offline or not network_trouble_signs(log):
+    """After a RUN step failed, ask a container on the build's network (from the build's base image)
+    to resolve well-known names: if the resolver itself cannot be reached (EAI_AGAIN), the machine's
+    network is down, not the env broken. What the step printed plays no part (it could print
+    anything). An unknown name (a typo in the env's index URL) resolves to "no such host" and stays
+    the env's failure."""
+    if offline:
         return None  # a build kept off the network on purpose: its step failing for want of one is the env's
     images = base_images(dockerfile_text, args)
     if not images:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from openenv.errors import OpenEnvError
+from openenv.images._signs import FailedStep
 
 __all__ = ["BuildResult", "ImageBuildError"]
 
@@ -13,7 +14,8 @@ class ImageBuildError(OpenEnvError):
     """The image could not be built; `log` holds the build output.
 
     `reason` says whose problem it is: the env's (`FAILED`: its Dockerfile failed to build;
-    `NO_DOCKERFILE`), or the machine's (`NO_ENGINE`: no Docker engine answers; `ENGINE_LOST`: the
+    `NO_DOCKERFILE`; `NO_SUCH_IMAGE`: its registry answered that it has no such base image, or will
+    not serve it), or the machine's (`NO_ENGINE`: no Docker engine answers; `ENGINE_LOST`: the
     engine went away or restarted during the build; `BASE_IMAGE`: a base image is neither in the
     engine nor pullable; `NETWORK`: the build's containers cannot resolve names at all (DNS down);
     `NO_BUILDKIT`: the Dockerfile needs BuildKit and no BuildKit client is installed); or neither
@@ -23,6 +25,7 @@ class ImageBuildError(OpenEnvError):
 
     FAILED = "failed"
     NO_DOCKERFILE = "no_dockerfile"
+    NO_SUCH_IMAGE = "no_such_image"
     NO_ENGINE = "no_engine"
     ENGINE_LOST = "engine_lost"
     BASE_IMAGE = "base_image"
@@ -33,11 +36,19 @@ class ImageBuildError(OpenEnvError):
     SDK = "sdk"
     INFRASTRUCTURE = frozenset({NO_ENGINE, ENGINE_LOST, BASE_IMAGE, NETWORK, NO_BUILDKIT})
 
-    def __init__(self, message: str, log: str = "", reason: str = FAILED, exit_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        log: str = "",
+        reason: str = FAILED,
+        exit_code: int | None = None,
+        step: FailedStep | None = None,
+    ) -> None:
         super().__init__(message)
         self.log = log
         self.reason = reason
         self.exit_code = exit_code  # of the RUN step that failed, when one did
+        self.step = step  # the Dockerfile step the build stopped at, when the log names it
 
     @property
     def infrastructure(self) -> bool:

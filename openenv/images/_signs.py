@@ -1,60 +1,84 @@
 """The one place that reads the words of programs outside the SDK (the Docker engine, the docker
-CLI, BuildKit, a build step's tools) to tell whose trouble a failed build is. Everything else
-classifies by the reason codes (`ImageBuildError.reason`) set from these answers."""
+CLI, BuildKit, a build step's tools). Their words are shown to people (which step failed, its
+first error line) and never decide whose trouble a failed build is: a RUN step can print anything,
+and BuildKit interleaves the env's own output with its own. That is decided only by what a Space
+cannot forge (the engine's API, its start time, the registry's HTTP status, a probe container):
+see `_engine`, `_registry`, `_base`."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-__all__ = ["cli_lost_engine", "engine_hook_failed", "engine_hook_lost", "network_trouble_signs", "step_exit_codes"]
+__all__ = ["FailedStep", "failed_step", "step_exit_codes"]
 
-# The engine's own failures to start a step's container (its network set-up hook, say, while it is
-# still coming up after a restart). BuildKit reports them as the step failing with exit code 1, so
-# the log is read; a step could print these words itself, so they count only within a short while
-# of the engine's start, which no env controls.
-_ENGINE_SIGNS = re.compile(r"error running hook|libnetwork|failed to create shim", re.I)
-# The engine's own network hook could not reach the engine (its socket is gone or not there yet):
-# no Dockerfile can cause that, however long the engine has been up.
-_ENGINE_HOOK_LOST = re.compile(r"libnetwork/[0-9a-f]+\.sock: connect: (no such file|connection refused)", re.I)
-
-# What the docker CLI prints when it cannot reach the engine (not the build's doing).
-_UNREACHABLE = re.compile(
-    r"cannot connect to the docker daemon|failed to dial grpc|error during connect|dial unix [^:]+: connect:|"
-    r"rpc error: code = unavailable|connection reset by peer|transport is closing",
-    re.I,
-)
 # "executor failed running [/bin/sh -c ...]: exit code: 3" (BuildKit 0.8, Docker 20.10) or
 # 'process "/bin/sh -c ..." did not complete successfully: exit code: 3' (newer).
 _STEP_EXIT = re.compile(r"(?:executor failed running \[.*?\]|did not complete successfully): exit code: (\d+)", re.S)
 
-# What a RUN step prints when it cannot reach the network (pip, apt, curl, npm, git): worth a probe.
-_NETWORK_SIGNS = re.compile(
-    r"temporary failure in name resolution|temporary failure resolving|could not resolve host|name or service not "
-    r"known|failed to establish a new connection|network is unreachable|getaddrinfo|eai_again|connection timed out",
-    re.I,
-)
-
-
-def engine_hook_failed(text: str) -> bool:
-    """The log shows the engine failing to start a step's container (its network hook, a shim)."""
-    return bool(_ENGINE_SIGNS.search(text))
-
-
-def engine_hook_lost(text: str) -> bool:
-    """The engine's own network hook could not reach the engine: never a Dockerfile's doing."""
-    return bool(_ENGINE_HOOK_LOST.search(text))
-
-
-def cli_lost_engine(text: str) -> bool:
-    """The docker CLI says it cannot reach (or lost) the engine."""
-    return bool(_UNREACHABLE.search(text))
-
 
 def step_exit_codes(text: str) -> list[int]:
-    """The exit codes of the failed RUN steps BuildKit names, in order."""
+    """The exit codes of the failed RUN steps BuildKit names, in order (a step that forges this line
+    only makes its own failure look like its own failure)."""
     return [int(code) for code in _STEP_EXIT.findall(text)]
 
 
-def network_trouble_signs(log: str) -> bool:
-    """A RUN step's output shows it could not reach the network (worth a probe of the resolver)."""
-    return bool(_NETWORK_SIGNS.search(log))
+@dataclass(frozen=True)
+class FailedStep:
+    """The Dockerfile step a failed build stopped at, as its log shows it (for people to read)."""
+
+    label: str  # "[4/5]" (BuildKit) or "4/5" (classic), "" when not known
+    command: str  # "RUN pip install -r requirements.txt"
+    first_error: str  # the step's first line that says error (else its last), or the builder's error
+
+    def describe(self) -> str:
+        where = f"step {self.label} " if self.label else "step "
+        return f"{where}`{_short(self.command, 160)}`: {_short(self.first_error, 300)}"
+
+
+_KIT_HEAD = re.compile(r"^#(\d+) \[([^\]]*)\] (.+)$")
+_KIT_ERROR = re.compile(r"^#(\d+) ERROR:? ?(.*)$")
+_KIT_OUT = re.compile(r"^#(\d+) \d+\.\d+ (.*)$")
+_CLASSIC_HEAD = re.compile(r"^Step (\d+/\d+) : (.+)$")
+_ERRORISH = re.compile(r"error|failed|not found|no such|denied|refused|cannot|unable|invalid|fatal", re.I)
+_RESTATED = re.compile(r"executor failed running|did not complete successfully|failed to solve|^-+$|^\s*>\s*\[", re.I)
+
+
+def failed_step(lines: list[str], builder_error: str) -> FailedStep | None:
+    """The step a failed build stopped at: BuildKit's plain progress (`#7 [3/4] RUN ...`, `#7 ERROR:
+    ...`) or the classic builder's (`Step 3/4 : RUN ...`); None when the log names no step."""
+    errored = [(i, m) for i, line in enumerate(lines) if (m := _KIT_ERROR.match(line))]
+    if errored:
+        at, error = errored[-1]
+        vertex, said = error.group(1), error.group(2).strip()
+        # Vertex numbers restart with each build (a retry's log follows the first's): look back from the error.
+        heads = [(i, m) for i, line in enumerate(lines[:at]) if (m := _KIT_HEAD.match(line)) and m.group(1) == vertex]
+        start, head = heads[-1] if heads else (0, None)
+        if head is None or head.group(2) == "internal":
+            label, command = "", head.group(3) if head else ""
+        else:
+            label, command = f"[{head.group(2)}]", head.group(3)
+        output = [m.group(2) for line in lines[start:at] if (m := _KIT_OUT.match(line)) and m.group(1) == vertex]
+        return FailedStep(label, command or "(the build's set-up)", _first_error(output, said or builder_error))
+    heads = [(i, m) for i, line in enumerate(lines) if (m := _CLASSIC_HEAD.match(line))]
+    if heads:
+        at, head = heads[-1]
+        output = [
+            line for line in lines[at + 1 :] if not line.startswith(" ---> ") and not line.startswith("Removing ")
+        ]
+        return FailedStep(head.group(1), head.group(2), _first_error(output, builder_error))
+    return None
+
+
+def _first_error(output: list[str], fallback: str) -> str:
+    for line in output:
+        if _ERRORISH.search(line) and not _RESTATED.search(line):
+            return line.strip()
+    if output:
+        return output[-1].strip()
+    return fallback.strip() or "(no output)"
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

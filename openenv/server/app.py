@@ -26,7 +26,7 @@ from openenv.env import AnyEnvironment, Environment
 from openenv.errors import ConfigurationError
 from openenv.mcp.jsonrpc import RpcCode, rpc_error
 from openenv.mcp.tools import tools_of
-from openenv.protocol import EXTENSIONS, PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, loads
+from openenv.protocol import PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, loads
 from openenv.server.mcp import TOOL_ACTION_TYPES, parse_tool_action
 from openenv.server.runtime import EnvRuntime, RequestError
 from openenv.server.settings import ServerSettings, get_settings
@@ -156,7 +156,7 @@ def create_app(
     default_name: str = env_cls.__name__ if env_cls else getattr(env_factory, "__name__", "environment")
     name = env_name or default_name
 
-    runtime = EnvRuntime(env_factory, action_cls, observation_cls, state_cls, settings, max_sessions)
+    runtime = EnvRuntime(env_factory, action_cls, observation_cls, state_cls, settings, max_sessions, env_cls)
     cache: dict[str, dict[str, Any]] = {}
 
     @contextlib.asynccontextmanager
@@ -200,7 +200,12 @@ def create_app(
     async def metadata() -> dict[str, Any]:
         if "metadata" not in cache:
             cache["metadata"] = await _describe(runtime, name)
-        return {**cache["metadata"], "protocol": {"version": PROTOCOL_VERSION, "extensions": list(EXTENSIONS)}}
+        protocol: dict[str, Any] = {"version": PROTOCOL_VERSION, "extensions": list(runtime.extensions)}
+        if runtime.forks is not None:
+            protocol["fork"] = runtime.forks.limits()
+        else:
+            protocol["fork_unsupported"] = runtime.fork_unsupported
+        return {**cache["metadata"], "protocol": protocol}
 
     @app.get("/schema", tags=["Schema"], summary="JSON Schemas of action, observation and state")
     async def schema() -> dict[str, Any]:

@@ -7,6 +7,7 @@ because a fast `step` says nothing about `reset` or the factory.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import logging
@@ -76,6 +77,19 @@ class Executor:
         self._max_threads = max_threads
         self._pool: ThreadPoolExecutor | None = None
         self._policies: dict[tuple[type, str], _Policy] = {}
+        # Calls that ran past their timeout and still run in a worker, by id of the object whose
+        # method it is (the env): a snapshot or restore meanwhile would race them.
+        self._late: dict[int, concurrent.futures.Future[Any]] = {}
+
+    def running_late(self, obj: object) -> bool:
+        """Whether a timed-out call of one of `obj`'s methods still runs in a worker thread."""
+        work = self._late.get(id(obj))
+        if work is None:
+            return False
+        if work.done():
+            del self._late[id(obj)]
+            return False
+        return True
 
     def policy(self, owner: type, name: str) -> _Policy:
         """The (mutable) execution policy of `owner.name`; hot paths may cache it."""
@@ -149,16 +163,19 @@ class Executor:
             EnvStepTimeout: the call ran past its time. The worker thread cannot be stopped, so
                 the call finishes in the background and its result is dropped.
         """
-        loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         timed = functools.partial(_timed, ctx.run, fn, args, kwargs)
-        fut = loop.run_in_executor(self.pool, timed)
+        work = self.pool.submit(timed)
+        fut = asyncio.wrap_future(work)
         if timeout_s is None:
             result, elapsed = await fut
         else:
             try:
                 result, elapsed = await asyncio.wait_for(fut, timeout_s + grace_s)
             except TimeoutError:
+                owner = getattr(fn, "__self__", None)
+                if owner is not None and not work.done():  # still running: restores must wait for it
+                    self._late[id(owner)] = work
                 raise EnvStepTimeout(f"the call did not finish within timeout_s={timeout_s:g}") from None
         if policy.streak >= 0:
             if elapsed < _FAST_S:

@@ -323,6 +323,17 @@ class McpService:
         self._http_sessions[new.id] = asyncio.Lock()
         return rpc_result(rid, {"session_id": new.id})
 
+    def adopt(self, session: Session) -> None:
+        """Make a session made elsewhere (a fork's child) one a WebSocket may attach to with
+        `/ws?session_id=`; it closes when that socket lets go."""
+        live = self.runtime.sessions.sessions
+        if len(self._closing) > len(live) + 64:  # children closed unclaimed (parent gone, idle): forget them
+            self._closing = {sid for sid in self._closing if sid in live}
+            for stale in [sid for sid in self._http_sessions if sid not in live]:
+                del self._http_sessions[stale]
+        self._http_sessions[session.id] = asyncio.Lock()
+        self._closing.add(session.id)
+
     def attach(self, session_id: str) -> tuple[Session, asyncio.Lock]:
         """Hand the HTTP session `session_id` to a WebSocket (until `detach`).
 

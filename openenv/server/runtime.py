@@ -18,9 +18,10 @@ from pydantic_core import ErrorDetails
 
 from openenv.env import AnyEnvironment, Environment
 from openenv.errors import EnvStepTimeout
-from openenv.protocol import ErrorCode, dumps, observation_json
+from openenv.protocol import EXTENSIONS, FORK_EXTENSION, ErrorCode, dumps, observation_json
 from openenv.server._errors import RequestError
 from openenv.server.execution import Executor
+from openenv.server.forks import Forks
 from openenv.server.mcp import McpService, parse_tool_action
 from openenv.server.sessions import FactoryError, Session, SessionManager
 from openenv.server.settings import ServerSettings
@@ -85,6 +86,7 @@ class EnvRuntime:
         state_cls: type[State],
         settings: ServerSettings,
         max_sessions: int,
+        env_cls: type[AnyEnvironment] | None = None,
     ) -> None:
         self.env_factory = env_factory
         self.action_cls = action_cls
@@ -101,6 +103,19 @@ class EnvRuntime:
         self._calls: dict[tuple[type, str], _Call] = {}
         self._validate_action = action_cls.model_validate
         self.mcp = McpService(self, settings.tool_timeout_s)
+        env_cls = env_cls or _env_class_of(env_factory)
+        # The "fork" extension, for envs that can be snapshotted; a factory whose class cannot be
+        # told (no return annotation) is not announced, so nobody is promised what may fail.
+        self.forkable = env_cls is not None and env_cls.supports_snapshots()
+        self.fork_unsupported: str | None = None
+        if not self.forkable:
+            self.fork_unsupported = (
+                f"{env_cls.__name__} cannot be snapshotted: {env_cls.SNAPSHOT_UNSUPPORTED}"
+                if env_cls is not None
+                else "the env factory does not say which Environment class it builds (annotate its return type)"
+            )
+        self.extensions: tuple[str, ...] = (*EXTENSIONS, FORK_EXTENSION) if self.forkable else EXTENSIONS
+        self.forks = Forks(self) if self.forkable else None
 
     def _call(self, env: AnyEnvironment, name: str) -> _Call:
         key = (type(env), name)
@@ -253,3 +268,11 @@ class EnvRuntime:
             yield env
         finally:
             await self.sessions.close_env(env)
+
+
+def _env_class_of(factory: Callable[[], AnyEnvironment]) -> type[AnyEnvironment] | None:
+    """The env class a factory makes, when that can be told without calling it."""
+    if isinstance(factory, type) and issubclass(factory, Environment):
+        return factory
+    hint = getattr(factory, "__annotations__", {}).get("return") if callable(factory) else None
+    return hint if isinstance(hint, type) and issubclass(hint, Environment) else None

@@ -12,9 +12,13 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from openenv.env import AnyEnvironment, Environment
 from openenv.server.execution import Executor
+
+if TYPE_CHECKING:
+    from openenv.server.snapshots import SnapshotStore
 
 __all__ = ["CapacityError", "FactoryError", "Session", "SessionManager"]
 
@@ -22,13 +26,15 @@ log = logging.getLogger("openenv.server")
 
 
 class CapacityError(Exception):
-    def __init__(self, active: int, maximum: int) -> None:
+    def __init__(self, active: int, maximum: int, requested: int = 1) -> None:
+        wanted = "" if requested == 1 else f"; a fork asked for {requested} more"
         super().__init__(
-            f"Server at capacity: {active} of {maximum} sessions in use; "
+            f"Server at capacity: {active} of {maximum} sessions in use{wanted}; "
             "close a session, retry later, or raise OPENENV_MAX_SESSIONS"
         )
         self.active = active
         self.maximum = maximum
+        self.requested = requested
 
 
 class FactoryError(Exception):
@@ -40,7 +46,19 @@ class FactoryError(Exception):
 class Session:
     """One client's environment and its activity clock."""
 
-    __slots__ = ("attached", "busy", "closed", "created_at", "env", "id", "last_active", "on_expire", "steps")
+    __slots__ = (
+        "attached",
+        "busy",
+        "children",
+        "closed",
+        "created_at",
+        "env",
+        "id",
+        "last_active",
+        "last_observation",
+        "on_expire",
+        "steps",
+    )
 
     def __init__(self, env: AnyEnvironment, on_expire: Callable[[str], Awaitable[None]] | None) -> None:
         self.id = uuid.uuid4().hex
@@ -51,6 +69,8 @@ class Session:
         self.closed = False
         self.attached = False  # an HTTP-made session that a WebSocket drives now: never reaped meanwhile
         self.on_expire = on_expire
+        self.last_observation: bytes | None = None  # the payload last sent: kept with snapshots
+        self.children: list[Session] = []  # sessions forked from this one, until a socket claims them
 
 
 class SessionManager:
@@ -71,6 +91,7 @@ class SessionManager:
         self.idle_timeout_s = idle_timeout_s
         self.executor = executor
         self.sessions: dict[str, Session] = {}
+        self.snapshots: SnapshotStore | None = None  # set by the runtime when the env can be snapshotted
         self._reserved = 0
         self._spare: AnyEnvironment | None = None
         self._reaper: asyncio.Task[None] | None = None
@@ -126,12 +147,39 @@ class SessionManager:
         self.sessions[session.id] = session
         return session
 
+    async def open_many(self, envs: list[AnyEnvironment]) -> list[Session]:
+        """Sessions for environments built already (forks); the caller checked the capacity."""
+        made = [Session(env, None) for env in envs]
+        for session in made:
+            self.sessions[session.id] = session
+        return made
+
+    def reserve(self, n: int) -> None:
+        """Hold `n` slots while their environments are built (`release` them after).
+
+        Raises:
+            CapacityError: fewer than `n` slots are free.
+        """
+        if self.active + n > self.max_sessions:
+            raise CapacityError(self.active, self.max_sessions, requested=n)
+        self._reserved += n
+
+    def release(self, n: int) -> None:
+        self._reserved -= n
+
     async def close(self, session: Session) -> None:
-        """Free the session's slot at once and close its environment (idempotent)."""
+        """Free the session's slot at once and close its environment (idempotent), with its
+        snapshots and the forks of it that no socket has claimed."""
         if session.closed:
             return
         session.closed = True
         self.sessions.pop(session.id, None)
+        if self.snapshots is not None:
+            self.snapshots.drop_session(session.id)
+        children, session.children = session.children, []
+        for child in children:
+            if not child.attached:
+                await self.close(child)
         await self.close_env(session.env)
 
     async def close_env(self, env: AnyEnvironment) -> None:

@@ -12,6 +12,12 @@ pool member) and that import alone would add a sixth of a second to every cold s
 | OPENENV_ENABLE_WEB_INTERFACE | false | serve the play UI at /web |
 | OPENENV_TOOL_TIMEOUT_S | 30 | time limit of an MCP tool call (a tool's own `timeout_s` wins) |
 | OPENENV_MODE | simulation | `production` leaves out the stateless HTTP /reset, /step, /state (as upstream 0.10.0 does) |
+| OPENENV_SNAPSHOTS_PER_SESSION | 64 | snapshots one session may hold (the "fork" extension) |
+| OPENENV_SNAPSHOT_BYTES_PER_SESSION | 67108864 | their total size per session |
+| OPENENV_SNAPSHOTS_TOTAL | 8192 | snapshots the whole server holds |
+| OPENENV_SNAPSHOT_BYTES_TOTAL | 536870912 | their total size on the server |
+| OPENENV_SNAPSHOT_TTL_S | 600 | a snapshot unused this long is dropped |
+| OPENENV_FORK_MAX_CHILDREN | 64 | sessions one fork request may make |
 """
 
 from __future__ import annotations
@@ -64,6 +70,12 @@ class ServerSettings:
     enable_web_interface: bool = False
     tool_timeout_s: float = 30.0
     mode: str = "simulation"
+    snapshots_per_session: int = 64
+    snapshot_bytes_per_session: int = 64 << 20
+    snapshots_total: int = 8192
+    snapshot_bytes_total: int = 512 << 20
+    snapshot_ttl_s: float = 600.0
+    fork_max_children: int = 64
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", self.mode.strip().lower())
@@ -79,6 +91,17 @@ class ServerSettings:
             raise ConfigurationError("worker_threads must be >= 1")
         if not self.tool_timeout_s > 0:
             raise ConfigurationError("tool_timeout_s must be > 0 seconds")
+        for name in (
+            "snapshots_per_session",
+            "snapshot_bytes_per_session",
+            "snapshots_total",
+            "snapshot_bytes_total",
+            "fork_max_children",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} (OPENENV_{name.upper()}) must be >= 1")
+        if not self.snapshot_ttl_s > 0:
+            raise ConfigurationError("snapshot_ttl_s (OPENENV_SNAPSHOT_TTL_S) must be > 0 seconds")
 
     @property
     def capacity(self) -> int:

@@ -20,12 +20,14 @@ from urllib.parse import parse_qs
 
 from openenv.mcp.jsonrpc import RpcCode, rpc_error
 from openenv.protocol import (
-    EXTENSIONS,
+    FORK_FRAME,
     MCP_FRAME,
     OBSERVATION_FRAME,
     PROTOCOL_HEADER,
     PROTOCOL_VERSION,
+    RELEASE_FRAME,
     RENDER_FRAME,
+    SNAPSHOT_FRAME,
     STATE_FRAME,
     ErrorCode,
     JSONDecodeError,
@@ -41,10 +43,14 @@ __all__ = ["McpWebSocketEndpoint", "WebSocketEndpoint"]
 
 log = logging.getLogger("openenv.server")
 
-_HANDSHAKE_HEADERS = [
-    (PROTOCOL_HEADER.encode(), f"{PROTOCOL_VERSION}; ext={','.join(EXTENSIONS)}".encode()),
-]
+
+def _handshake_headers(extensions: tuple[str, ...]) -> list[tuple[bytes, bytes]]:
+    return [(PROTOCOL_HEADER.encode(), f"{PROTOCOL_VERSION}; ext={','.join(extensions)}".encode())]
+
+
 _STEP_KEYS = frozenset({"type", "data", "timeout_s"})
+# Frames of the "fork" extension (with upstream's names get_state / set_state for snapshot / restore).
+_FORK_TYPES = frozenset({"snapshot", "restore", "release", "fork", "get_state", "set_state"})
 _CLOSE_NORMAL = 1000
 _CLOSE_GOING_AWAY = 1001
 _CLOSE_POLICY = 1008
@@ -76,8 +82,12 @@ class _Endpoint:
 class WebSocketEndpoint(_Endpoint):
     """ASGI app for the `/ws` route."""
 
+    def __init__(self, runtime: EnvRuntime) -> None:
+        super().__init__(runtime)
+        self._headers = _handshake_headers(runtime.extensions)
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if not await self._accept(receive, send, _HANDSHAKE_HEADERS):
+        if not await self._accept(receive, send, self._headers):
             return
         runtime = self.runtime
         if scope.get("query_string"):
@@ -182,15 +192,19 @@ class WebSocketEndpoint(_Endpoint):
                     raise RequestError(ErrorCode.VALIDATION_ERROR, "timeout_s must be a positive number of seconds")
                 action = runtime.parse_action(msg.get("data"))
                 session.steps += 1
-                return OBSERVATION_FRAME % await runtime.step(env, action, timeout_s)
+                payload = session.last_observation = await runtime.step(env, action, timeout_s)
+                return OBSERVATION_FRAME % payload
             if kind == "reset":
-                return OBSERVATION_FRAME % await runtime.reset(env, msg.get("data"))
+                payload = session.last_observation = await runtime.reset(env, msg.get("data"))
+                return OBSERVATION_FRAME % payload
             if kind == "state":
                 return STATE_FRAME % await runtime.state(env)
             if kind == "render":  # the "render" extension: a picture of the session's env
                 return RENDER_FRAME % await runtime.render(env)
             if kind == "close":
                 return None
+            if kind in _FORK_TYPES:  # the "fork" extension
+                return await self._fork_request(session, kind, msg.get("data"))
             if kind == "mcp":
                 data = msg.get("data")
                 if type(data) is not dict:
@@ -206,9 +220,25 @@ class WebSocketEndpoint(_Endpoint):
         except ToolActionRequest as request:  # a step frame carrying ListToolsAction / CallToolAction
             session.steps += 1
             try:
-                return OBSERVATION_FRAME % await runtime.mcp.step(env, request.action, msg.get("timeout_s"))
+                payload = session.last_observation = await runtime.mcp.step(env, request.action, msg.get("timeout_s"))
+                return OBSERVATION_FRAME % payload
             except RequestError as exc:
                 return error_frame(exc.code, exc.message, **exc.details)
+
+    async def _fork_request(self, session: Session, kind: str, data: Any) -> bytes:
+        forks = self.runtime.forks
+        if forks is None:
+            raise RequestError(
+                ErrorCode.FORK_UNSUPPORTED,
+                f"this server does not offer the fork extension: {self.runtime.fork_unsupported}",
+            )
+        if kind in ("snapshot", "get_state"):
+            return SNAPSHOT_FRAME % await forks.snapshot(session)
+        if kind in ("restore", "set_state"):
+            return OBSERVATION_FRAME % await forks.restore(session, data)
+        if kind == "release":
+            return RELEASE_FRAME % await forks.release(session, data)
+        return FORK_FRAME % await forks.fork(session, data)
 
 
 class McpWebSocketEndpoint(_Endpoint):

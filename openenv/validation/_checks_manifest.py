@@ -273,6 +273,9 @@ def _app_import(ctx: FolderContext) -> Finding:
         as_package = (
             f" as the package {imported.split('.')[0]} (its code imports itself relatively)"
             if result.import_mode == "package"
+            else f" with the folder installed as {', '.join(ctx.mapped_packages)}, as its pyproject maps it "
+            "(its code imports its own package by name)"
+            if result.import_mode == "installed"
             else ""
         )
         return ok(f"{imported} imports{as_package}", app_type=result.data.get("app_type"), **how)

@@ -127,11 +127,14 @@ class FolderContext:
     def package_names(self) -> list[str]:
         """Names the folder goes by as a Python package, most telling first: the manifest's `app`
         prefix when it is one name, the pyproject's mapping, the manifest's name, the folder's name."""
-        candidates = [p for p in [self.app_prefix] if p and "." not in p]
-        candidates += self.mapped_packages
-        if self.manifest is not None:
-            candidates.append(self.manifest.name)
-        candidates.append(self.root.resolve().name)
+        sure = [p for p in [self.app_prefix] if p and "." not in p]
+        sure += self.mapped_packages
+        guesses = [self.manifest.name] if self.manifest is not None else []
+        guesses.append(self.root.resolve().name)
+        # A guess that names a declared dependency (manifest `name: chess`, depending on `chess`)
+        # is that dependency's module, not the env's own.
+        declared = {_normalized(d) for d in self.declared}
+        candidates = sure + [g for g in guesses if _normalized(g) not in declared]
         out: list[str] = []
         for name in candidates:
             if name.isidentifier() and not keyword.iskeyword(name) and name not in out:
@@ -143,6 +146,8 @@ class FolderContext:
         top = module.split(".")[0]
         if top in self.package_names:
             return True
+        if _normalized(top) in {_normalized(d) for d in self.declared}:
+            return False  # a declared dependency, even if a folder of the env shares its name
         return (
             (self.root / f"{top}.py").is_file()
             or (self.root / top).is_dir()
@@ -158,9 +163,15 @@ class FolderContext:
             self.app_file[0],
             self.manifest.app_attr,
             package=package,
+            installed=[p for p in self.mapped_packages if p.isidentifier()],
             python=self.python,
             timeout_s=self.timeout_s,
         )
+
+
+def _normalized(name: str) -> str:
+    """A distribution or module name compared the way PEP 503 names are (case, `_`, `.` and `-` alike)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def need_manifest(ctx: FolderContext) -> Finding | None:

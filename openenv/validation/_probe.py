@@ -1,7 +1,9 @@
 """Import an env's ASGI app in a child Python and describe it, without touching this process.
 
 The child imports the app the way a Dockerfile runs it: first plainly, with the env folder first
-on `sys.path` (`cd /app/env && uvicorn server.app:app`); when that fails only because the app
+on `sys.path` (`cd /app/env && uvicorn server.app:app`); when that fails only because the env
+imports its own package by name (its pyproject maps the package to the folder and the image
+runs `pip install -e .`), again with the folder importable under that name; when it fails only because the app
 imports itself relatively (upstream's package-mode envs, run as `uvicorn <pkg>.server.app:app`),
 again as the package `<pkg>`: the folder is registered under that name (never copied) and
 `<pkg>.server.app` is imported. The child writes a JSON description to a file and exits.
@@ -70,9 +72,16 @@ def forget_env_modules():
             del sys.modules[name]
     importlib.invalidate_caches()
 
-def register_package(pkg):
+def register_package(pkg, tolerant=False):
     init = os.path.join(root, "__init__.py")
-    if os.path.isfile(init):
+    if os.path.isfile(init) and tolerant:
+        try:
+            register_package(pkg)
+            return
+        except BaseException:
+            forget_env_modules()
+            init = None  # an __init__ that needs what is not here: the package's modules still import
+    if init and os.path.isfile(init):
         spec = importlib.util.spec_from_file_location(pkg, init, submodule_search_locations=[root])
     else:
         spec = importlib.machinery.ModuleSpec(pkg, None, is_package=True)
@@ -92,6 +101,22 @@ try:
     error = None
 except BaseException as exc:
     module, error = None, exc
+installed = [p for p in args.get("installed") or [] if p not in sys.modules]
+if error is not None and installed and any(
+        (m or "").split(".")[0] in installed
+        for m in [e.name for e in chain(error) if isinstance(e, ModuleNotFoundError)]):
+    # The env imports itself by its package name: its pyproject maps that package to the folder,
+    # and the image installs it (`pip install -e .`, `uv sync`). Install it the same way here, in
+    # this child only (registered under its name, never copied), and import the app again.
+    out["plain_error"] = describe(error)
+    forget_env_modules()
+    mode = "installed"
+    try:
+        for name in installed:
+            register_package(name, tolerant=True)
+        module, error = importlib.import_module(target), None
+    except BaseException as exc:
+        module, error = None, exc
 pkg = args.get("package")
 if error is not None and pkg and relative_only(error) and pkg not in sys.modules:
     out["plain_error"] = describe(error)
@@ -144,7 +169,9 @@ class AppProbe:
         missing_module: for an ImportError, the module that was not found.
         missing_modules: every module not found along the failure's exception chain (`raise ...
             from`, or raised while handling another), nearest first.
-        import_mode: "plain" (`server.app` from the folder) or "package" (`<pkg>.server.app`).
+        import_mode: "plain" (`server.app` from the folder), "installed" (the same, with the folder
+            also importable under the package names its pyproject maps to it, as `pip install -e .`
+            makes it in the image) or "package" (`<pkg>.server.app`).
         location: {"file", "line"} in the env where it failed, when known.
         data: the child's whole description (routes, app_type, traceback, ...).
     """
@@ -165,6 +192,7 @@ def probe_app(
     attr: str,
     *,
     package: str | None = None,
+    installed: list[str] | None = None,
     python: str | None = None,
     timeout_s: float = 60.0,
     env: dict[str, str] | None = None,
@@ -174,6 +202,9 @@ def probe_app(
     Args:
         package: the name to import the folder as a package under when the plain import fails
             on relative imports (None: never).
+        installed: package names the env's pyproject maps to the folder itself: when the plain
+            import fails only because one of them is missing, the folder is made importable under
+            them (as installing the project does in its image) and the import is tried again.
         python: the interpreter to use (default: this one); point it at the env's own venv to
             check an env whose dependencies are not installed here.
         env: the child's environment variables (default: this process's).
@@ -185,7 +216,14 @@ def probe_app(
         child_env = dict(os.environ if env is None else env)
         child_env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         args = json.dumps(
-            {"root": str(root.resolve()), "module": module, "attr": attr, "package": package, "out": str(out_file)}
+            {
+                "root": str(root.resolve()),
+                "module": module,
+                "attr": attr,
+                "package": package,
+                "installed": list(installed or []),
+                "out": str(out_file),
+            }
         )
         try:
             proc = subprocess.run(

@@ -94,7 +94,9 @@ class _Generator:
             branches = schema.get(key)
             if isinstance(branches, list) and branches:
                 usable = [b for b in branches if self.resolve(b).get("type") != "null"] or branches
-                return self.value(self.pick(usable), depth + 1)
+                branch = self.pick(usable)
+                value = self.value(branch, depth + 1)
+                return self._tagged(schema, branch, value)
         kind = schema.get("type")
         if isinstance(kind, list):
             kinds = [k for k in kind if k != "null"] or kind
@@ -105,6 +107,24 @@ class _Generator:
         if maker is None:
             return None
         return maker(schema, depth)
+
+    def _tagged(self, union: dict[str, Any], branch: Any, value: Any) -> Any:
+        """`value` (built from `branch`) with the union's discriminator tag set: a server needs the tag to
+        pick the branch, even where the branch's own schema gives it a default and leaves it optional."""
+        discriminator = union.get("discriminator")
+        if not isinstance(discriminator, dict) or not isinstance(value, dict):
+            return value
+        name = discriminator.get("propertyName")
+        if not isinstance(name, str):
+            return value
+        mapping = discriminator.get("mapping")
+        if isinstance(mapping, dict) and isinstance(branch, dict) and "$ref" in branch:
+            for tag, ref in mapping.items():
+                if ref == branch["$ref"]:
+                    return {**value, name: tag}
+        prop = (self.resolve(branch).get("properties") or {}).get(name) if isinstance(branch, dict) else None
+        tag = _fixed_value(self.resolve(prop)) if isinstance(prop, dict) else _NO_VALUE
+        return value if tag is _NO_VALUE else {**value, name: tag}
 
     def _null(self, schema: dict[str, Any], depth: int) -> None:
         return None
@@ -119,7 +139,14 @@ class _Generator:
         high = schema.get("maximum")
         if "exclusiveMaximum" in schema:
             high = int(schema["exclusiveMaximum"]) - 1
-        value = int(low) if low is not None else (min(0, int(high)) if high is not None else self.variant)
+        if low is not None and high is not None and int(high) >= int(low):
+            value = int(low) + self.variant % (int(high) - int(low) + 1)
+        else:
+            value = (
+                int(low) + self.variant
+                if low is not None
+                else (min(0, int(high)) if high is not None else self.variant)
+            )
         step = schema.get("multipleOf")
         if isinstance(step, int) and step > 0 and value % step:
             value += step - value % step
@@ -187,12 +214,32 @@ class _Generator:
         for name in required:
             sub = props.get(name, {})
             out[name] = self.value(sub, depth + 1)
+        for name, sub in props.items():
+            # A tag (a property with one possible value, `Literal["move"] = "move"`): optional in the
+            # schema because it has a default, but what tells a union's branches apart. Always sent.
+            if name not in out and isinstance(sub, dict):
+                tag = _fixed_value(self.resolve(sub))
+                if tag is not _NO_VALUE:
+                    out[name] = tag
         min_props = int(schema.get("minProperties", 0))
         for name, sub in props.items():
             if len(out) >= min_props:
                 break
             out.setdefault(name, self.value(sub, depth + 1))
         return out
+
+
+_NO_VALUE: Any = object()
+
+
+def _fixed_value(schema: dict[str, Any]) -> Any:
+    """The one value `schema` allows (`const`, or an enum of one), or _NO_VALUE."""
+    if "const" in schema:
+        return schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and len(enum) == 1:
+        return enum[0]
+    return _NO_VALUE
 
 
 def _match_simple_pattern(pattern: str) -> str | None:

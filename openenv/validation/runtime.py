@@ -1,7 +1,8 @@
 """Runtime checks of a running env server: HTTP endpoints, a WebSocket episode, error handling, latency.
 
-The episode is driven with `GenericEnvClient`, the way a trainer would; the action comes from the
-server's own action schema (`example_from_schema`). Error handling is checked on a second, raw
+The episode is driven with `GenericEnvClient`, the way a trainer would, and judged by the rule
+the Hub's smoke stage applies too (openenv/validation/episode.py, docs/validate.md): actions
+come from the server's own action schema, and an MCP env's tools are listed and then called. Error handling is checked on a second, raw
 connection that sends frames no client would.
 """
 
@@ -18,9 +19,9 @@ from typing import Any
 
 from openenv.client import GenericEnvClient
 from openenv.client._transport import Connection, ws_url_for
-from openenv.errors import EnvClientError, EnvDisconnectedError, EnvExecutionError, InvalidActionError
+from openenv.errors import EnvClientError, EnvDisconnectedError, EnvServerError
 from openenv.protocol import STATE_REQUEST, loads
-from openenv.validation.examples import SchemaExampleError, example_from_schema
+from openenv.validation.episode import REFUSAL_CODES, play_episode
 from openenv.validation.registry import REGISTRY, Finding, define, ok, problem, skipped, to_result
 from openenv.validation.report import CheckResult, Report, Target
 
@@ -71,10 +72,11 @@ RESET = define(
 )
 STEP = define(
     "runtime.step",
-    "A step with an action built from the schema returns an observation",
+    "An episode of actions built from the schema: some step succeeds, no internal error, the session lives",
     severity="error",
     stage="runtime",
-    remediation="check step(); give the action's fields `examples` so tools can build a valid one",
+    remediation="check step() (the steps show what was sent and what came back); give the action's fields "
+    "`examples` so tools can build a valid one",
 )
 STATE = define(
     "runtime.state",
@@ -234,18 +236,7 @@ async def _http_checks(run: _Run) -> bool:
     return True
 
 
-def _actions(schema: dict[str, Any] | None) -> list[Any]:
-    if not schema or not isinstance(schema.get("action"), dict):
-        return []
-    out: list[Any] = []
-    for variant in range(3):
-        try:
-            action = example_from_schema(schema["action"], variant=variant)
-        except SchemaExampleError:
-            break
-        if action not in out:
-            out.append(action)
-    return out
+EPISODE_STEPS = 5  # steps of the checked episode (the Hub's smoke stage plays OPENENV_HUB_SMOKE_STEPS)
 
 
 async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> None:
@@ -254,82 +245,37 @@ async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> N
     )
     try:
         started = time.perf_counter()
-        try:
-            first = await client.reset()
-        except EnvClientError as exc:
-            run.record(RESET, problem(f"reset failed: {exc}"), started)
+        schema = run.schema.get("action") if run.schema else None
+        if not isinstance(schema, dict):
+            schema = {"type": "object"}
+        # The same episode and verdict rule as the Hub's smoke stage (openenv/validation/episode.py).
+        episode = await play_episode(client, schema, EPISODE_STEPS, seed=None)
+        reset = episode.records[0]
+        if reset.outcome != "ok":
+            run.record(RESET, problem(f"reset failed: {reset.got}", code=reset.code), started)
             run.skip_rest([STEP, STATE, LATENCY], "the session did not reset")
             return
-        run.record(RESET, ok("reset returned an observation", observation_keys=sorted(first.observation)), started)
-
-        started = time.perf_counter()
-        actions = _actions(run.schema)
-        if not actions:
-            run.record(STEP, problem("no action could be built from the action schema", severity="warning"), started)
-        last_error: Exception | None = None
-        # Upstream's servers answer a game's illegal move (a plain exception in step) with EXECUTION_ERROR
-        # and keep the session: such an action is passed over like a rejected one.
-        raised: list[Any] = []
-        for action in actions:
-            try:
-                result = await client.step(action)
-            except InvalidActionError as exc:
-                last_error = exc
-                continue
-            except EnvExecutionError as exc:
-                last_error = exc
-                raised.append(action)
-                continue
-            except EnvClientError as exc:
-                run.record(STEP, problem(f"step failed: {exc}", action=action), started)
-                break
-            run.action = action
-            note = f" (after the env raised on {', '.join(map(repr, raised))})" if raised else ""
-            run.record(
-                STEP,
-                ok(
-                    "step returned an observation" + note,
-                    action=action,
-                    reward=result.reward,
-                    done=result.done,
-                    raised_on=raised,
-                ),
-                started,
-            )
-            break
+        run.record(RESET, ok("reset returned an observation", observation=reset.got), started)
+        verdict = episode.verdict
+        details: dict[str, Any] = {"verdict": verdict.code, "steps": episode.as_data()}
+        if episode.tools is not None:
+            details["tools"] = episode.tools
+        if verdict.ok:
+            run.action = episode.accepted[0]
+            run.record(STEP, ok(verdict.reason, action=run.action, **episode.replies[0], **details), started)
         else:
-            if raised:
-                run.record(
-                    STEP,
-                    problem(
-                        f"the env raised on every action built from its schema: {last_error}",
-                        severity="warning",
-                        actions=actions,
-                    ),
-                    started,
-                )
-            elif actions:
-                run.record(
-                    STEP,
-                    problem(
-                        f"the server rejected every action built from its schema: {last_error}",
-                        severity="warning",
-                        actions=actions,
-                    ),
-                    started,
-                )
-
-        started = time.perf_counter()
-        try:
-            state = await client.state()
-        except EnvClientError as exc:
-            run.record(STATE, problem(f"state failed: {exc}"), started)
-        else:
-            if isinstance(state, dict) and isinstance(state.get("step_count"), int) and "episode_id" in state:
-                run.record(STATE, ok(f"step_count {state['step_count']}", episode_id=state.get("episode_id")), started)
+            run.record(STEP, problem(verdict.reason, **details), started)
+        state = next((r for r in episode.records if r.request == "state"), None)
+        if state is not None and state.outcome == "ok":
+            value = episode.state
+            if isinstance(value, dict) and isinstance(value.get("step_count"), int) and "episode_id" in value:
+                run.record(STATE, ok(f"step_count {value['step_count']}", episode_id=value.get("episode_id")), started)
             else:
-                run.record(STATE, problem(f"the state lacks episode_id/step_count: {str(state)[:200]}"), started)
-
+                run.record(STATE, problem(f"the state lacks episode_id/step_count: {str(value)[:200]}"), started)
+        elif state is not None:
+            run.record(STATE, problem(f"state failed: {state.got}", code=state.code), started)
+        else:
+            run.skip_rest([STATE], "the session ended before state was asked (see runtime.step)")
         if run.action is None:
             run.skip_rest([LATENCY], "no action was accepted (see runtime.step)")
             return
@@ -344,7 +290,13 @@ async def _latency(run: _Run, client: GenericEnvClient, steps: int, budget_ms: f
     try:
         for _ in range(max(1, steps)):
             t0 = time.perf_counter()
-            result = await client.step(run.action)
+            try:
+                result = await client.step(run.action)
+            except EnvServerError as exc:
+                if exc.code not in REFUSAL_CODES:
+                    raise
+                samples.append((time.perf_counter() - t0) * 1000)  # a refusal (a move no longer legal) is an answer
+                continue
             samples.append((time.perf_counter() - t0) * 1000)
             if result.done:
                 await client.reset()

@@ -59,7 +59,24 @@ class Hub:
         )
 
     def log(self) -> str:
+        """What the person at the terminal saw."""
         return self.log_path.read_text(errors="replace")
+
+    def full_log(self) -> str:
+        """The full log: the file whose path the console printed once."""
+        paths = [line.removeprefix("full log: ") for line in self.log().splitlines() if line.startswith("full log: ")]
+        assert len(paths) == 1, self.log()[-3000:]
+        return Path(paths[0]).read_text(errors="replace")
+
+    def wait_console(self, predicate: Any, timeout: float, what: str) -> list[str]:
+        """The console's lines once `predicate(lines)` holds (its verdicts come from a poll)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = self.log().splitlines()
+            if predicate(lines):
+                return lines
+            time.sleep(0.5)
+        pytest.fail(f"timed out waiting for {what} on the console:\n{self.log()[-3000:]}")
 
     def items(self) -> dict[str, dict[str, Any]]:
         """The catalog by env name (empty while the service is not up yet)."""
@@ -112,6 +129,20 @@ class Hub:
         assert not left, left
 
 
+def _assert_console_for_people(console: list[str], wanted: set[str], full_log: str) -> None:
+    """The main command's terminal, up to its summary line: short, one verdict line per env, no
+    library chatter (that is in the full log, whose path it printed once)."""
+    assert len(console) < 40, "\n".join(console)
+    for name in wanted:
+        verdicts = [line for line in console if line.startswith(f"✓ local/{name} passed in ")]
+        assert len(verdicts) == 1 and verdicts[0].endswith(" s"), console
+    chatter = [
+        line for line in console if any(w in line for w in ("picows", "WS connection", "alembic", "httpx", " 200 OK"))
+    ]
+    assert not chatter, chatter
+    assert "alembic" in full_log and "picows" in full_log, full_log[-2000:]  # heard, in the file
+
+
 def _all(status: str, wanted: set[str]):
     return lambda items: set(items) >= wanted and all(items[n]["status"] == status for n in wanted)
 
@@ -136,6 +167,9 @@ def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(
         items = hub.wait_for(_settled(wanted), 1200, "every bundled env to be checked")
         failing = {n: hub.latest(n).get("failure_reason") for n in wanted if items[n]["status"] != "passing"}
         assert not failing, failing
+        summary = f"All {len(wanted)} envs passed. The Hub is at {hub.url} (Ctrl-C stops it)"
+        console = hub.wait_console(lambda lines: summary in lines, 30, "the summary line")
+        _assert_console_for_people(console[: console.index(summary) + 1], wanted, hub.full_log())
         log = hub.log()
         # The base image policy said, in one line, what it chose and why.
         chosen = [line for line in log.splitlines() if line.startswith("scripts/base-image:") and "base image" in line]
@@ -190,6 +224,14 @@ def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(
         # The engine at DOCKER_HOST does not answer: the Hub comes up anyway; the envs wait, none fails.
         items = hub.wait_for(_all("waiting", wanted), 300, "every bundled env to wait for the engine")
         assert "the Hub starts anyway" in hub.log()
+        # The console says so: each env waits, and why; then one summary line with the URL.
+        summary = f"{len(wanted)} envs checked: 0 passed, {len(wanted)} waiting for the infrastructure."
+        console = hub.wait_console(lambda lines: any(line.startswith(summary) for line in lines), 60, "the summary")
+        for name in wanted:
+            assert any(line.startswith(f"… local/{name} waiting: ") and "Docker engine" in line for line in console), (
+                console
+            )
+        assert not [line for line in console if line.startswith("✗ ")], console
         for name in wanted:
             version = hub.latest(name)
             # waiting, or at that moment trying again: either way the reason is the engine's
@@ -221,6 +263,10 @@ def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(
             assert version["sha"] == shas[name] and version["state"] == "passed" and version["waiting_code"] is None
             kinds = [e["kind"] for e in reversed(hub.events(name))]
             assert "failed" not in kinds and kinds.index("waiting") < kinds.index("passed"), kinds
+        summary = f"All {len(wanted)} envs passed. The Hub is at {hub.url} (Ctrl-C stops it)"
+        console = hub.wait_console(lambda lines: summary in lines, 30, "the summary once the envs passed")
+        for name in wanted:
+            assert sum(line.startswith(f"✓ local/{name} passed in ") for line in console) == 1, console
     finally:
         hub.stop()
 
@@ -231,7 +277,7 @@ def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(
         for name in wanted:
             assert hub.latest(name)["sha"] == shas[name]
             assert "waiting" in [e["kind"] for e in hub.events(name)]
-        assert f"'unchanged': {len(wanted)}," in hub.log(), hub.log()[-3000:]
+        assert f"'unchanged': {len(wanted)}," in hub.full_log(), hub.log()[-3000:]
     finally:
         hub.stop()
         relay.stop()

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+import pytest
 from fastapi import FastAPI, Request
 from huggingface_hub import CommitOperationAdd, HfApi, WebhookPayload
+from huggingface_hub.errors import HfHubHTTPError
 
 from tests.support.servers import serve_app
 
@@ -89,3 +92,44 @@ def test_payloads_parse_with_the_clients_model_and_follow_what_is_watched(hf_hub
     assert payloads[9].repo.name == "alice/space" and payloads[9].movedTo.name == "alice/space2"
     assert all(p.repo.name.startswith("alice/") for p in payloads)
     assert replay.status == 200 and seen[-1][0] == seen[1][0] and len(hf_hub.webhooks.deliveries) == before + 1
+
+
+def test_a_deleted_pull_request_and_a_force_push_are_sent_as_the_hub_sends_them(hf_hub) -> None:
+    seen: list[tuple[dict[str, Any], str | None]] = []
+    api = HfApi(endpoint=hf_hub.url, token=hf_hub.token)
+    bob = HfApi(endpoint=hf_hub.url, token=hf_hub.add_user("bob"))
+    with serve_app(_receiver(seen)) as url:
+        api.create_webhook(url=f"{url}/hook", watched=[{"type": "user", "name": "alice"}], secret="s")
+        api.create_repo("alice/space", repo_type="space", space_sdk="docker")
+        a = api.create_commit("alice/space", [CommitOperationAdd("a", b"a")], commit_message="a", repo_type="space").oid
+        b = api.create_commit("alice/space", [CommitOperationAdd("b", b"b")], commit_message="b", repo_type="space").oid
+        pr = bob.create_commit(
+            "alice/space", [CommitOperationAdd("c", b"c")], commit_message="c", repo_type="space", create_pr=True
+        )
+        hf_hub.force_push("alice/space", a)
+        hf_hub.force_push("alice/space", b)
+        auth = {"Authorization": f"Bearer {hf_hub.token}"}
+        by_bob = httpx.delete(
+            f"{hf_hub.url}/api/spaces/alice/space/discussions/{pr.pr_num}",
+            headers={"Authorization": f"Bearer {bob.token}"},
+        )
+        assert by_bob.status_code == 403  # only the repo's owners delete discussions
+        assert httpx.delete(f"{hf_hub.url}/api/spaces/alice/space/discussions/{pr.pr_num}", headers=auth).is_success
+        hf_hub.webhooks.wait()
+    payloads = [WebhookPayload.model_validate(p) for p, _ in seen]
+    pushes = [
+        seen[i][0]
+        for i, p in enumerate(payloads)
+        if p.event.scope == "repo.content" and p.updatedRefs[0].ref == "refs/heads/main"
+    ]
+    moves = [(p["updatedRefs"][0]["oldSha"], p["updatedRefs"][0]["newSha"]) for p in pushes]
+    assert moves[-3:] == [(a, b), (b, a), (a, b)]
+    assert pushes[-3] == pushes[-1]  # byte-identical, as the Hub's are: its payloads carry no delivery id
+    deleted = payloads[-1]
+    assert (deleted.event.scope, deleted.event.action) == ("discussion", "delete")
+    assert deleted.discussion.num == pr.pr_num and deleted.discussion.isPullRequest
+    refs = api.list_repo_refs("alice/space", repo_type="space", include_pull_requests=True)
+    assert refs.pull_requests == [] and [r.target_commit for r in refs.branches] == [b]
+    with pytest.raises(HfHubHTTPError) as gone:
+        api.get_discussion_details("alice/space", pr.pr_num, repo_type="space")
+    assert gone.value.response.status_code == 404

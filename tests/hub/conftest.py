@@ -29,8 +29,13 @@ _TABLES = (
     "env_versions",
     "environments",
     "webhook_deliveries",
+    "webhook_subjects",
+    "reconcile_drift",
     "rate_buckets",
     "play_leases",
+    "service_leases",
+    "duty_runs",
+    "registry_deletions",
 )
 
 

@@ -7,6 +7,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -56,10 +57,11 @@ def space(i: int, **overrides: object) -> SourceEnv:
 
 @contextmanager
 def listing_hub(
-    tmp_path: Path, spaces: list[SourceEnv], prepare: Callable[[Session], None]
+    tmp_path: Path, spaces: list[SourceEnv], prepare: Callable[[Session], None], **settings: Any
 ) -> Iterator[tuple[str, sessionmaker[Session]]]:
     """A Hub service on a migrated SQLite database that indexed `spaces`; `prepare` sets up their
-    versions (states, images) in one transaction first. Yields the Hub's URL and its session factory."""
+    versions (states, images) in one transaction first; `settings` are further Hub settings. Yields
+    the Hub's URL and its session factory."""
     url = f"sqlite:///{tmp_path / 'hub.sqlite3'}"
     migrate(url)
     engine = make_engine(url)
@@ -67,9 +69,11 @@ def listing_hub(
     index_source(factory, ListSource(spaces))
     with factory.begin() as session:
         prepare(session)
-    settings = HubSettings(data_dir=tmp_path / "data", database_url=url, local_source=None, website=False)
+    hub_settings = HubSettings(
+        data_dir=tmp_path / "data", database_url=url, local_source=None, website=False, **settings
+    )
     try:
-        with serve_app(create_app(settings, run_migrations=False)) as served:
+        with serve_app(create_app(hub_settings, run_migrations=False)) as served:
             yield served, factory
     finally:
         engine.dispose()

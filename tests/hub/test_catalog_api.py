@@ -144,7 +144,9 @@ def test_yanked_revision_is_refused_unless_pinned(api: str, clean_factory) -> No
 def test_openapi_and_health(api: str) -> None:
     spec = httpx.get(f"{api}/openapi.json").json()
     assert "/api/v1/envs/{owner}/{name}/resolve" in spec["paths"]
-    assert httpx.get(f"{api}/api/v1/health").json() == {"status": "ok"}
+    health = httpx.get(f"{api}/api/v1/health").json()
+    assert health["status"] == "ok"
+    assert health["drift"]["hf"]["passes"] == 1 and health["drift"]["hf"]["last_corrected"] == 0  # a baseline
 
 
 def test_forged_cursors_are_400_not_500(api: str) -> None:

@@ -38,7 +38,7 @@ def _scalar(factory, statement):
         return s.scalar(statement)
 
 
-def _wait(predicate, timeout: float, what: str) -> None:
+def _wait(predicate, timeout: float, what: str, detail=None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -47,9 +47,13 @@ def _wait(predicate, timeout: float, what: str) -> None:
         except Exception:  # the database may be down right now
             pass
         time.sleep(0.3)
-    pytest.fail(f"timed out waiting for {what}")
+    pytest.fail(f"timed out waiting for {what}" + (f":\n{detail()}" if detail else ""))
 
 
+# Its own waits (build start 120 s, API 30 s, the job 480 s: a Docker engine busy with other
+# builds took minutes over this one's) are the ones that should end it, with the worker's log,
+# not the suite's default 300 s.
+@pytest.mark.timeout(900)
 def test_database_restart_mid_job(tmp_path: Path) -> None:
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
         require_system("docker", "no local base image: run through `bash scripts/test`")
@@ -71,34 +75,51 @@ def test_database_restart_mid_job(tmp_path: Path) -> None:
             base_image=os.environ["OPENENV_TEST_BASE_IMAGE"],
             job_stale_after_s=4,
             heartbeat_s=0.5,
+            # Off, as in the hub_settings fixture: the trust checks are tests/hub/test_trust.py's
+            # subject; here the job is what must survive the restart.
+            determinism_check=False,
+            reward_check=False,
+            capacity_check=False,
         )
         migrate(settings.sqlalchemy_url)
         factory = sessionmaker_for(make_engine(settings.sqlalchemy_url))
         index_source(factory, LocalSource(envs))
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "hub_service.pipeline.worker"],
-            env={**os.environ, **settings_env(settings)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        worker_log = tmp_path / "worker.log"
+        with worker_log.open("w") as worker_stderr:  # the worker keeps its own descriptor
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "hub_service.pipeline.worker"],
+                env={**os.environ, **settings_env(settings)},
+                stdout=subprocess.DEVNULL,
+                stderr=worker_stderr,
+            )
         with serve_app(create_app(settings, run_migrations=False)) as url:
             _wait(
                 lambda: _scalar(factory, select(StageRun).where(StageRun.stage == "build")) is not None,
-                60,
+                120,
                 "the build to start",
             )
             pg.restart(down_s=3)  # the database goes away in the middle of the build
             _wait(lambda: httpx.get(f"{url}/api/v1/health").status_code == 200, 30, "the API to serve again")
-            _wait(lambda: _scalar(factory, select(Job)).state in ("done", "failed"), 180, "the job to end")
+            _wait(
+                lambda: _scalar(factory, select(Job)).state in ("done", "failed"),
+                480,
+                "the job to end",
+                lambda: worker_log.read_text()[-3000:],
+            )
             with factory() as s:
                 job = s.scalar(select(Job))
                 version = s.scalar(select(EnvVersion))
                 env = s.scalar(select(EnvRecord))
-            assert job.state == "done" or (job.state == "failed" and job.error), (job.state, job.error)
-            assert version.state in ("passed", "failed") and env.status in ("passing", "failing")
-            if version.state == "failed":
-                assert version.failure_reason
-            assert httpx.get(f"{url}/api/v1/envs/local/echo_env").json()["status"] == env.status
+            # The restart is the machine's trouble, never the env's: the job is retried and the env passes.
+            assert (job.state, version.state, env.status) == ("done", "passed", "passing"), (
+                job.error,
+                version.failure_reason,
+                worker_log.read_text()[-3000:],
+            )
+            assert httpx.get(f"{url}/api/v1/envs/local/echo_env").json()["status"] == "passing"
+            # Its Dockerfile is unique to this run (the timestamp above): nothing reuses the image.
+            assert version.image_ref, "a passed revision names its image"
+            subprocess.run(["docker", "image", "rm", "-f", version.image_ref], capture_output=True, timeout=120)
     finally:
         if worker is not None:
             worker.terminate()

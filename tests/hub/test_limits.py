@@ -31,16 +31,22 @@ def test_a_refused_client_recovers_as_the_bucket_refills(hub_settings) -> None:
     import time
 
     settings = hub_settings.model_copy(update={"rate_api_burst": 1, "rate_api_per_minute": 60})
-    with serve_app(create_app(settings)) as url:
+    app = create_app(settings)
+    # The buckets' clock is stepped by hand: a loaded machine that takes a second per request
+    # would otherwise refill the bucket between two requests meant to be back to back.
+    now = [time.time()]
+    app.state.limiter.use_clock(lambda: now[0])
+    with serve_app(app) as url:
         assert httpx.get(f"{url}/api/v1/health").status_code == 200
-        # One token a second: a request right after the first is refused. On a loaded machine a
-        # request can take a second itself (the bucket refilled meanwhile), so ask a few times.
-        replies = [httpx.get(f"{url}/api/v1/health") for _ in range(6)]
-        refused = next((r for r in replies if r.status_code == 429), None)
-        assert refused is not None, [r.status_code for r in replies]
+        refused = httpx.get(f"{url}/api/v1/health")  # one token a second, and no time has passed
+        assert refused.status_code == 429, refused.text
         assert refused.headers["retry-after"] == "1"
-        time.sleep(1.1)
+        now[0] += 0.5  # half a token: still refused, and told to come back in a second (rounded up)
+        half = httpx.get(f"{url}/api/v1/health")
+        assert (half.status_code, half.headers["retry-after"]) == (429, "1")
+        now[0] += 0.5
         assert httpx.get(f"{url}/api/v1/health").status_code == 200
+        assert httpx.get(f"{url}/api/v1/health").status_code == 429  # that token was the only one
 
 
 def test_forwarded_client_addresses_when_behind_a_proxy(hub_settings) -> None:

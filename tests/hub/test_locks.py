@@ -176,3 +176,33 @@ def test_pruning_removes_unlocked_images_from_the_engine(
             if client.images.list(name=ref):
                 client.images.remove(ref)
         client.close()
+
+
+def test_a_user_holds_at_most_the_quota_of_live_locks_and_expired_ones_are_purged(session: Session) -> None:
+    from sqlalchemy.orm import sessionmaker as _sessionmaker
+
+    from hub_service.catalog.lock_models import ImageLockEntry
+    from hub_service.locks.service import QuotaReached, purge_expired
+
+    _, versions = _env(session, "quota_env", 3)
+    documents = [_lock_document(("quota_env", v)) for v in versions]
+    first, _ = register(session, documents[0], ttl_days=90, owner="mallory", max_per_owner=2)
+    register(session, documents[1], ttl_days=90, owner="mallory", max_per_owner=2)
+    assert first.owner == "mallory"
+    with pytest.raises(QuotaReached, match="mallory holds 2 live locks, the most one user may") as caught:
+        register(session, documents[2], ttl_days=90, owner="mallory", max_per_owner=2)
+    assert caught.value.status == 403 and caught.value.code == "quota_reached"
+    again, created = register(session, documents[0], ttl_days=90, owner="mallory", max_per_owner=2)
+    assert not created and again is first  # renewing one is not a new one
+    register(session, documents[2], ttl_days=90, owner="trent", max_per_owner=2)  # another user's quota
+
+    first.expires_at = utcnow() - dt.timedelta(seconds=1)  # it ran out: it counts no more, and is purged
+    session.flush()
+    register(session, documents[2], ttl_days=90, owner="mallory", max_per_owner=2)  # renews trent's: not new
+    factory = _sessionmaker(bind=session.connection(), join_transaction_mode="create_savepoint")
+    gone = first.id
+    assert purge_expired(factory) == 1
+    session.expire_all()
+    assert session.get(ImageLock, gone) is None
+    assert session.scalars(select(ImageLockEntry).where(ImageLockEntry.lock_id == gone)).all() == []
+    assert purge_expired(factory) == 0

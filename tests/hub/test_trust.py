@@ -56,12 +56,17 @@ def test_each_flaw_is_flagged_and_echo_passes_every_check(clean_factory, hub_set
     assert 0.2 <= reward["observed_min"] <= reward["observed_max"] <= 0.8  # echo's random words, 0.1 per character
     assert reward["baseline_returns"] and reward["baseline_from"].startswith("capped episodes")  # echo never ends
     assert (records["echo_env"].deterministic, records["echo_env"].reward_checked) == (True, True)
+    fork = echo.determinism["fork"]  # echo_env offers "fork": a snapshot's future repeats (pipeline/trust_fork.py)
+    assert fork["verdict"] == "forkable" and fork["first_difference"] is None and records["echo_env"].forkable is True
+    assert (
+        v["ignores_seed"].determinism["fork"]["verdict"] == "not_offered" and records["ignores_seed"].forkable is None
+    )
     assert records["echo_env"].sessions_held == card["sessions_held"]
     with clean_factory() as s:
         baseline = s.scalars(select(Eval).where(Eval.version_id == echo.id, Eval.source == "baseline")).all()
         smoke_log = s.scalar(select(StageRun.log).where(StageRun.version_id == echo.id, StageRun.stage == "smoke"))
     assert len(baseline) == 1 and baseline[0].model == "random" and baseline[0].returns == reward["baseline_returns"]
-    for check in ("determinism", "reward_check", "capacity"):  # each check's time is in the smoke log
+    for check in ("determinism", "fork", "reward_check", "capacity"):  # each check's time is in the smoke log
         assert f"trust check {check}: " in smoke_log
 
     seeded = v["ignores_seed"].determinism

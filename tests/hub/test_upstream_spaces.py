@@ -36,7 +36,17 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 SHAPES = ROOT / "tests" / "fixtures" / "upstream"
 # Each shape and what the Hub must make of it.
-PASSING = ("template_env", "pushed_env", "package_env", "port_env", "rejecting_env")
+PASSING = (
+    "template_env",
+    "pushed_env",
+    "package_env",
+    "port_env",
+    "rejecting_env",
+    "union_env",
+    "tools_env",
+    "selfimport_env",
+)
+FAILING = ("raising_env",)  # every step raises inside the env: no step succeeds (docs/validate.md)
 
 
 def _files(name: str) -> dict[str, bytes]:
@@ -80,7 +90,7 @@ def upstream_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamH
     migrate(url)
     factory = sessionmaker_for(make_engine(url))
     with HubStandIn(work / "hf") as hf:
-        for name in (*PASSING, "wrapped_dep_env", "no_front_matter_env"):
+        for name in (*PASSING, *FAILING, "wrapped_dep_env", "no_front_matter_env"):
             # Paused on "huggingface.co": no running Space to reach (and no address outside this machine is ever tried).
             hf.create_space(f"alice/{name}", files=_files(name), stage="PAUSED")
         # The Hub's own base image (as scripts/serve sets it): upstream's ghcr.io base is out of reach here.
@@ -101,6 +111,7 @@ def upstream_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamH
         yield UpstreamHub(settings, factory, hf, outcomes)
 
 
+@pytest.mark.timeout(1800)  # the module's Spaces build first (their layers shared); minutes on a busy machine
 def test_upstream_shapes_build_and_pass_the_smoke_test(upstream_hub: UpstreamHub) -> None:
     versions = upstream_hub.versions()
     verdicts = {name: (v.state, v.failure_stage, v.failure_reason) for name, v in versions.items()}
@@ -117,6 +128,25 @@ def test_upstream_shapes_build_and_pass_the_smoke_test(upstream_hub: UpstreamHub
     assert "from Dockerfile" in upstream_hub.stage_log("pushed_env", "build")
     assert versions["port_env"].port == 7860 and versions["template_env"].port == 8000
     assert "127.0.0.1" in upstream_hub.stage_log("port_env", "smoke")
+
+
+def test_schema_true_episodes_decide_the_verdict(upstream_hub: UpstreamHub) -> None:
+    """Union actions carry their tag, an MCP env's tools are listed and called with valid arguments,
+    and an env that raises on every step fails; each step's request and answer is in the stage log."""
+    union = upstream_hub.stage_log("union_env", "smoke")
+    assert '"kind": "place"' in union and '"kind": "pass"' in union and "VALIDATION_ERROR" not in union
+    tools = upstream_hub.stage_log("tools_env", "smoke")
+    assert 'tools/list: ok → ["price", "change", "submit"]' in tools, tools[-3000:]
+    for name in ("price", "change", "submit"):
+        assert f'"tool_name": "{name}"' in tools
+    assert "tool_not_found" not in tools and "invalid_args" not in tools
+    raising = upstream_hub.versions()["raising_env"]
+    assert (raising.state, raising.failure_stage) == ("failed", "smoke"), (raising.state, raising.failure_reason)
+    assert "no step succeeded" in (raising.failure_reason or "") and "NO_STEP_SUCCEEDED" in (
+        raising.failure_reason or ""
+    )
+    log = upstream_hub.stage_log("raising_env", "smoke")
+    assert 'step 1: sent {"guess": 1}' in log and "has no attribute 'model_dump'" in log
 
 
 def test_an_env_that_rejects_some_actions_passes_with_the_rejections_recorded(upstream_hub: UpstreamHub) -> None:
@@ -190,3 +220,34 @@ def test_resolve_play_and_from_hub_use_the_envs_own_port_without_huggingface(
 
     result = asyncio.run(play())
     assert "observation" in result
+
+
+# The shapes of issue 29 through the same pipeline on PostgreSQL (the module's Hub above runs on SQLite). Their
+# images come from the layers built above (the same files), so this costs their smoke tests, not new builds.
+ISSUE_29 = ("union_env", "tools_env", "selfimport_env", "raising_env")
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_the_same_verdicts_on_postgresql(
+    upstream_hub: UpstreamHub, clean_factory: Any, db_url: str, tmp_path: Any
+) -> None:
+    with HubStandIn(tmp_path / "hf") as hf:
+        for name in ISSUE_29:
+            hf.create_space(f"alice/{name}", files=_files(name), stage="PAUSED")
+        settings = upstream_hub.settings.model_copy(
+            update={
+                "data_dir": tmp_path / "data",
+                "database_url": db_url,
+                "hf_endpoint": hf.url,
+                "hf_token": SecretStr(hf.token),
+            }
+        )
+        index_source(clean_factory, HfSource(hf.url, hf.token))
+        Worker(settings, clean_factory).run_until_idle()
+    pg = UpstreamHub(settings, clean_factory, hf, [])
+    on_sqlite = upstream_hub.versions()
+    verdicts = {n: (v.state, v.failure_stage) for n, v in pg.versions().items()}
+    assert verdicts == {n: (on_sqlite[n].state, on_sqlite[n].failure_stage) for n in ISSUE_29}, verdicts
+    assert verdicts["raising_env"] == ("failed", "smoke") and verdicts["union_env"] == ("passed", None)
+    assert 'tools/list: ok → ["price", "change", "submit"]' in pg.stage_log("tools_env", "smoke")

@@ -184,3 +184,56 @@ def test_a_deleted_space_is_gone_and_a_moved_one_keeps_its_history(live: Live) -
             == f"webhook delivery {delivery.id} (repo delete)"
         )
         assert s.scalar(select(EnvRecord).where(EnvRecord.name == "echo_env_v2")).gone is False
+
+
+def _hub_payload(scope: str, action: str, repo_type: str, name: str, **extra: object) -> dict:
+    """A version-3 payload in the shape the Hub's webhook docs show (ids made up)."""
+    web = f"https://huggingface.co/{'' if repo_type == 'model' else repo_type + 's/'}{name}"
+    return {
+        "event": {"action": action, "scope": scope},
+        "repo": {
+            "type": repo_type,
+            "name": name,
+            "id": "6400c0ffee0123456789abcd",
+            "private": False,
+            "url": {"web": web, "api": web.replace("huggingface.co/", "huggingface.co/api/")},
+            "owner": {"id": "6400c0ffee0123456789abce"},
+        },
+        "webhook": {"id": "6400c0ffee0123456789abcf", "version": 3},
+        **extra,
+    }
+
+
+def test_payloads_as_wide_as_the_hub_sends_are_ignored_with_a_reason_not_refused(live: Live) -> None:
+    sha = live.publish("alice/echo_env", env_files("echo_env"))
+    live.tasks()
+    before = live.counts()
+    ownerless = _hub_payload("repo.content", "update", "model", "gpt2", updatedRefs=[])
+    kernel = _hub_payload("repo", "create", "kernel", "alice/fast-attn")
+    new_scope = _hub_payload("repo.lfs", "update", "space", "alice/echo_env")
+    bare_space = _hub_payload("repo", "update", "space", "echo_env")
+    replies = [live.post(p) for p in (ownerless, kernel, new_scope, bare_space)]
+    assert [(r.status_code, r.json()["status"]) for r in replies] == [(200, "ignored")] * 4
+    assert [r.json()["reason"] for r in replies] == [
+        "a model repo, not a Space",
+        "a kernel repo, not a Space",
+        "scope 'repo.lfs' is not one this service acts on",
+        "'echo_env' names no owner; the catalog indexes Spaces, which always have one",
+    ]
+    assert live.counts()["jobs"] == before["jobs"]
+
+    # A push of 1,500 tags and main: no fixed cap (the body size is the bound), main is indexed.
+    refs = [{"ref": f"refs/tags/v{i}", "oldSha": None, "newSha": sha} for i in range(1500)]
+    refs.append({"ref": "refs/heads/main", "oldSha": sha, "newSha": sha})
+    many = _hub_payload("repo.content", "update", "space", "alice/echo_env", updatedRefs=refs)
+    many["repo"]["headSha"] = sha
+    reply = live.post(many)
+    assert reply.status_code == 202 and reply.json()["status"] == "queued"
+    assert live.tasks() == ["done"] and live.env("alice/echo_env").sha == sha
+
+    # The secret in the handler's URL, as the Hub's docs suggest for handlers that cannot read headers.
+    url = f"{live.url}/webhooks/hf"
+    by_query = httpx.post(url, params={"secret": SECRET}, json=_hub_payload("repo", "update", "model", "bert"))
+    assert by_query.status_code == 200 and by_query.json()["status"] == "ignored"
+    wrong = httpx.post(url, params={"secret": SECRET + "x"}, json=_hub_payload("repo", "update", "model", "bert"))
+    assert wrong.status_code == 403 and wrong.json()["error"]["code"] == "forbidden"

@@ -29,6 +29,7 @@ from openenv.client.pool import EnvPool
 from openenv.errors import ConfigurationError, LockMismatchError, ResolutionError
 from tests.hub.helpers import listing_hub, space
 from tests.support.cli import Run
+from tests.support.hf_hub import HubStandIn
 from tests.support.servers import serve_app
 
 OLD_SHA, SHA = "1" * 40, "2" * 40
@@ -40,6 +41,7 @@ REGISTRY = "127.0.0.1:5999/hub"
 class Hub:
     url: str
     factory: sessionmaker[Session]
+    token: str  # alice's, on the stand-in Hugging Face Hub
 
 
 def _version(s: Session, env: EnvRecord, sha: str, digest: str) -> EnvVersion:
@@ -70,13 +72,20 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo_url: str) -> Itera
     ]
     monkeypatch.delenv("OPENENV_LOCK", raising=False)
     monkeypatch.delenv("OPENENV_TRUST_REMOTE_CODE", raising=False)
-    with listing_hub(tmp_path, spaces, prepare) as (served, factory):
+    # Registering a lock needs a Hugging Face token, which the Hub asks a stand-in Hugging Face Hub about.
+    with (
+        HubStandIn(tmp_path / "hf") as hf,
+        listing_hub(tmp_path, spaces, prepare, hf_endpoint=hf.url) as (
+            served,
+            factory,
+        ),
+    ):
         monkeypatch.setenv("OPENENV_HUB_URL", served)
-        yield Hub(served, factory)
+        yield Hub(served, factory, hf.token)
 
 
 def _lock_with_the_cli(run_cli: Run, hub: Hub, tmp_path: Path, *ids: str) -> dict[str, Any]:
-    done = run_cli("lock", *ids, "--hub", hub.url, "-o", "openenv.lock", "--json", cwd=tmp_path)
+    done = run_cli("lock", *ids, "--hub", hub.url, "--token", hub.token, "-o", "openenv.lock", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -135,7 +144,9 @@ async def test_openenv_lock_writes_a_lock_the_hub_holds_and_clients_keep_to(
     )
     held = httpx.get(f"{hub.url}/api/v1/locks/{lock.id}").json()
     assert held["envs"] == [f"alice/echo_env@{SHA}"] and held["expires_at"] == reply["expires_at"]
-    people = run_cli("lock", "alice/echo_env", "--hub", hub.url, "-o", "for-people.lock", cwd=tmp_path)
+    people = run_cli(
+        "lock", "alice/echo_env", "--hub", hub.url, "-o", "for-people.lock", cwd=tmp_path, env={"HF_TOKEN": hub.token}
+    )
     assert people.returncode == 0 and f"alice/echo_env@{SHA[:12]}" in people.stdout and DIGEST in people.stdout
     assert "wrote for-people.lock" in people.stdout and "the Hub keeps its images until" in people.stdout
 
@@ -179,6 +190,37 @@ async def test_a_lock_the_hub_does_not_hold_still_pins_and_says_so(
     async with await EchoEnv.from_hub("alice/echo_env", lock=lock) as env:
         assert env.hub_info is not None and env.hub_info.raw["lock_expires_at"] is None
     assert "does not hold lock" in caplog.text and "re-run `openenv lock`" in caplog.text
+
+
+def test_a_server_announcing_no_protocol_is_refused_unless_the_lock_says_it_had_none() -> None:
+    locked = LockedEnv("alice/echo_env", SHA, DIGEST, None)  # locked against a server of this protocol
+    with pytest.raises(LockMismatchError, match="announces no protocol version, the lock says 1; re-run") as caught:
+        locked.check_protocol(None, "http://127.0.0.1:1")
+    assert caught.value.expected == "1" and caught.value.found == "none"
+    silent = LockedEnv("alice/echo_env", SHA, DIGEST, None, protocol=None)  # its server had none: it may still
+    silent.check_protocol(None, "http://127.0.0.1:1")
+    with pytest.raises(LockMismatchError, match="speaks protocol version 1, the lock says none"):
+        silent.check_protocol(1, "http://127.0.0.1:1")
+    document = Lock.of([silent], None).to_dict()
+    assert document["envs"]["alice/echo_env"]["protocol"] is None
+    assert Lock.from_dict(json.loads(json.dumps(document))).envs["alice/echo_env"] == silent
+    del document["envs"]["alice/echo_env"]["protocol"]  # left out is not "none": it must be said
+    with pytest.raises(ConfigurationError, match="has no protocol"):
+        Lock.from_dict(document)
+
+
+def test_registering_a_lock_needs_a_token_and_counts_against_its_user(run_cli: Run, hub: Hub, tmp_path: Path) -> None:
+    done = run_cli("lock", "alice/echo_env", "--hub", hub.url, cwd=tmp_path)
+    assert done.returncode == 2 and "needs your Hugging Face token" in done.stderr
+    assert not (tmp_path / "openenv.lock").exists()
+    document = Lock.of([LockedEnv("alice/echo_env", SHA, DIGEST, None)], hub.url).to_dict()
+    anonymous = httpx.post(f"{hub.url}/api/v1/locks", json=document)
+    assert anonymous.status_code == 401 and "Hugging Face token" in anonymous.json()["error"]["message"]
+    wrong = httpx.post(f"{hub.url}/api/v1/locks", json=document, headers={"Authorization": "Bearer hf_not_a_token"})
+    assert wrong.status_code == 401
+    reply = _lock_with_the_cli(run_cli, hub, tmp_path, "alice/echo_env")
+    held = httpx.get(f"{hub.url}/api/v1/locks/{reply['id']}").json()
+    assert held["owner"] == "alice"
 
 
 def test_openenv_lock_refuses_in_one_line_and_writes_nothing(run_cli: Run, hub: Hub, tmp_path: Path) -> None:

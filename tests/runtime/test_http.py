@@ -37,7 +37,11 @@ def test_metadata_names_the_env_and_the_protocol(count_url: str) -> None:
     body = httpx.get(f"{count_url}/metadata").json()
     assert body["name"] == "CountEnv"
     assert body["description"].startswith("Counts steps")
-    assert body["protocol"] == {"version": 1, "extensions": ["step-timeout", "render"]}
+    assert body["protocol"] == {
+        "version": 1,
+        "extensions": ["step-timeout", "render"],
+        "fork_unsupported": "CountEnv cannot be snapshotted: it does not implement snapshot() and restore()",
+    }
     assert {"readme_content", "version", "author", "documentation_url"} <= set(body)
 
 

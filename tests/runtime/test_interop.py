@@ -112,21 +112,35 @@ def test_upstream_clients_drive_our_server(upstream_python: str) -> None:
     assert report["concurrent"] == [{"count": i + 1, "episode_id": f"ep-{i}"} for i in range(8)]
 
 
-def test_upstream_client_drives_echo_env_served_like_a_space(upstream_python: str, echo_process: ProcessServer) -> None:
-    script = (
-        "import asyncio, json, sys\n"
-        "from openenv.core.generic_client import GenericEnvClient\n"
-        "async def main():\n"
-        "    async with GenericEnvClient(sys.argv[1]) as env:\n"
-        "        await env.reset()\n"
-        "        r = await env.step({'message': 'hello'})\n"
-        "        print(json.dumps([r.observation, r.reward, await env.state()]))\n"
-        "asyncio.run(main())\n"
-    )
-    out = subprocess.run(
-        [upstream_python, "-c", script, echo_process.url], capture_output=True, text=True, timeout=60, cwd=UPSTREAM
-    )
+async def test_upstream_client_drives_echo_env_served_like_a_space(
+    upstream_python: str, echo_process: ProcessServer
+) -> None:
+    """echo_env offers "fork": while our client snapshots and forks beside it, upstream's client plays
+    on and never meets a fork frame or field."""
+    from echo_env import EchoAction, EchoEnv
+
+    async with EchoEnv(echo_process.url) as ours:
+        assert "fork" in ours.server_extensions
+        await ours.reset()
+        snap = await ours.snapshot()
+        kids = await ours.fork(2)
+        out = await asyncio.to_thread(
+            subprocess.run,
+            [upstream_python, str(UPSTREAM / "driver_fork.py"), echo_process.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=UPSTREAM,
+        )
+        assert (await kids[1].step(EchoAction(message="kid"))).observation.echoed_message == "kid"
+        assert await ours.restore(snap) is not None
     assert out.returncode == 0, out.stderr
-    observation, reward, state = json.loads(out.stdout)
-    assert observation == {"echoed_message": "hello", "message_length": 5}
-    assert reward == 0.5 and state["step_count"] == 1
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["steps"][0] == {"echoed_message": "m0", "message_length": 2}
+    assert [s["echoed_message"] for s in report["steps"]] == [f"m{i}" for i in range(5)]
+    assert report["state"]["step_count"] == 5
+    frames = report["frames"]
+    assert [f["type"] for f in frames] == ["observation"] * 6 + ["state"]
+    assert frames[1]["data"]["reward"] == pytest.approx(0.2)
+    for word in ("snapshot", "fork", "restore", "session_ids", "release"):
+        assert word not in json.dumps(frames), f"upstream 0.3.0 met {word!r}"

@@ -59,6 +59,9 @@ def test_upstream_010_clients_drive_our_echo_env(upstream010_python: str, capaci
         "reward"
     ] == pytest.approx(0.5)
     assert report["generic_state"]["step_count"] == 1
+    # echo_env offers "fork"; upstream's client never meets a frame or field of it.
+    assert [f["type"] for f in report["generic_frames"]] == ["observation", "observation", "state"]
+    assert not any(word in json.dumps(report["generic_frames"]) for word in ("snapshot", "fork", "session_ids"))
     assert report["typed"] == {"echoed": "typed", "reward": pytest.approx(0.5)}  # its typed client, async...
     assert report["sync"] == {"echoed": "sync", "steps": 1}  # ...and blocking
 

@@ -98,20 +98,24 @@ def test_the_action_is_built_from_the_schema_constraints() -> None:
     assert PickAction.model_validate(step.details["action"])
 
 
-def test_an_env_that_raises_on_step_gets_a_warning() -> None:
+def test_an_env_that_raises_on_every_step_fails() -> None:
+    """The verdict rule (docs/validate.md): no step succeeded, so the env fails, with what was sent and what came back."""
     with serve_app(create_app(CrashEnv, CrashAction, PickObservation)) as url:
         report = validate_url(url)
     step = report.results("runtime.step")[0]
-    assert step.status == "warn" and "the env raised" in step.message and "the env is broken" in step.message
+    assert step.status == "fail" and "no step succeeded" in step.message and "the env is broken" in step.message
+    assert step.details["verdict"] == "NO_STEP_SUCCEEDED"
+    sent = [r for r in step.details["steps"] if r["request"] == "step"]
+    assert sent and all(r["code"] == "EXECUTION_ERROR" and r["sent"] for r in sent)
     assert report.results("runtime.latency")[0].status == "skip"
-    assert report.exit_code == 0
+    assert report.exit_code == 1
 
 
-def test_an_action_no_generator_can_satisfy_is_reported() -> None:
+def test_an_action_no_generator_can_satisfy_fails_with_the_refusals_shown() -> None:
     with serve_app(create_app(PickEnv, PickyAction, PickObservation)) as url:
         report = validate_url(url)
     step = report.results("runtime.step")[0]
-    assert step.status == "warn" and "rejected every action" in step.message
+    assert step.status == "fail" and "no step succeeded" in step.message and "VALIDATION_ERROR" in step.message
 
 
 def test_a_server_that_is_not_an_openenv_server_is_unsupported() -> None:

@@ -10,10 +10,12 @@ carries the last frame as a PNG and the 128 bytes of RAM.
 from __future__ import annotations
 
 import base64
+import copy
 import difflib
 import functools
 import random
 import struct
+import threading
 import uuid
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,29 @@ except ImportError:  # `uvicorn server.app:app` from the env's folder
     from models import AtariAction, AtariObservation, AtariState  # type: ignore[no-redef]
 
 ALEInterface.setLoggerMode(LoggerMode.Error)  # the ALE prints a banner per ROM load otherwise
+
+# Emulators of closed sessions, by (game, repeat_action_probability), for restores: loading a ROM
+# takes a few hundred ms, and `restoreState` (RNG included) overwrites all an emulator's state, so
+# a fork's children start from a spare at once. Resets always load afresh (their seed is set first).
+_SPARES_PER_GAME = 8
+_spares: dict[tuple[str, float], list[ALEInterface]] = {}
+_spares_lock = threading.Lock()
+
+
+def _take_spare(key: tuple[str, float]) -> ALEInterface | None:
+    with _spares_lock:
+        spares = _spares.get(key)
+        return spares.pop() if spares else None
+
+
+def _give_spare(key: tuple[str, float] | None, ale: ALEInterface | None) -> None:
+    if key is None or ale is None:
+        return
+    with _spares_lock:
+        spares = _spares.setdefault(key, [])
+        if len(spares) < _SPARES_PER_GAME:
+            spares.append(ale)
+
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -83,6 +108,7 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         self._score = 0.0
         self._steps = 0
         self._done = False
+        self._loaded: tuple[str, float] | None = None  # the ROM and sticky-action setting self._ale has
 
     def reset(
         self,
@@ -147,6 +173,7 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
             ale.setDifficulty(difficulty)
         ale.reset_game()
         self._ale = ale
+        self._loaded = (game, float(repeat_action_probability))
         self._episode_id = episode_id or str(uuid.uuid4())
         self._game, self._frameskip, self._sticky, self._obs_type = (
             game,
@@ -186,6 +213,55 @@ class AtariEnvironment(Environment[AtariAction, AtariObservation, AtariState]):
         truncated = not ale.game_over() and ale.getEpisodeFrameNumber() >= self._max_frames
         self._done = ale.game_over() or truncated
         return self._observe(reward, truncated=truncated)
+
+    # -- snapshots (the "fork" extension): ALE's own state cloning ----------------------------------
+
+    _PLAIN = ("_rng", "_episode_id", "_seed", "_game", "_frameskip", "_sticky", "_obs_type", "_max_frames")
+
+    def snapshot(self) -> dict[str, Any]:
+        """The emulator's state (RAM, CPU, frame counters and its RNG, so sticky actions repeat
+        the same way) with the episode's bookkeeping."""
+        ale = self._ale
+        return {
+            **{name: copy.deepcopy(getattr(self, name)) for name in self._PLAIN},
+            "actions": list(self._actions),
+            "score": self._score,
+            "steps": self._steps,
+            "done": self._done,
+            "ale": None if ale is None else ale.cloneState(include_rng=True),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Put a snapshot back; a fresh instance (a fork's child) first loads the same ROM."""
+        for name in self._PLAIN:
+            setattr(self, name, copy.deepcopy(state[name]))
+        self._actions, self._score, self._steps, self._done = (
+            list(state["actions"]),
+            state["score"],
+            state["steps"],
+            state["done"],
+        )
+        saved = state["ale"]
+        if saved is None:
+            self._ale = None
+            return
+        ale = self._ale
+        if ale is None or self._loaded != (self._game, self._sticky):
+            _give_spare(self._loaded, ale)
+            ale = _take_spare((self._game, self._sticky))
+        if ale is None:
+            ale = ALEInterface()
+            ale.setFloat("repeat_action_probability", self._sticky)
+            ale.setInt("frame_skip", 1)
+            ale.loadROM(roms.get_rom_path(self._game))
+        self._ale = ale
+        self._loaded = (self._game, self._sticky)
+        ale.restoreState(saved)
+
+    def close(self) -> None:
+        """Hand the emulator to later restores (see `_spares`)."""
+        ale, self._ale = self._ale, None
+        _give_spare(self._loaded, ale)
 
     @property
     def state(self) -> AtariState:

@@ -52,6 +52,20 @@ class BlackjackEnvironment(Environment[BlackjackAction, BlackjackObservation, Bl
     """One hand of classic blackjack: hit or stand against a dealer who stands on 17."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    # The whole hand is plain data, the RNG (and so every card still to come) included: a restored
+    # hand deals the same cards as the original would.
+    SNAPSHOT_ATTRS = (
+        "_rng",
+        "_episode_id",
+        "_seed",
+        "_decks",
+        "_payout",
+        "_shoe",
+        "_player",
+        "_dealer",
+        "_steps",
+        "_outcome",
+    )
 
     def __init__(self) -> None:
         self._rng = random.Random()

@@ -72,6 +72,22 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
     """Play chess against a random mover or a small material-search engine."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    # The board (with its move stack, for repetition draws) and the RNG the opponent moves with.
+    SNAPSHOT_ATTRS = (
+        "_rng",
+        "_episode_id",
+        "_seed",
+        "_board",
+        "_opponent",
+        "_depth",
+        "_agent",
+        "_max_plies",
+        "_max_illegal",
+        "_illegal_total",
+        "_illegal_streak",
+        "_steps",
+        "_outcome",
+    )
 
     def __init__(self) -> None:
         self._rng = random.Random()

@@ -27,6 +27,11 @@ class CodingEnvironment(Environment[CodeAction, CodeObservation, CodingState]):
     """Runs Python code in a sandbox and returns stdout, stderr and the exit code."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    # Said to clients that ask for a snapshot or fork (the "fork" extension is not announced).
+    SNAPSHOT_UNSUPPORTED = (
+        "its state is a live sandboxed Python process (interpreter memory, open files, child "
+        "processes), which cannot be copied soundly; replay the episode's actions to get back to a state"
+    )
 
     def __init__(self, settings: SandboxSettings | None = None) -> None:
         self.settings = settings or get_settings()

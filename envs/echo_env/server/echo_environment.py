@@ -24,6 +24,8 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
     """Echoes each message back; reward is 0.1 per character."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    # Its whole state is plain data: snapshot() / restore() (the "fork" extension) copy these.
+    SNAPSHOT_ATTRS = ("_episode_id", "_steps", "_total_length", "_last", "_max_steps")
 
     def __init__(self) -> None:
         self._episode_id = str(uuid.uuid4())

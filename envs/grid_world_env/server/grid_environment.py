@@ -77,6 +77,22 @@ class GridWorldEnvironment(Environment[GridAction, GridObservation, GridState]):
     """Walk to the goal on a seeded grid of walls and pits, rendered as text."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    # Layout, position and the RNG that decides slips: a restored episode slips the same way.
+    SNAPSHOT_ATTRS = (
+        "_rng",
+        "_episode_id",
+        "_seed",
+        "_grid",
+        "_pos",
+        "_goal",
+        "_size",
+        "_walls",
+        "_pits",
+        "_slip",
+        "_max_steps",
+        "_steps",
+        "_outcome",
+    )
 
     def __init__(self) -> None:
         self._rng = random.Random()

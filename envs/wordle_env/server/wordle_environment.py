@@ -67,6 +67,17 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
     """Guess the hidden five-letter word in six tries."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    SNAPSHOT_ATTRS = (
+        "_rng",
+        "_episode_id",
+        "_seed",
+        "_answer",
+        "_max_guesses",
+        "_board",
+        "_invalid",
+        "_steps",
+        "_over",
+    )
 
     def __init__(self) -> None:
         self._rng = random.Random()

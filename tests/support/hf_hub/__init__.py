@@ -12,7 +12,7 @@ What it speaks: whoami; create/delete repo; preupload + commit (also `create_pr`
 and downloads at any revision; duplicate; list spaces (filter, search, author, expand, full,
 limit, sort, Link-header pagination); space info and runtime (stages incl. SLEEPING, domains);
 variables and secrets; refs and commits; discussions, pull requests, comments (edit), status,
-merge; move; webhooks (registered with `HfApi.create_webhook`, delivered like the Hub's, see
+merge, delete; move; force pushes (`force_push`); webhooks (registered with `HfApi.create_webhook`, delivered like the Hub's, see
 webhooks.py). Uploads are stored inline (it never asks for LFS/Xet).
 """
 
@@ -243,6 +243,16 @@ class HubStandIn:
             repo, "repo.content", "update", updated_refs=[{"ref": ref, "oldSha": before, "newSha": made.oid}]
         )
         return made
+
+    def force_push(self, repo_id: str, sha: str, *, branch: str = "main", repo_type: str = "space") -> None:
+        """Point `branch` at a commit it had before (`git push --force`), with the Hub's webhook:
+        main can go A→B→A→B, and the second A→B delivery is byte-identical to the first."""
+        repo = self.store.get(repo_type, repo_id)
+        before = self.store.move_ref(repo, branch, sha)
+        ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
+        self.state.webhooks.emit(
+            repo, "repo.content", "update", updated_refs=[{"ref": ref, "oldSha": before, "newSha": sha}]
+        )
 
     def set_runtime(
         self,

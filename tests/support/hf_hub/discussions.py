@@ -1,4 +1,4 @@
-"""Discussions and pull requests: open, list, comment (and edit), status, title, merge."""
+"""Discussions and pull requests: open, list, comment (and edit), status, title, merge, delete."""
 
 from __future__ import annotations
 
@@ -64,6 +64,15 @@ def add_discussion_routes(app: FastAPI, access: Access) -> None:
     def get_discussion(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:
         repo, _ = access.readable(request, kind, owner, name)
         return discussion_details(access.store, repo, access.store.discussion(repo, num))
+
+    @app.delete("/api/{kind}/{owner}/{name}/discussions/{num}")
+    def delete_discussion(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:
+        """What the Hub's "Delete" does (owners only): the discussion, its comments and a pull
+        request's `refs/pr/N` are gone; reading it answers 404 afterwards."""
+        repo, _ = access.writable(request, kind, owner, name)
+        d = access.store.delete_discussion(repo, num)
+        hooks.emit(repo, "discussion", "delete", discussion=d)
+        return {}
 
     @app.post("/api/{kind}/{owner}/{name}/discussions/{num}/comment")
     async def comment(request: Request, kind: str, owner: str, name: str, num: int) -> dict[str, Any]:

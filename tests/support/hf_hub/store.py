@@ -327,6 +327,27 @@ class HubStore:
             self.save(repo)
             return discussion
 
+    def delete_discussion(self, repo: Repo, num: int) -> Discussion:
+        """Remove discussion `num` and, for a pull request, its ref; returns what was removed."""
+        with self.lock:
+            d = self.discussion(repo, num)
+            repo.discussions.remove(d)
+            if d.ref is not None:
+                repo.refs.pop(d.ref, None)
+            self.save(repo)
+            return d
+
+    def move_ref(self, repo: Repo, ref: str, oid: str) -> str | None:
+        """Point `ref` at the existing commit `oid` (what a force-push does); returns the old head."""
+        with self.lock:
+            if oid not in repo.commits:
+                raise HubError(404, f"Invalid rev id: {oid}", "RevisionNotFound")
+            before = repo.refs.get(ref)
+            repo.refs[ref] = oid
+            repo.last_modified = now_iso()
+            self.save(repo)
+            return before
+
     def discussion(self, repo: Repo, num: int) -> Discussion:
         for d in repo.discussions:
             if d.num == num:

@@ -3,7 +3,7 @@ the Hub sends them (version 3 payloads, `X-Webhook-Secret`), from a background t
 change that caused them. Tests can wait for deliveries and replay one, like the Hub's Replay button.
 
 Events sent: repo create/delete/move, repo.content update (commits to a branch or refs/pr/N, with
-`updatedRefs`), repo.config update (visibility), discussion create/update (opened, status, title,
+`updatedRefs`), repo.config update (visibility), discussion create/update/delete (opened, status, title,
 merged) and discussion.comment create/update.
 """
 

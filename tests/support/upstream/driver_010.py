@@ -64,7 +64,16 @@ async def main(url: str, capacity: str) -> None:
                 report["second"] = "no error"
             except Exception as exc:
                 report["second"] = f"{type(exc).__name__}: {exc}"
-    async with GenericEnvClient(base_url=url) as generic:
+
+    class Recording(GenericEnvClient):  # every frame it receives, to show no fork frame or field reaches it
+        frames: list = []  # noqa: RUF012 (one list for the run: the report reads it after the client closes)
+
+        async def _receive(self):
+            msg = await super()._receive()
+            Recording.frames.append(msg)
+            return msg
+
+    async with Recording(base_url=url) as generic:
         await generic.reset()
         step = await generic.step({"message": "hello"})
         report["generic"] = {
@@ -74,6 +83,7 @@ async def main(url: str, capacity: str) -> None:
             "metadata": step.metadata,
         }
         report["generic_state"] = await generic.state()
+    report["generic_frames"] = Recording.frames
     async with EchoClient(base_url=url) as typed:
         await typed.reset()
         step = await typed.step(EchoAction(message="typed"))

@@ -1,0 +1,55 @@
+"""Pytest plugin: each group's time (a group is a top-level folder of tests/, e.g. `tests/hub`).
+
+`.ci/run` loads it (`-p tests.support.group_times`) so every CI log says where the minutes went;
+the times are the sum of each test's set-up, call and tear-down (under pytest-xdist, summed over
+the workers: busy time, not wall time). It also writes them to `OPENENV_TEST_GROUP_TIMES` (a JSON
+file) when that is set, for a note comparing two runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+__all__ = ["GroupTimes", "group_of"]
+
+
+def group_of(nodeid: str) -> str:
+    """`tests/hub/test_x.py::test_y` -> `tests/hub`; a file right under tests/ is its own group."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    if len(parts) >= 3:
+        return "/".join(parts[:2])
+    return path
+
+
+class GroupTimes:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.tests: dict[str, int] = defaultdict(int)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        group = group_of(report.nodeid)
+        self.seconds[group] += report.duration
+        if report.when == "call":
+            self.tests[group] += 1
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.seconds:
+            return
+        terminalreporter.section("time per group (set-up + call + tear-down)")
+        for group, seconds in sorted(self.seconds.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{seconds:8.1f} s  {self.tests[group]:5d} tests  {group}")
+        out = os.environ.get("OPENENV_TEST_GROUP_TIMES")
+        if out:
+            table = {group: {"seconds": round(s, 1), "tests": self.tests[group]} for group, s in self.seconds.items()}
+            Path(out).write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the xdist controller gets every worker's reports
+        config.pluginmanager.register(GroupTimes(), "openenv-group-times")

@@ -1,0 +1,95 @@
+"""Our `openenv validate --url` against upstream's (openenv 0.10.0, run as its own CLI in its own
+venv) on the same servers: upstream-shaped envs (tests/fixtures/upstream) served by upstream's SDK.
+
+Upstream's runtime mode checks the HTTP contract and plays no episode; ours plays one and judges
+it (docs/validate.md, "The verdict rule"). Where both can see the case they agree; an env that
+raises inside every step is the case only an episode shows, and the test pins that difference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from openenv.validation import validate_url
+from tests.support.servers import ROOT, ProcessServer, free_port
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+SHAPES = ROOT / "tests" / "fixtures" / "upstream"
+# shape → (upstream's verdict, ours): what each validator must say.
+EXPECTED = {
+    "union_env": (True, True),  # a discriminated-union action, with illegal moves
+    "rejecting_env": (True, True),  # an illegal move first, then legal ones
+    "tools_env": (True, True),  # an MCP env: tools listed, then called
+    "raising_env": (True, False),  # every step raises inside the env: upstream never steps
+}
+
+
+@pytest.fixture(scope="module")
+def servers(upstream010_python: str) -> Iterator[dict[str, str]]:
+    started: list[ProcessServer] = []
+    try:
+        for shape in EXPECTED:
+            started.append(
+                ProcessServer(
+                    [upstream010_python, "-m", "uvicorn", "server.app:app"],
+                    cwd=SHAPES / shape,
+                    env={"PYTHONPATH": str(SHAPES)},
+                )
+            )
+        yield {shape: server.wait(timeout=400) for shape, server in zip(EXPECTED, started, strict=True)}
+    finally:
+        for server in started:
+            server.stop()
+
+
+# Upstream's CLI command, invoked in its own venv once for all URLs (its import alone takes seconds).
+_UPSTREAM_CLI = """
+import json, sys
+from typer.testing import CliRunner
+from openenv.cli.__main__ import app
+for url in sys.argv[1:]:
+    result = CliRunner().invoke(app, ["validate", "--url", url, "--json", "--timeout", "10"])
+    text = result.stdout
+    report = json.loads(text[text.index("{"):]) if "{" in text else None
+    print(json.dumps({"url": url, "exit_code": result.exit_code, "report": report}))
+"""
+
+
+def _upstream_verdicts(python: str, urls: list[str]) -> dict[str, tuple[bool, dict[str, object]]]:
+    out = subprocess.run(
+        [python, "-c", _UPSTREAM_CLI, *urls],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=os.environ.get("TMPDIR", "/tmp"),  # never this checkout, whose `openenv` package would shadow theirs
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    verdicts = {}
+    for line in out.stdout.splitlines():
+        row = json.loads(line)
+        report = row["report"] or {}
+        assert (row["exit_code"] == 0) == bool(report.get("passed")), row  # the exit code says what the report says
+        verdicts[row["url"]] = (row["exit_code"] == 0, report)
+    return verdicts
+
+
+@pytest.mark.timeout(900)  # four upstream servers start first (upstream's SDK imports slowly on a busy machine)
+def test_both_validators_agree_where_both_can_see_the_case(upstream010_python: str, servers: dict[str, str]) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    upstream = _upstream_verdicts(upstream010_python, [*servers.values(), dead])
+    seen = {}
+    for shape, url in servers.items():
+        ours = validate_url(url, latency_steps=3)
+        seen[shape] = (upstream[url][0], ours.exit_code == 0)
+        if shape == "raising_env":
+            assert ours.results("runtime.step")[0].details["verdict"] == "NO_STEP_SUCCEEDED"
+            failed = [c["id"] for c in upstream[url][1]["criteria"] if not c["passed"]]  # type: ignore[union-attr]
+            assert failed == [], failed  # upstream's criteria are all about HTTP routes, which this env serves
+    assert seen == EXPECTED
+    assert (upstream[dead][0], validate_url(dead, timeout_s=2).exit_code == 0) == (False, False)
