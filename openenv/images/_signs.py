@@ -71,9 +71,18 @@ def failed_step(lines: list[str], builder_error: str) -> FailedStep | None:
 
 
 def _first_error(output: list[str], fallback: str) -> str:
-    for line in output:
+    for i, line in enumerate(output):
         if _ERRORISH.search(line) and not _RESTATED.search(line):
-            return line.strip()
+            said = line.strip()
+            # A line ending in ":", or followed by an indented cause (uv's "No solution found when
+            # resolving dependencies" then "╰─▶ Because <package> was not found ..."), keeps its cause.
+            following = [rest.strip(" \t×╰─▶│|") for rest in output[i + 1 : i + 3] if rest.strip(" \t×╰─▶│|")]
+            continued = (
+                output[i + 1].lstrip(" \t").startswith(("╰", "│", "Because", "Caused by", "cause:"))
+                if following
+                else False
+            )
+            return f"{said} {following[0]}" if following and (said.endswith(":") or continued) else said
     if output:
         return output[-1].strip()
     return fallback.strip() or "(no output)"

@@ -82,6 +82,31 @@ def test_the_reason_names_the_failing_step_and_its_first_error_not_the_last_line
     assert step.first_error == "x.c:1:10: fatal error: Python.h: No such file or directory"
     assert failed_step(["Sending build context", "no steps here"], "boom") is None
 
+    # uv says what failed on one line and why on the next: the reason keeps the cause.
+    uv = [
+        "#9 [builder 4/4] RUN uv sync --no-editable",
+        "#9 0.41 Using CPython 3.11.2",
+        "#9 0.52 error: No solution found when resolving dependencies:",
+        "#9 0.52   ╰─▶ Because some-missing-module-xyz was not found in the package registry and your project",
+        "#9 0.52       depends on some-missing-module-xyz, we can conclude that your project's requirements are",
+        '#9 ERROR: process "/bin/sh -c uv sync --no-editable" did not complete successfully: exit code: 1',
+    ]
+    step = failed_step(uv, "")
+    assert step is not None and step.first_error == (
+        "error: No solution found when resolving dependencies: Because some-missing-module-xyz was not found in "
+        "the package registry and your project"
+    )
+    # ... and without a terminal, as in a build: "error: ..." then "  cause: Because ...".
+    plain = [
+        uv[0],
+        "#9 0.52 error: No solution found when resolving dependencies",
+        "#9 0.52   cause: Because x was not found",
+        uv[-1],
+    ]
+    step = failed_step(plain, "")
+    assert step is not None
+    assert step.first_error == "error: No solution found when resolving dependencies cause: Because x was not found"
+
 
 def test_a_stand_in_base_is_named_in_this_builds_own_dockerfile_only() -> None:
     text = "ARG PY=python:3.11-slim\nFROM ${PY} AS build\nRUN true\nFROM --platform=linux/amd64 python:3.11-slim\nFROM build\n"
