@@ -1,12 +1,13 @@
-"""Parsing `KEY=VALUE` options (`--var`, `--secret`, `--build-arg`)."""
+"""Parsing option values: `KEY=VALUE` pairs (`--var`, `--secret`, `--build-arg`) and positive counts."""
 
 from __future__ import annotations
 
+import argparse
 import os
 
 from openenv.cli._output import CliError
 
-__all__ = ["parse_pairs"]
+__all__ = ["parse_pairs", "positive_int"]
 
 
 def parse_pairs(items: list[str], option: str, *, from_environment: bool = False) -> dict[str, str]:
@@ -35,3 +36,14 @@ def parse_pairs(items: list[str], option: str, *, from_environment: bool = False
             value = os.environ[key]
         out[key] = value
     return out
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1, or a message that says what was wrong."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv.cli._output import CliError, Output
+from openenv.cli._pairs import positive_int as _positive
 
 DESCRIPTION = """Play N episodes of an environment with a policy, on many sessions at once (the rollout
 engine), and write them to DIR as results.jsonl (one episode per line: chat messages, the tool
@@ -28,16 +29,6 @@ openenv collect http://127.0.0.1:8000 -n 100 -o rollouts/ --push alice/blackjack
 """
 
 POLICIES = ("random", "scripted", "openai")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

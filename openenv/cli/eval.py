@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from openenv.cli._output import CliError, Output
+from openenv.cli._pairs import positive_int as _positive
 
 DESCRIPTION = """Play N episodes of an environment with a chat model behind an OpenAI-compatible endpoint
 (chat/completions: vLLM, TGI, Ollama, HF Inference Providers, ...), print its mean return with a
@@ -22,16 +23,6 @@ openenv eval openenv/echo_env --model meta-llama/Llama-3.1-8B-Instruct --base-ur
 openenv eval owner/name --model qwen2.5:7b --base-url http://127.0.0.1:11434/v1 --episodes 20 --max-steps 50
 openenv eval owner/name@3f2a9c1 --model m --base-url http://127.0.0.1:8000/v1 --no-submit --json
 """
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
