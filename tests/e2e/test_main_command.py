@@ -183,8 +183,10 @@ def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(
             resolved = httpx.get(f"{hub.url}/api/v1/envs/local/{name}/resolve").json()
             assert resolved["image"].startswith("openenv-hub/local-") and resolved["status"] == "passing"
             # Trust signals, measured in the env's smoke container: every bundled env earns all three badges,
-            # its capacity card travels with the resolve record, and its leaderboard has the random baseline.
-            assert set(items[name]["badges"]) == {"deterministic", "reward_checked", "capacity"}, (
+            # and "forkable" too except coding_env (a live process cannot be snapshotted); its capacity card
+            # travels with the resolve record, and its leaderboard has the random baseline.
+            forkable = set() if name == "coding_env" else {"forkable"}
+            assert set(items[name]["badges"]) == {"deterministic", "reward_checked", "capacity"} | forkable, (
                 name,
                 hub.latest(name),
             )
