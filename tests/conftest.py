@@ -16,9 +16,20 @@ from tests.support.servers import ROOT, ProcessServer, serve_app
 from tests.support.systems import require_system
 
 # browser fixtures and screenshots of failed browser tests; the skip rule (under CI any skip fails the run)
-pytest_plugins = ["tests.support.browser", "tests.support.skip_rule"]
+pytest_plugins = ["tests.support.browser", "tests.support.skip_rule", "tests.support.parallel"]
 
 sys.path.insert(0, str(ROOT / "envs"))  # the reference envs import as packages: `echo_env`
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _every_provider_stopped() -> Iterator[None]:
+    """At the end of each test process (the whole run, or one parallel worker's share of it): every
+    provider a test started was stopped (test_zz_nothing_left.py checks the machine afterwards)."""
+    yield
+    from openenv.client.providers import lifecycle
+
+    left = lifecycle.active_providers()
+    assert left == [], f"providers started in this test process and never stopped: {left}"
 
 
 @pytest.fixture(scope="session")

@@ -34,9 +34,21 @@ def _run_pytest(suite: Path, files: dict[str, str], **env: str) -> subprocess.Co
     (suite / "pytest.ini").write_text("[pytest]\n")
     environ = {k: v for k, v in os.environ.items() if k not in ("CI", "OPENENV_TEST_ALLOW_SKIPS")}
     # No plugin autoload (hypothesis, schemathesis, playwright...): the rule alone, and a second, not five.
+    extra = env.pop("XDIST_ARGS", "").split()
     environ.update(env, PYTHONPATH=str(ROOT), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.support.skip_rule", "-p", "no:cacheprovider", "-q", "-rs"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "tests.support.skip_rule",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rs",
+            *extra,
+        ],
         cwd=suite,
         env=environ,
         capture_output=True,
@@ -53,6 +65,17 @@ def test_under_ci_any_skip_fails_the_run(tmp_path: Path, kind: str) -> None:
     assert f"test_{kind}.py" in out.stdout.split("the run fails", 1)[1]
     if kind in ("importorskip", "module_skip"):
         assert "(whole file, at collection)" in out.stdout
+
+
+@pytest.mark.parametrize("kind", ["importorskip", "test_skip"])
+def test_under_ci_a_skip_on_a_parallel_worker_fails_the_run(tmp_path: Path, kind: str) -> None:
+    # scripts/test runs the suite on pytest-xdist workers: the rule sees their skips too.
+    out = _run_pytest(
+        tmp_path, {"test_other.py": PASSING, f"test_{kind}.py": SKIPS[kind]}, CI="true", XDIST_ARGS="-p xdist -n 2"
+    )
+    assert "bringing up nodes" in out.stdout, out.stdout + out.stderr  # it ran on xdist workers
+    assert out.returncode == pytest.ExitCode.TESTS_FAILED, out.stdout + out.stderr
+    assert "skip(s) happened; the run fails" in out.stdout and f"test_{kind}.py" in out.stdout
 
 
 def test_a_run_whose_only_file_skips_at_collection_fails_under_ci(tmp_path: Path) -> None:

@@ -293,11 +293,11 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             )
             reset = episode.records[0]
             if reset.outcome != "ok":
-                raise StageFailed(f"reset failed: {reset.got}")
+                raise StageFailed(_capped(f"reset failed: {reset.got}", episode))
             cold_start = begun - start + reset.ms / 1000  # the start, then the first reset's round trip
             log(f"first reset reply after {cold_start:.2f}s (cold start)")
             if not episode.verdict.ok:
-                raise StageFailed(f"{episode.verdict.reason} ({episode.verdict.code})")
+                raise StageFailed(_capped(f"{episode.verdict.reason} ({episode.verdict.code})", episode))
             latencies, rewards = episode.latencies_ms, episode.rewards
             rejected = [r.got for r in episode.steps() if r.outcome == "refused"]
             if rejected:
@@ -378,16 +378,13 @@ async def _runtime_checks(url: str, log: StageLog, errors: list[str]) -> dict[st
     return report.model_dump(mode="json")
 
 
-def _said(exc: Exception) -> str:
-    """A client error as the smoke verdict says it: a reply over the cap names the Hub's setting."""
-    from openenv.errors import EnvDisconnectedError
-
-    if isinstance(exc, EnvDisconnectedError) and exc.close_code == _MESSAGE_TOO_BIG:
-        return f"{exc} (the Hub's cap for a reply: OPENENV_HUB_SMOKE_MESSAGE_MAX_MB)"
-    return str(exc)
+def _capped(text: str, episode: Any) -> str:
+    """A smoke failure where a reply was over the Hub's cap names the setting that sets it."""
+    if any(r.code == "MESSAGE_TOO_BIG" for r in episode.records):
+        return f"{text} (the Hub's cap for a reply: OPENENV_HUB_SMOKE_MESSAGE_MAX_MB)"
+    return text
 
 
-_MESSAGE_TOO_BIG = 1009  # the WebSocket close code for a message over the receiver's limit
 _CHUNK = 1 << 16
 
 

@@ -33,6 +33,7 @@ from openenv.images._engine import (
     docker_client,
     engine_age_s,
     engine_epoch,
+    engine_settles,
     engine_trouble,
     is_transport_error,
     network_trouble,
@@ -192,13 +193,19 @@ def build_image(
                     trouble = engine_trouble(client, epoch, joined)
                     if trouble is None and failed.exit_code is not None:
                         trouble = network_trouble(client, text, args, network_mode, joined, offline=offline)
-                    if trouble is None and _engine_starting(client):
+                    # A RUN step that exited with a code ran: its container started, so a young engine is no excuse.
+                    if trouble is None and failed.exit_code is None and _engine_starting(client):
                         trouble = ImageBuildError(
                             f"the Docker engine had started less than {_ENGINE_WARMUP_S:.0f}s before this build failed, while "
                             "it may still fail to start a step's container; the build will be tried again",
                             joined,
                             reason=ImageBuildError.ENGINE_LOST,
                         )
+                    if trouble is None and failed.exit_code is None and attempt == 2:
+                        # The engine failed the build twice outside the Dockerfile's commands: before the env is
+                        # blamed, watch the engine a few seconds more. A stopping engine can fail a step while its
+                        # API still answers, and goes away (or comes back anew) right after.
+                        trouble = engine_settles(client, epoch, joined, _ENGINE_SETTLE_S)
                     if trouble is not None:
                         raise trouble from None
                     if failed.exit_code is None and attempt == 1:
@@ -252,6 +259,7 @@ def build_image(
 
 
 _ENGINE_WARMUP_S = 120.0
+_ENGINE_SETTLE_S = 8.0
 
 
 def _engine_starting(client: Any) -> bool:

@@ -8,7 +8,15 @@ from typing import Any
 from openenv.dockerfile import base_images
 from openenv.images._errors import ImageBuildError
 
-__all__ = ["LABEL_PREFIX", "docker_client", "engine_epoch", "engine_trouble", "is_transport_error", "network_trouble"]
+__all__ = [
+    "LABEL_PREFIX",
+    "docker_client",
+    "engine_epoch",
+    "engine_settles",
+    "engine_trouble",
+    "is_transport_error",
+    "network_trouble",
+]
 
 LABEL_PREFIX = "org.openenv"
 
@@ -77,6 +85,19 @@ def engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = Fal
             reason=ImageBuildError.ENGINE_LOST,
         )
     return None
+
+
+def engine_settles(client: Any, epoch: str | None, log: str, seconds: float) -> ImageBuildError | None:
+    """`engine_trouble`, asked every half second for `seconds`: the first trouble seen, or None
+    when the engine answered as before all along."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        trouble = engine_trouble(client, epoch, log)
+        if trouble is not None or time.monotonic() >= deadline:
+            return trouble
+        time.sleep(0.5)
 
 
 # Names any build network that reaches the internet resolves.

@@ -21,6 +21,7 @@ request an error answered, the observation's structure. No text a server writes 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -137,10 +138,16 @@ def _observed(result: Any) -> str:
     return _short({"observation": result.observation, "reward": result.reward, "done": result.done})
 
 
+MESSAGE_TOO_BIG = 1009  # the WebSocket close code for a message over the receiver's limit
+_ADDRESS = re.compile(r" \[wss?://[^\]\s]+\]$")
+
+
 def _error_outcome(exc: Exception) -> tuple[str, str | None]:
     """How an error answer counts: ("refused" | "internal" | "died", code)."""
     from openenv.errors import EnvDisconnectedError, EnvServerError, EnvTimeoutError
 
+    if isinstance(exc, EnvDisconnectedError) and exc.close_code == MESSAGE_TOO_BIG:
+        return "died", "MESSAGE_TOO_BIG"  # a reply over this client's max_message_size_mb
     if isinstance(exc, (EnvDisconnectedError, EnvTimeoutError)):
         return "died", type(exc).__name__
     if isinstance(exc, EnvServerError):
@@ -154,7 +161,7 @@ def _error_outcome(exc: Exception) -> tuple[str, str | None]:
 
 def _said(exc: Exception, client: Any) -> str:
     """An error's text, without the server's address the client adds (it means nothing in a report)."""
-    text = str(exc).replace(f" [{getattr(client, 'base_url', '')}]", "")
+    text = _ADDRESS.sub("", str(exc).replace(f" [{getattr(client, 'base_url', '')}]", ""))
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 

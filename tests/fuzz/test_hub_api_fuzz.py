@@ -21,4 +21,5 @@ def test_hub_api_never_answers_5xx(clean_factory, hub_settings) -> None:
         calls, failures = fuzz_openapi(url, 60)
         assert calls >= 100
         assert not failures, failures[:5]
-        assert httpx.get(f"{url}/api/v1/health").json() == {"status": "ok"}
+        # Still serving after the fuzz, and healthy (the reply may also carry the index's drift counts).
+        assert httpx.get(f"{url}/api/v1/health").json()["status"] == "ok"

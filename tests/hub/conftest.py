@@ -43,46 +43,79 @@ def _postgres_url() -> str | None:
     return os.environ.get("TEST_DATABASE_URL")
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A migrated database; every hub test runs on both backends."""
-    if request.param == "postgresql":
-        base = _postgres_url()
-        if not base:
-            require_system("PostgreSQL", "TEST_DATABASE_URL is not set (scripts/test starts a server and sets it)")
-        url = _private_database(base, request)
-    else:
-        url = f"sqlite:///{tmp_path_factory.mktemp('hubdb') / 'hub.sqlite3'}"
-    migrate(url)
-    return url
+class _Databases:
+    """This test process's two migrated databases, made on first use and kept to the end: a test
+    on SQLite and one on PostgreSQL may follow each other in any order (a parallel worker runs one
+    file's tests, both backends, then another file's), and switching never migrates anew."""
 
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._urls: dict[str, str] = {}
+        self._engines: dict[str, Engine] = {}
+        self._drops: list[str] = []
 
-def _private_database(base_url: str, request: pytest.FixtureRequest) -> str:
-    """A fresh database of this test run's own on the server (test runs may share the server),
-    dropped at the end; starting from nothing also tests the migrations."""
-    from sqlalchemy.engine import make_url
+    def url(self, kind: str) -> str:
+        if kind not in self._urls:
+            if kind == "postgresql":
+                base = _postgres_url()
+                if not base:
+                    require_system(
+                        "PostgreSQL", "TEST_DATABASE_URL is not set (scripts/test starts a server and sets it)"
+                    )
+                url = self._private_database(base)
+            else:
+                url = f"sqlite:///{self._tmp.mktemp('hubdb') / 'hub.sqlite3'}"
+            migrate(url)
+            self._urls[kind] = url
+        return self._urls[kind]
 
-    name = f"openenv_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = make_engine(base_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
+    def engine(self, url: str) -> Engine:
+        if url not in self._engines:
+            self._engines[url] = make_engine(url)
+        return self._engines[url]
 
-    def drop() -> None:
-        eng = make_engine(base_url, isolation_level="AUTOCOMMIT")
-        with eng.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        eng.dispose()
+    def _private_database(self, base_url: str) -> str:
+        """A fresh database of this test process's own on the server (test runs and workers share
+        the server), dropped at the end; starting from nothing also tests the migrations."""
+        from sqlalchemy.engine import make_url
 
-    request.addfinalizer(drop)
-    return make_url(base_url).set(database=name).render_as_string(hide_password=False)
+        name = f"openenv_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        admin = make_engine(base_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        self._drops.append(base_url + "\n" + name)
+        return make_url(base_url).set(database=name).render_as_string(hide_password=False)
+
+    def close(self) -> None:
+        for eng in self._engines.values():
+            eng.dispose()
+        for entry in self._drops:
+            base_url, name = entry.split("\n", 1)
+            eng = make_engine(base_url, isolation_level="AUTOCOMMIT")
+            with eng.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            eng.dispose()
 
 
 @pytest.fixture(scope="session")
-def engine(db_url: str) -> Iterator[Engine]:
-    eng = make_engine(db_url)
-    yield eng
-    eng.dispose()
+def _databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Databases]:
+    dbs = _Databases(tmp_path_factory)
+    try:
+        yield dbs
+    finally:
+        dbs.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, _databases: _Databases) -> str:
+    """A migrated database; every hub test runs on both backends."""
+    return _databases.url(request.param)
+
+
+@pytest.fixture()
+def engine(db_url: str, _databases: _Databases) -> Engine:
+    return _databases.engine(db_url)
 
 
 @pytest.fixture()
@@ -147,6 +180,9 @@ def hub_settings(db_url: str, engine: Engine, tmp_path: Path) -> HubSettings:
         conn.execute(text("DELETE FROM rate_buckets"))
         conn.execute(text("DELETE FROM play_leases"))
     return HubSettings(
+        # One image namespace per test process: the parallel workers build the same envs (same tags)
+        # and prune their own Hub's images, which must never be another worker's.
+        image_prefix=f"openenv-hub-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}",
         data_dir=tmp_path / "hubdata",
         database_url=db_url,
         local_source=str(tmp_path / "envs"),

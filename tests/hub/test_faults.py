@@ -127,6 +127,7 @@ def test_database_restart_mid_job(tmp_path: Path) -> None:
         pg.destroy()
 
 
+@pytest.mark.serial  # restarts the Docker engine every other test uses
 def test_docker_engine_restart_mid_build(clean_factory, hub_settings: HubSettings) -> None:
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
         require_system("docker", "no local base image: run through `bash scripts/test`")

@@ -77,7 +77,7 @@ def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_set
     echo = v["echo_env"]
     assert echo.state == "passed" and echo.validation_status in ("pass", "warn")
     assert echo.build_status == "passed" and echo.smoke_status == "passed" and echo.builder == "docker"
-    assert echo.image_ref and echo.image_ref.startswith("openenv-hub/local-echo_env:")
+    assert echo.image_ref and echo.image_ref.startswith(f"{settings.image_prefix}/local-echo_env:")
     assert 0 < echo.cold_start_s < 30 and 0 < echo.step_p50_ms < 1000 and echo.step_p95_ms >= echo.step_p50_ms
     assert any(c["id"].startswith("runtime.") for c in echo.validation["checks"])  # runtime checks merged in
 

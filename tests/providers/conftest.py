@@ -20,10 +20,14 @@ import pytest
 from tests.support.servers import ROOT
 from tests.support.systems import require_system
 
-RUN_ID = uuid.uuid4().hex[:12]
+# scripts/test gives every pytest process of one run (the parallel workers, then the serial run that
+# holds test_zz_nothing_left.py) the same id and state folder, so that the last check sees them all.
+RUN_ID = os.environ.get("OPENENV_TEST_RUN_ID") or uuid.uuid4().hex[:12]
 RUN_LABEL = ("org.openenv.test-run", RUN_ID)
 ECHO_DIR = ROOT / "envs" / "echo_env"
-STATE_DIR = Path(tempfile.mkdtemp(prefix="openenv-providers-state-"))
+_SHARED_STATE = os.environ.get("OPENENV_TEST_STATE_DIR")
+STATE_DIR = Path(_SHARED_STATE) if _SHARED_STATE else Path(tempfile.mkdtemp(prefix="openenv-providers-state-"))
+STATE_DIR.mkdir(parents=True, exist_ok=True)
 
 # Set before any provider runs; the subprocesses that tests start inherit them.
 os.environ["OPENENV_LABELS"] = f"{RUN_LABEL[0]}={RUN_LABEL[1]}"
@@ -38,7 +42,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    shutil.rmtree(STATE_DIR, ignore_errors=True)
+    if not _SHARED_STATE:  # a shared folder outlives this process: scripts/test removes it at the end
+        shutil.rmtree(STATE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,7 @@ async def wait_for(predicate, timeout: float = 5.0) -> None:
 async def test_concurrent_sessions_are_isolated_and_share_no_threads() -> None:
     app = create_app(CountEnv, CountAction, CountObservation)
     runtime = app.state.openenv_runtime
+    before = threading.active_count()  # what earlier tests left running in this process is not this server's
     with serve_app(app) as url:
         clients = [Client(url) for _ in range(200)]
         await asyncio.gather(*(c.reset(seed=i) for i, c in enumerate(clients)))
@@ -44,7 +45,8 @@ async def test_concurrent_sessions_are_isolated_and_share_no_threads() -> None:
         assert [s.episode_id for s in states] == [f"ep-{i}" for i in range(200)]
         # No thread per session: env code runs in one pool bounded by the setting.
         assert 0 < runtime.executor.thread_count <= runtime.settings.worker_threads
-        assert threads_with_200 < 60
+        print(f"threads: {before} before the server, {threads_with_200} with 200 sessions")
+        assert threads_with_200 - before < 40
         await asyncio.gather(*(c.close() for c in clients))
         await wait_for(lambda: runtime.sessions.active == 0)
 

@@ -46,7 +46,14 @@ class GroupTimes:
             terminalreporter.write_line(f"{seconds:8.1f} s  {self.tests[group]:5d} tests  {group}")
         out = os.environ.get("OPENENV_TEST_GROUP_TIMES")
         if out:
-            table = {group: {"seconds": round(s, 1), "tests": self.tests[group]} for group, s in self.seconds.items()}
+            table: dict[str, dict[str, float]] = {}
+            # The serial run that follows the parallel one (scripts/test) adds its times to the same file.
+            if os.environ.get("OPENENV_TEST_GROUP_TIMES_APPEND") == "1" and Path(out).exists():
+                table = json.loads(Path(out).read_text())
+            for group, seconds in self.seconds.items():
+                row = table.setdefault(group, {"seconds": 0.0, "tests": 0})
+                row["seconds"] = round(row["seconds"] + seconds, 1)
+                row["tests"] += self.tests[group]
             Path(out).write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
 
 
