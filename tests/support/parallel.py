@@ -20,8 +20,18 @@ __all__ = ["group_of_item"]
 # Files that share a group: they would compete for what only one can have at a time.
 _SHARED = {"tests/ray/": "ray"}
 
-# Handed out first, longest first (from the group times .ci/run prints).
-_FIRST: tuple[str, ...] = ()
+# Handed out first, longest first (from the --durations .ci/run prints).
+_FIRST: tuple[str, ...] = (
+    "tests/training/test_grpo_example.py",
+    "tests/docs/test_docs.py",
+    "tests/e2e/test_main_command.py",
+    "ray",
+    "tests/hub/web/test_play_envs.py",
+    "tests/hub/test_trust.py",
+    "tests/hub/test_pipeline.py",
+    "tests/hub/test_hostile_servers.py",
+    "tests/envs/coding_env/test_coding.py",
+)
 
 
 def group_of_item(nodeid: str) -> str:
@@ -40,4 +50,4 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if _FIRST and getattr(config.option, "dist", "no") != "no":
         rank = {path: i for i, path in enumerate(_FIRST)}
         # A stable sort: within a file the order stays as written.
-        items.sort(key=lambda i: rank.get(i.nodeid.split("::", 1)[0], len(rank)))
+        items.sort(key=lambda i: rank.get(group_of_item(i.nodeid), len(rank)))
