@@ -114,7 +114,7 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
     for router in live_routers():
         app.include_router(router)
     if settings.website:  # last: the website is mounted at / behind every API route
-        from hub_service.ui import mount_website
+        from hub_service.web import mount_website  # server-rendered pages, the Gradio panel behind them
 
         mount_website(app)
     return app

@@ -21,6 +21,12 @@ class PlayLimit(PlayError):
     status, code = 429, "too_many_sessions"
 
 
+class AllInUse(PlayLimit):
+    """Every env instance this Hub may run for visitors is in active use (none idle to reclaim)."""
+
+    status, code = 429, "all_instances_in_use"
+
+
 class NotPlayable(PlayError):
     """The env has no version that passed the Hub's checks and no live Space."""
 

@@ -2,7 +2,9 @@
 
 One instance per env revision, shared by every visitor playing it (each visitor still gets a
 session of their own: one WebSocket, one env object). A started instance is stopped when its
-last session ends and `linger_s` has passed with nobody coming back, and at shutdown.
+last session ends and `linger_s` has passed with nobody coming back, and at shutdown; and when
+the cap on instances is reached, the least recently used idle one is stopped for a new visitor
+(an idle instance lingers only for whoever may come back, never to lock others out).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hub_service.play.errors import PlayLimit, PlayStartError
+from hub_service.play.errors import AllInUse, PlayStartError
 
 __all__ = ["Instance", "InstancePool", "Target"]
 
@@ -59,14 +61,19 @@ class InstancePool:
         """The running instance for `target` with one more user, started when needed.
 
         Raises:
-            PlayLimit: as many instances as allowed are running already.
+            AllInUse: as many instances as allowed run already, each with a visitor on it.
             PlayStartError: the server did not start (the reason is in the message).
         """
+        # Stopping takes awaits, in which others may take the freed place: so count again after each.
+        while target.key not in self.instances and target.url is None and self._started() >= self.max_instances:
+            idle = (i for i in self.instances.values() if i.target.make_provider is not None and i.users == 0)
+            victim = min(idle, key=lambda i: i.idle_since, default=None)
+            if victim is None:
+                raise AllInUse(f"all {self.max_instances} environments this Hub runs for visitors are in use")
+            log.info("reclaiming %s (idle, least recently used) for %s", victim.target.key, target.key)
+            await self._stop(victim)
         inst = self.instances.get(target.key)
         if inst is None:
-            started = sum(1 for i in self.instances.values() if i.target.make_provider is not None)
-            if target.url is None and started >= self.max_instances:
-                raise PlayLimit(f"the Hub already runs {started} environments for visitors; try again in a few minutes")
             inst = self.instances[target.key] = Instance(target=target, url=target.url)
             if target.url is None:
                 inst.ready = asyncio.get_running_loop().create_task(self._start(inst))
@@ -80,6 +87,9 @@ class InstancePool:
                 self.instances.pop(target.key, None)
             raise
         return inst
+
+    def _started(self) -> int:
+        return sum(1 for i in self.instances.values() if i.target.make_provider is not None)
 
     async def _start(self, inst: Instance) -> str:
         from openenv.errors import OpenEnvError

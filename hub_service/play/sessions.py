@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog import service as catalog
 from hub_service.catalog.states import VersionState
-from hub_service.play.errors import NotPlayable, PlayError, PlayLimit, PlayStartError
+from hub_service.play.errors import AllInUse, NotPlayable, PlayError, PlayLimit, PlayStartError
 from hub_service.play.instances import Instance, InstancePool, Target
 from hub_service.quota.leases import LeaseBook
 from hub_service.settings import HubSettings
@@ -56,6 +56,30 @@ class PlaySession:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     max_reply_mb: float = 0.0  # the client's cap on one reply (play_max_reply_mb), named when it trips
     lease: str = ""  # its lease in the database, which counts it against the caps of every process
+    reset_options: dict[str, Any] | None = None  # the JSON Schema of reset's arguments, when the server tells
+
+    def check_options(self, options: dict[str, Any] | None) -> None:
+        """Refuse options reset does not take, naming those it does (a typo would be silently ignored).
+
+        Raises:
+            PlayError: an unknown option, or options given to an env whose reset takes none.
+        """
+        if not options or self.reset_options is None:
+            return
+        known = self.reset_options.get("properties")
+        known = known if isinstance(known, dict) else {}
+        if not known and self.reset_options.get("additionalProperties"):
+            return  # reset takes any keyword: nothing to check against
+        unknown = sorted(k for k in options if k not in known)
+        if not unknown:
+            return
+        if not known:
+            raise PlayError(f"{self.env_id} takes no episode options; leave the box empty")
+        listed = ", ".join(
+            f"{name} (default {json.dumps(spec['default'])})" if isinstance(spec, dict) and "default" in spec else name
+            for name, spec in known.items()
+        )
+        raise PlayError(f"{self.env_id} has no episode option {', '.join(map(repr, unknown))}; it takes: {listed}")
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
@@ -203,6 +227,8 @@ class PlayManager:
         self.pool = InstancePool(max_instances=settings.play_max_instances, linger_s=settings.play_instance_linger_s)
         self.sessions: dict[tuple[str, str], PlaySession] = {}
         self._opening: dict[tuple[str, str], str] = {}  # sessions being started: key → visitor
+        # Visitors told that every instance is in use, by when they were first told: their place in line.
+        self._line: dict[str, float] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
 
@@ -242,9 +268,13 @@ class PlayManager:
             with self.factory() as db:
                 target = resolve_target(db, self.settings, owner, name)
                 description = _description(db, owner, name)
-            instance = await self.pool.acquire(target)
             try:
-                client, schema = await self._connect(instance)
+                instance = await self.pool.acquire(target)
+            except AllInUse as full:
+                raise self._in_line(visitor, full) from None
+            self._line.pop(visitor, None)
+            try:
+                client, schema, reset_options = await self._connect(instance)
             except BaseException:
                 await self.pool.release(instance)
                 raise
@@ -257,6 +287,7 @@ class PlayManager:
                 instance=instance,
                 client=client,
                 action_schema=schema,
+                reset_options=reset_options,
                 description=description,
                 max_reply_mb=self.settings.play_max_reply_mb,
                 lease=lease,
@@ -270,6 +301,22 @@ class PlayManager:
             raise
         finally:
             self._opening.pop(key, None)
+
+    def _in_line(self, visitor: str, full: AllInUse) -> AllInUse:
+        """`full`, saying the visitor's place among those waiting and when a place may free up."""
+        now = time.monotonic()
+        # Sessions end when idle for play_idle_timeout_s: the soonest such end is the estimate.
+        timeout = self.settings.play_idle_timeout_s
+        wait_s = max(5.0, min((s.last_active + timeout - now for s in self.sessions.values()), default=timeout))
+        forget = now - max(120.0, 2 * wait_s)  # whoever stopped asking has left the line
+        self._line = {v: t for v, t in self._line.items() if t >= forget}
+        self._line.setdefault(visitor, now)
+        place = sorted(self._line, key=self._line.__getitem__).index(visitor) + 1
+        minutes = max(1, round(wait_s / 60))
+        return AllInUse(
+            f"{full.message}, none idle: you are number {place} in line; "
+            f"a place frees up within about {minutes} min (sooner when someone leaves). Press Reset again then."
+        )
 
     async def check_rate(self, category: str, visitor: str) -> None:
         """Count one start (a play session, a model-try run) against the visitor's rate limit.
@@ -329,7 +376,7 @@ class PlayManager:
                 "play: could not release lease %s; it expires in %gs", lease, self.leases.lease_s, exc_info=True
             )
 
-    async def _connect(self, instance: Instance) -> tuple[Any, dict[str, Any]]:
+    async def _connect(self, instance: Instance) -> tuple[Any, dict[str, Any], dict[str, Any] | None]:
         import httpx
 
         from openenv import GenericEnvClient
@@ -350,13 +397,15 @@ class PlayManager:
                     )
                 document = json.loads(body)
                 schema = (document.get("action") if isinstance(document, dict) else None) or {}
+                # What reset takes (servers of this SDK say; others do not, and are not checked)
+                options = document.get("reset_options") if isinstance(document, dict) else None
             client = GenericEnvClient(
                 instance.url, message_timeout_s=timeout, connect_timeout_s=timeout, max_message_size_mb=limit_mb
             )
             await client.connect()
         except (OpenEnvError, httpx.HTTPError, ValueError) as exc:
             raise PlayStartError(f"{instance.target.key} did not accept a session: {exc}") from exc
-        return client, schema
+        return client, schema, options if isinstance(options, dict) else None
 
     async def close(self, tab: str, kind: str | None = None) -> int:
         """Close this tab's sessions (of `kind`, or all); returns how many were closed."""

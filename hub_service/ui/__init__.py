@@ -1,4 +1,6 @@
-"""The Hub website (Gradio), mounted at `/` of the service: catalog, env pages, play, model tries."""
+"""The Gradio part of the website, mounted at `/` behind the server-rendered pages of
+hub_service/web: the play / model-try panel (`/?panel=play&env=owner/name`) and the whole Gradio
+app (`/?panel=site`)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ action (keys for directions) or a form for free-form actions; reset/step, histor
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import gradio as gr
@@ -15,6 +16,7 @@ from hub_service.settings import HubSettings
 from hub_service.ui import views
 from hub_service.ui.forms import FieldSpec, FormError, collect, field_specs
 
+log = logging.getLogger("hub_service.ui")
 __all__ = ["parse_options", "parse_seed", "play_panel", "visitor_of"]
 
 
@@ -35,9 +37,32 @@ def parse_seed(text: str | None) -> int | None:
     text = (text or "").strip()
     if not text:
         return None
-    if not text.isdigit():
-        raise PlayError(f"the seed must be a whole number >= 0 (or empty for a random episode), not {text!r}")
+    if not text.isascii() or not text.isdigit() or len(text) > 19 or int(text) > MAX_SEED:
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise PlayError(
+            f"the seed must be a whole number from 0 to {MAX_SEED} (or empty for a random episode), not {shown!r}"
+        )
     return int(text)
+
+
+# Seeds and numbers in options go to env code that may hold them in 64-bit integers (NumPy's, say):
+# larger ones are refused here with a message, not by the env with a framework's error.
+MAX_SEED = 2**63 - 1
+MAX_OPTION_INT = 2**53  # exact in every JSON reader (JavaScript's too)
+
+
+def _out_of_range(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) > MAX_OPTION_INT
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, list):
+        return any(_out_of_range(v) for v in value)
+    if isinstance(value, dict):
+        return any(_out_of_range(v) for v in value.values())
+    return False
 
 
 def _env_parts(env_id: str | None) -> tuple[str, str]:
@@ -88,8 +113,12 @@ def parse_options(text: str | None) -> dict[str, Any] | None:
         value = None
     if not isinstance(value, dict) or any(k in ("seed", "episode_id") for k in value):
         raise PlayError(
-            'the episode options must be a JSON object of the env\'s reset arguments, e.g. {"max_plies": 20} '
-            "(the seed has a box of its own)"
+            'the episode options must be a JSON object of the env\'s own reset arguments, like {"name": value} '
+            "(the seed has a box of its own); its README lists them"
+        )
+    if _out_of_range(value):
+        raise PlayError(
+            f"numbers in the episode options must be finite and between -{MAX_OPTION_INT} and {MAX_OPTION_INT}"
         )
     return value
 
@@ -191,7 +220,7 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
         seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-play-seed", scale=1, min_width=110)
         options = gr.Textbox(
             label="Episode options (JSON)",
-            placeholder='the env\'s reset arguments, e.g. {"max_plies": 20}',
+            placeholder="the env's own reset arguments as a JSON object (see its README)",
             elem_id="oe-play-options",
             scale=2,
             min_width=180,
@@ -222,6 +251,7 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
             seed_value = parse_seed(seed_text)
             extra = parse_options(options_text)
             session = await play.open(tab, visitor_of(request), owner, name, kind="play")
+            session.check_options(extra)
             await session.reset(seed=seed_value, options=extra)
         except HubError as exc:  # the env's server did not start, say: said without its address
             return _unchanged(scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message)
@@ -230,6 +260,9 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
         except OpenEnvError as exc:
             await play.close(tab, "play")
             return [None, None, views.message(describe_env_failure(exc), "error"), "", "", "", gr.skip(), gr.skip()]
+        except Exception:  # a fault of the Hub's own: logged in full, told plainly, the session kept
+            log.exception("play reset on %s failed", env_id)
+            return _unchanged("the Hub could not start this episode (its own fault, logged); press Reset again")
         return await _shown(session, None, old_form)
 
     reset.click(do_reset, inputs=[current, seed, options, form_state], outputs=shown)

@@ -47,6 +47,8 @@ HEAD = (
     '<meta name="description" content="OpenEnv Hub: find RL environments that work, try them, and use them.">'
     + """
 <script>
+// Framed in an env's page (/?panel=play): no site header, no catalog tab (CSS below, before first paint).
+if (new URLSearchParams(location.search).get("panel") === "play") document.documentElement.classList.add("oe-framed");
 // Play: an action button (plain HTML, see ui/play_panel.py) puts "serial:index" in the hidden
 // #oe-play-pick box and presses the hidden #oe-play-go button; a key presses the visible action
 // button marked for it (class oe-key-<key>).
@@ -77,6 +79,7 @@ HEAD = (
 )
 CSS = (
     """
+.oe-framed #oe-site-head, .oe-framed #oe-env-header, .oe-framed [role=tablist]:has(> button[data-tab-id="catalog"]) { display: none !important; }
 .oe-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px; }
 .oe-card { display: block; border: 1px solid var(--border-color-primary); border-radius: 10px; padding: 12px; text-decoration: none !important; color: inherit !important; background: var(--background-fill-primary); }
 .oe-card:hover { border-color: var(--color-accent); }
@@ -189,6 +192,10 @@ class _Pages:
             summary = catalog.summary(env)
             health = env_health(db, *parts, limit=20)
             events, _ = list_events(db, env, limit=30)
+            current = catalog.get_version(db, env, None) if env.latest_version_id is not None else None
+            trust = trust_card.trust_view(
+                current if current is not None and current.id == env.latest_version_id else None
+            )
         front, body = split_front_matter(version.readme if version and version.readme else "")
         subtitle = " · ".join(p for p in (summary.title, summary.description) if p)
         header = (
@@ -204,6 +211,8 @@ class _Pages:
         )
         return {
             "header": header,
+            "description": subtitle,
+            "trust": trust,
             "readme": f'<div class="oe-readme">{render_markdown(body) if body.strip() else views.message("This environment has no README.")}</div>',
             "manifest": json.dumps(
                 version.manifest if version and version.manifest else front or {}, indent=2, default=str
@@ -251,10 +260,11 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
     cache = (settings.web_cache_max_age_s, settings.web_cache_max_age_s)
     with gr.Blocks(title="OpenEnv Hub", analytics_enabled=False, delete_cache=cache) as site:
         current = gr.State(None)
-        gr.HTML(
-            '<div style="display:flex;gap:12px;align-items:baseline"><h1 style="margin:0"><a href="./" style="text-decoration:none">'
+        site_head = gr.HTML(
+            elem_id="oe-site-head",
+            value='<div style="display:flex;gap:12px;align-items:baseline"><h1 style="margin:0"><a href="./" style="text-decoration:none">'
             "OpenEnv Hub</a></h1><span>Environments for agentic RL that pass their checks: browse them, play them, "
-            'let a model try. JSON API at <a href="api/v1/envs">/api/v1</a>, reference at <a href="docs">/docs</a>.</span></div>'
+            'let a model try. JSON API at <a href="api/v1/envs">/api/v1</a>, reference at <a href="docs">/docs</a>.</span></div>',
         )
         with gr.Tabs(selected="catalog", overflow_behavior="wrap") as tabs:
             with gr.Tab("Catalog", id="catalog"):
@@ -273,8 +283,8 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                 results = gr.HTML(elem_id="oe-results")
             with gr.Tab("Environment", id="env"):
                 header = gr.HTML(views.message("Choose an environment in the catalog."), elem_id="oe-env-header")
-                with gr.Tabs(overflow_behavior="wrap", elem_id="oe-env-tabs"):
-                    with gr.Tab("Overview"), gr.Row():
+                with gr.Tabs(overflow_behavior="wrap", elem_id="oe-env-tabs") as env_tabs:
+                    with gr.Tab("Overview", id="overview"), gr.Row():
                         with gr.Column(scale=3):
                             readme = gr.HTML(elem_id="oe-readme")
                         with gr.Column(scale=2):
@@ -304,6 +314,8 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
         page_outputs = [
             current,
             tabs,
+            site_head,
+            env_tabs,
             header,
             readme,
             python,
@@ -317,22 +329,28 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
         ]
 
         def open_page(request: gr.Request) -> list[Any]:
-            env_id = dict(request.query_params).get("env") if request else None
-            blank = [gr.skip()] * (len(page_outputs) - 2)
+            query = dict(request.query_params) if request else {}
+            env_id = query.get("env")
+            # Framed in the env's server-rendered page: only the env's tabs, opened at Play.
+            framed = query.get("panel") == "play" and bool(env_id)
+            chrome = [gr.HTML(visible=False), gr.Tabs(selected="play")] if framed else [gr.skip()] * 2
+            blank = [gr.skip()] * (len(page_outputs) - 4)
             if not env_id:
-                return [None, gr.Tabs(selected="catalog"), *blank]
+                return [None, gr.Tabs(selected="catalog"), *chrome, *blank]
             try:
                 page = pages.env_page(env_id)
             except HubError as exc:
                 return [
                     None,
                     gr.Tabs(selected="env"),
+                    *chrome,
                     views.message(exc.message, "error"),
-                    *([gr.skip()] * (len(page_outputs) - 3)),
+                    *([gr.skip()] * (len(page_outputs) - 5)),
                 ]
             return [
                 env_id,
                 gr.Tabs(selected="env"),
+                *chrome,
                 page["header"],
                 page["readme"],
                 page["python"],

@@ -17,10 +17,21 @@ from hub_service.ui import views
 from hub_service.ui.leaderboard import store_try
 from hub_service.ui.play_panel import _env_parts, parse_seed, visitor_of
 
-__all__ = ["choose_endpoint", "trusted_endpoints", "try_panel"]
+__all__ = ["NO_ENDPOINT", "choose_endpoint", "models_can_try", "trusted_endpoints", "try_panel"]
 
 BASELINE = "Random baseline (schema-valid actions)"
 LLM = "LLM (OpenAI-compatible endpoint)"
+
+
+NO_ENDPOINT = (
+    "this Hub's operator has set up no model endpoint, so only the random baseline can try here; "
+    "to try your own model, run `openenv eval` on your machine"
+)
+
+
+def models_can_try(settings: HubSettings) -> bool:
+    """Whether an LLM can be chosen at all: the operator listed an endpoint, or allows custom ones."""
+    return bool(trusted_endpoints(settings)) or settings.llm_allow_custom_endpoint
 
 
 def trusted_endpoints(settings: HubSettings) -> set[str]:
@@ -44,10 +55,12 @@ def choose_endpoint(settings: HubSettings, base_url: str, model: str, token: str
     if base_url and base_url != own:
         if base_url not in trusted_endpoints(settings):
             if not settings.llm_allow_custom_endpoint:
-                offered = ", ".join(sorted(trusted_endpoints(settings))) or "none"
+                listed = sorted(trusted_endpoints(settings))
+                if not listed:
+                    raise PlayError(NO_ENDPOINT)
                 raise PlayError(
-                    f"this Hub lets models try only through the endpoints its operator lists ({offered}); "
-                    "leave the base URL empty to use its own"
+                    f"this Hub lets models try only through the endpoints its operator lists: {', '.join(listed)}"
+                    + ("; or leave the base URL empty to use its own" if own else "")
                 )
             if not base_url.startswith(("http://", "https://")):
                 raise PlayError(
@@ -56,7 +69,14 @@ def choose_endpoint(settings: HubSettings, base_url: str, model: str, token: str
         chosen_token = token or None
     else:
         if not own:
-            raise PlayError("this Hub has no model endpoint configured: enter one of the base URLs its operator lists")
+            listed = sorted(trusted_endpoints(settings))
+            if listed:
+                raise PlayError(f"enter a base URL: one of those this Hub's operator lists ({', '.join(listed)})")
+            if settings.llm_allow_custom_endpoint:
+                raise PlayError(
+                    "enter the base URL of an OpenAI-compatible endpoint (e.g. https://router.huggingface.co/v1)"
+                )
+            raise PlayError(NO_ENDPOINT)
         base_url = own
         chosen_token = token or (settings.llm_token.get_secret_value() if settings.llm_token else None)
     model = model or (settings.llm_model or "")
@@ -70,7 +90,11 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
     default_model = settings.llm_model or ""
     with gr.Row():
         with gr.Column(scale=2):
-            policy = gr.Radio([BASELINE, LLM], value=BASELINE, label="Policy", elem_id="oe-try-policy")
+            # Without an endpoint the LLM choice is not offered, and why is said once, here.
+            offered = [BASELINE, LLM] if models_can_try(settings) else [BASELINE]
+            policy = gr.Radio(offered, value=BASELINE, label="Policy", elem_id="oe-try-policy")
+            if not models_can_try(settings):
+                gr.HTML(views.message(NO_ENDPOINT[0].upper() + NO_ENDPOINT[1:] + "."), elem_id="oe-try-no-llm")
             with gr.Group(visible=False) as llm_box:
                 base_url = gr.Textbox(
                     label="Base URL",

@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from hub_service.catalog.states import VersionState
+from hub_service.play.errors import scrub_addresses
 from hub_service.ui.trust_card import badge_row
 
 __all__ = [
@@ -84,7 +85,8 @@ def catalog_cards(items: list[Any], total: int) -> str:
         return message("No environment matches. Clear the filters or search for other words.")
     cards = []
     for env in items:
-        link = "?env=" + urllib.parse.quote(env.id, safe="/")
+        # `panel=site` keeps the visitor in the Gradio app (a bare `?env=` redirects to the env's page)
+        link = "?panel=site&env=" + urllib.parse.quote(env.id, safe="/")
         tags = "".join(f'<span class="oe-tag">{escape(t)}</span>' for t in env.tags[:8])
         desc = escape((env.description or env.title or "")[:240])
         cards.append(
@@ -202,7 +204,7 @@ def report_view(report: dict[str, Any] | None) -> str:
         status = str(check.get("status", ""))
         rows.append(
             f"<tr><td>{_pill(status, status)}</td><td><code>{escape(str(check.get('id', '')))}</code></td>"
-            f"<td>{escape(str(check.get('message', '')))}</td></tr>"
+            f"<td>{escape(scrub_addresses(str(check.get('message', ''))))}</td></tr>"
         )
     head = f"<div>overall: {_pill(str(report.get('status')), str(report.get('status')))}</div>"
     return f'{head}<table class="oe-table" id="oe-report"><tr><th>status</th><th>check</th><th>result</th></tr>{"".join(rows)}</table>'
@@ -215,7 +217,8 @@ def stages_view(runs: list[Any]) -> str:
     blocks = []
     for run in runs:
         summary = f"{escape(run.stage)} · attempt {run.attempt} · {escape(run.status)} · {_fmt(run.seconds, ' s')}"
-        log = run.log or "(empty log)"
+        # The smoke test's server ran on an address of the Hub's own: a visitor has no use for it.
+        log = scrub_addresses(run.log or "") or "(empty log)"
         if len(log) > 60_000:
             log = "… (head cut; the full log is in the API)\n" + log[-60_000:]
         blocks.append(

@@ -216,6 +216,8 @@ def create_app(
                 "state": state_cls.model_json_schema(),
                 "reset_observation": (reset_observation_cls or observation_cls).model_json_schema(),
             }
+            if env_cls is not None:  # reset's own arguments, so that a client can check them first
+                cache["schema"]["reset_options"] = _reset_options(env_cls)
         return cache["schema"]
 
     step_request = create_model(
@@ -361,6 +363,34 @@ def _check_models(action_cls: Any, observation_cls: Any) -> None:
         )
     if not (isinstance(observation_cls, type) and issubclass(observation_cls, Observation)):
         raise ConfigurationError(f"observation_cls must subclass openenv.Observation, got {observation_cls!r}")
+
+
+def _reset_options(env_cls: type[AnyEnvironment]) -> dict[str, Any]:
+    """A JSON Schema of the env's reset arguments besides seed and episode_id: one property per
+    named parameter (its type and default where they can be told), `additionalProperties` when
+    reset also takes **kwargs."""
+    from pydantic import TypeAdapter
+
+    fn = getattr(env_cls, "reset_async" if env_cls._has_async("reset") else "reset")
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: the names and defaults still say enough
+        hints = {}
+    properties: dict[str, Any] = {}
+    extra = False
+    for name, param in inspect.signature(fn).parameters.items():
+        if param.kind is param.VAR_KEYWORD:
+            extra = True
+        if name in ("self", "seed", "episode_id") or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            continue
+        prop: dict[str, Any] = {}
+        if name in hints:
+            with contextlib.suppress(Exception):  # a type pydantic cannot describe: no type shown
+                prop = TypeAdapter(hints[name]).json_schema()
+        if param.default is not param.empty and isinstance(param.default, (str, int, float, bool, type(None))):
+            prop["default"] = param.default
+        properties[name] = prop
+    return {"type": "object", "properties": properties, "additionalProperties": extra}
 
 
 def _env_class(factory: Any) -> type[AnyEnvironment] | None:

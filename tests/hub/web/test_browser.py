@@ -47,7 +47,7 @@ def _visitor_journey(app, standin, llm: str, new_page) -> None:
         page = new_page()
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        page.goto(url + "/")
+        page.goto(url + "/?panel=site")
         expect(page.locator("a.oe-card")).to_have_count(2)
         page.locator("#oe-search textarea, #oe-search input").first.fill("echo")
         expect(page.locator("a.oe-card")).to_have_count(1)
@@ -122,7 +122,7 @@ def test_two_visitors_play_separately_a_bad_env_id_is_explained_and_history_show
     with serve_app(app) as url:
         first, second = new_page(), new_page()
         for page in (first, second):
-            page.goto(url + "/?env=local/echo_env")
+            page.goto(url + "/?panel=site&env=local/echo_env")
             page.get_by_role("tab", name="Play").click()
             page.click("#oe-play-reset")
             expect(page.locator("#oe-field-message textarea, #oe-field-message input").first).to_be_visible()
@@ -133,12 +133,12 @@ def test_two_visitors_play_separately_a_bad_env_id_is_explained_and_history_show
         stats = app.state.play.stats()
         assert stats["sessions"] == 2 and len(stats["instances"]) == 1
         # an env that failed its checks cannot be played, and says why
-        second.goto(url + "/?env=local/bad_manifest")
+        second.goto(url + "/?panel=site&env=local/bad_manifest")
         second.get_by_role("tab", name="Play").click()
         second.click("#oe-play-reset")
         expect(second.locator("#oe-play-error")).to_contain_text("cannot be played")
         third = new_page()
-        third.goto(url + "/?env=local/no_such_env")
+        third.goto(url + "/?panel=site&env=local/no_such_env")
         expect(third.locator("#oe-env-header")).to_contain_text("no environment local/no_such_env")
         assert _wait(lambda: app.state.play.stats()["sessions"] == 1)  # the second visitor's page reload ended theirs
 
@@ -150,7 +150,7 @@ def test_two_visitors_play_separately_a_bad_env_id_is_explained_and_history_show
             json={"actor": "alice", "reason": "superseded by echo", "successor": "local/echo_env"},
         )
         assert deprecated.status_code == 200, deprecated.text
-        third.goto(url + "/?env=local/bad_manifest")
+        third.goto(url + "/?panel=site&env=local/bad_manifest")
         expect(third.locator("#oe-deprecated")).to_contain_text(
             "Deprecated (superseded by echo). Use local/echo_env instead."
         )
@@ -163,5 +163,5 @@ def test_two_visitors_play_separately_a_bad_env_id_is_explained_and_history_show
         expect(third.locator("#oe-events")).to_contain_text("failed")
         third.locator("#oe-deprecated a").click()
         expect(third.locator("#oe-env-title")).to_have_text("local/echo_env")
-        third.goto(url + "/")
+        third.goto(url + "/?panel=site")
         expect(third.locator("a.oe-card[data-env='local/bad_manifest']")).to_contain_text("deprecated")

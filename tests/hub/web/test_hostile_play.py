@@ -105,7 +105,7 @@ def test_only_endpoints_the_operator_lists_are_offered_by_default(
     settings: HubSettings, internal: tuple[str, FastAPI]
 ) -> None:
     url, _ = internal
-    with pytest.raises(PlayError, match="only through the endpoints its operator lists"):
+    with pytest.raises(PlayError, match="operator has set up no model endpoint, so only the random baseline"):
         choose_endpoint(settings, f"{url}/v1", "m", "")
     listed = settings.model_copy(update={"llm_allowed_endpoints": [f"{url}/v1/"]})
     assert choose_endpoint(listed, f"{url}/v1", "m", "t") == (f"{url}/v1", "m", "t")  # the operator's word is trusted

@@ -66,7 +66,7 @@ def test_a_model_try_joins_the_leaderboard_beside_the_random_baseline(
         settings = web_settings.model_copy(update={"llm_allowed_endpoints": [f"{llm}/v1"]})
         with serve_app(create_app(settings, run_migrations=False)) as url:
             page = new_page()
-            page.goto(url + "/?env=local/echo_env")
+            page.goto(url + "/?panel=site&env=local/echo_env")
             expect(page.locator("#oe-env-title")).to_have_text("local/echo_env")
             page.get_by_role("tab", name="Leaderboard").click()
             rows = page.locator("#oe-leaderboard tr[data-model]")
@@ -107,7 +107,7 @@ def test_a_model_try_joins_the_leaderboard_beside_the_random_baseline(
             # a maintainer yanks the revision: its rows stay, marked
             with clean_factory.begin() as s:
                 s.get(EnvVersion, stored[0].version_id).yanked = True
-            page.goto(url + "/?env=local/echo_env")
+            page.goto(url + "/?panel=site&env=local/echo_env")
             page.get_by_role("tab", name="Leaderboard").click()
             expect(page.locator("#oe-leaderboard tr.oe-yanked")).to_have_count(3)
             expect(ours).to_contain_text("yanked")

@@ -333,3 +333,77 @@ def test_what_an_env_draws_or_names_is_shown_inert() -> None:
     buttons = choices_html(board)
     assert "<img" not in buttons and 'data-choice="7:0"' in buttons and buttons.count(" disabled>") == 2
     assert 'class="oe-act oe-key-ArrowUp"' in buttons and "Keys: ↑ up" in buttons
+
+
+def test_seeds_and_options_are_checked_at_the_edge_with_a_message_that_says_what_to_do() -> None:
+    from hub_service.ui.play_panel import MAX_SEED, parse_options, parse_seed
+
+    assert parse_seed(" 42 ") == 42 and parse_seed("") is None and parse_seed(str(MAX_SEED)) == MAX_SEED
+    for bad in (str(10**25), str(MAX_SEED + 1), "-1", "4.5", "١٢", "x" * 500):
+        with pytest.raises(PlayError, match=f"whole number from 0 to {MAX_SEED}") as refused:
+            parse_seed(bad)
+        assert len(refused.value.message) < 200  # a long paste is not echoed back whole
+    assert parse_options('{"max_plies": 20, "nested": [1, {"a": -3}]}') == {"max_plies": 20, "nested": [1, {"a": -3}]}
+    for bad in (f'{{"max_plies": {10**25}}}', '{"x": [1e400]}', '{"x": {"y": NaN}}', f'{{"x": -{10**20}}}'):
+        with pytest.raises(PlayError, match="finite and between"):
+            parse_options(bad)
+    with pytest.raises(PlayError, match="its README lists them") as refused:
+        parse_options("[1, 2]")
+    assert "max_plies" not in refused.value.message  # no other env's example
+
+
+def test_model_try_states_its_situation_once_per_failure_kind(web_settings: HubSettings) -> None:
+    from hub_service.ui.try_panel import NO_ENDPOINT, models_can_try
+
+    # no endpoint at all: the LLM choice is not offered, and every way of asking says the same one thing
+    assert not models_can_try(web_settings)
+    for url in ("", "http://127.0.0.1:7/v1"):
+        with pytest.raises(PlayError) as refused:
+            choose_endpoint(web_settings, url, "m", "")
+        assert refused.value.message == NO_ENDPOINT and "leave the base URL empty" not in NO_ENDPOINT
+    listed = web_settings.model_copy(update={"llm_allowed_endpoints": ["http://127.0.0.1:7/v1"]})
+    assert models_can_try(listed)
+    with pytest.raises(PlayError, match=r"enter a base URL: one of those .* \(http://127.0.0.1:7/v1\)$"):
+        choose_endpoint(listed, "", "m", "")
+    with pytest.raises(PlayError) as other:
+        choose_endpoint(listed, "http://127.0.0.1:8/v1", "m", "")
+    assert other.value.message.endswith("operator lists: http://127.0.0.1:7/v1")  # no "use its own": it has none
+    custom = web_settings.model_copy(update={"llm_allow_custom_endpoint": True})
+    assert models_can_try(custom)
+    with pytest.raises(PlayError, match="must start with http"):
+        choose_endpoint(custom, "ftp://example.org", "m", "")
+
+
+def test_checks_never_show_the_address_the_smoke_server_ran_on() -> None:
+    from types import SimpleNamespace
+
+    from hub_service.ui.views import report_view, stages_view
+
+    run = SimpleNamespace(
+        stage="smoke", attempt=1, status="passed", seconds=1.0, log="GET http://127.0.0.1:32771/health ok"
+    )
+    shown = stages_view([run]) + report_view(
+        {"status": "pass", "checks": [{"id": "ws", "status": "pass", "message": "ws://127.0.0.1:32771/ws answered"}]}
+    )
+    assert "127.0.0.1" not in shown and "32771" not in shown and "the env&#x27;s server" in shown
+
+
+async def test_unknown_episode_options_are_refused_naming_the_ones_the_env_takes(
+    web_settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
+    play = PlayManager(web_settings, clean_factory)
+    try:
+        session = await play.open("tab", "v", "local", "echo_env")
+        # the env server tells what its reset takes (/schema "reset_options"), read from its signature
+        assert session.reset_options is not None and "max_steps" in session.reset_options["properties"]
+        assert "seed" not in session.reset_options["properties"]
+        with pytest.raises(PlayError) as typo:
+            session.check_options({"max_stepz": 1})
+        assert (
+            typo.value.message == "local/echo_env has no episode option 'max_stepz'; it takes: max_steps (default null)"
+        )
+        session.check_options({"max_steps": 1})
+        first = await session.reset(options={"max_steps": 1})  # the session goes on after a refusal
+        assert first["done"] is False
+    finally:
+        await play.aclose()

@@ -91,7 +91,7 @@ def _field(page: Page, name: str) -> Any:
 
 
 def _reset(page: Page, url: str, env: str, options: dict[str, Any], seed: int = 1) -> None:
-    page.goto(f"{url}/?env=local/{env}")
+    page.goto(f"{url}/?panel=site&env=local/{env}")
     expect(page.locator("#oe-env-title")).to_have_text(f"local/{env}")
     page.get_by_role("tab", name="Play").click()
     page.locator("#oe-play-seed textarea, #oe-play-seed input").first.fill(str(seed))
@@ -231,12 +231,12 @@ def test_every_bundled_env_is_played_to_the_end_by_clicking_on_desktop_and_phone
             page = new_page()
             page.set_viewport_size(viewport)
             if size == "desktop":  # the catalog finds an env by a word of its openenv.yaml
-                page.goto(url + "/")
+                page.goto(url + "/?panel=site")
                 expect(page.locator("a.oe-card")).to_have_count(len(BUNDLED))
                 page.locator("#oe-search textarea, #oe-search input").first.fill("cards")
                 expect(page.locator("a.oe-card")).to_have_count(1)
                 expect(page.locator("a.oe-card")).to_contain_text("local/blackjack_env")
-            page.goto(url + "/?env=local/blackjack_env")
+            page.goto(url + "/?panel=site&env=local/blackjack_env")
             if size == "phone":  # every tab is on screen, none behind an overflow menu
                 for name in (
                     "Catalog",
@@ -277,7 +277,7 @@ def test_a_model_that_cannot_be_asked_stops_the_try_at_once_and_trajectories_sho
         with serve_app(create_app(settings)) as url:
             page = new_page()
             page.set_viewport_size(SIZES["phone"])
-            page.goto(url + "/?env=local/grid_world_env")
+            page.goto(url + "/?panel=site&env=local/grid_world_env")
             page.get_by_role("tab", name="Let a model try").click()
 
             # the random baseline: its trajectory shows the grid after each step

@@ -54,7 +54,7 @@ def _cards(page) -> list[str]:
 
 def test_catalog_badges_and_trust_filters_narrow_the_list(site: str, new_page) -> None:
     page = new_page()
-    page.goto(site + "/")
+    page.goto(site + "/?panel=site")
     expect(page.locator("a.oe-card")).to_have_count(6)
     first = page.locator("a.oe-card[data-env='user1/env_00001']")
     expect(first.locator(".oe-trust-badge")).to_have_text(["deterministic", "reward checked", "holds 16 sessions"])
@@ -83,7 +83,7 @@ def test_catalog_badges_and_trust_filters_narrow_the_list(site: str, new_page) -
 def test_env_page_shows_the_trust_card_and_it_fits_the_screen(site: str, new_page, width: int) -> None:
     page = new_page()
     page.set_viewport_size({"width": width, "height": 900})
-    page.goto(site + "/?env=user1/env_00001")
+    page.goto(site + "/?panel=site&env=user1/env_00001")
     expect(page.locator("#oe-env-title")).to_have_text("user1/env_00001")
     expect(page.locator("#oe-env-header .oe-trust-badge")).to_have_text(
         ["deterministic", "reward checked", "holds 16 sessions"]
@@ -106,7 +106,7 @@ def test_env_page_shows_the_trust_card_and_it_fits_the_screen(site: str, new_pag
     assert page.evaluate("() => document.documentElement.scrollWidth") <= width
     assert page.evaluate("el => el.scrollWidth <= el.clientWidth + 1", card.element_handle())
 
-    page.goto(site + "/?env=user2/env_00002")
+    page.goto(site + "/?panel=site&env=user2/env_00002")
     expect(page.locator("#oe-determinism")).to_contain_text(
         "They first differ at step 3, in observation.board: the first run gave “x..”, the second “.x.”."
     )
@@ -115,7 +115,7 @@ def test_env_page_shows_the_trust_card_and_it_fits_the_screen(site: str, new_pag
     expect(page.locator("#oe-reward-check")).to_contain_text("Flagged")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= width
 
-    page.goto(site + "/?env=user3/env_00003")
+    page.goto(site + "/?panel=site&env=user3/env_00003")
     expect(page.locator("#oe-determinism")).to_contain_text("Declared stochastic")
-    page.goto(site + "/?env=user5/env_00005")
+    page.goto(site + "/?panel=site&env=user5/env_00005")
     expect(page.locator("#oe-trust")).to_contain_text("Not checked yet")
