@@ -1,4 +1,4 @@
-"""`openenv hub serve | index | worker | rerun`: run the Environment Hub service.
+"""`openenv hub serve | index | worker | rerun | export-catalog | gc`: run the Environment Hub service.
 
 The Hub's own command group. The SDK's `openenv` command finds it through the `openenv.cli`
 entry-point group (pyproject.toml) and never imports it; what the Hub needs (SQLAlchemy,
@@ -31,6 +31,7 @@ openenv hub worker                              # one more pipeline worker on th
 openenv hub worker --tasks-only                 # a worker for webhooks and pull-request comments only
 openenv hub rerun local/echo_env                # run the pipeline again on an env's current revision
 openenv hub rerun --failed                      # ... on every env whose current revision failed or waits
+openenv hub gc                                  # undo host changes of Hub processes killed outright
 """
 
 
@@ -84,6 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("-o", "--output", type=Path, required=True, help="file to write (- for standard output)")
     _common(export)
 
+    gc = sub.add_parser(
+        "gc",
+        help="remove the firewall chains of Hub processes that were killed, and put back build cgroup limits they left",
+    )
+    gc.add_argument("--json", action="store_true", help="print what was undone as JSON")
+    gc.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=None, help="where the database, files and logs live")
@@ -129,6 +137,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
         return _rerun(args, out)
     if args.hub_command == "export-catalog":
         return _export_catalog(args, out)
+    if args.hub_command == "gc":
+        return _gc(args, out)
     return _worker(args, out)
 
 
@@ -158,6 +168,25 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
         log_level=args.log_level,
         log_file=args.log_file.expanduser().resolve() if args.log_file is not None else None,
     )
+    return 0
+
+
+def _gc(args: argparse.Namespace, out: Output) -> int:
+    """What a Hub process undoes when it stops, for those that could not (killed outright)."""
+    from hub_service.firewall import collect_leftovers
+    from openenv.images import restore_leftover_limits
+
+    chains = collect_leftovers()
+    restored = restore_leftover_limits()
+    if args.json:
+        out.json({"firewall_chains_removed": chains, "build_limits_restored": restored})
+        return 0
+    for chain in chains:
+        out.mark("ok", f"removed the firewall chain {chain} (its Hub process is gone)")
+    if restored:
+        out.mark("ok", "put back the build cgroup limits a killed build had left set")
+    if not chains and not restored:
+        out.line("nothing to undo: no Hub process left changes on this host")
     return 0
 
 

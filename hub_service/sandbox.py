@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import shutil
-import subprocess
 import threading
 from typing import Any
 
@@ -53,46 +50,44 @@ BRIDGE_NAME = "oe-hub-smoke0"
 HUB_LABEL = "org.openenv.hub.instance"
 _lock = threading.Lock()
 _ready: set[str] = set()
+_default_bridge: list[str] = []  # the engine's default bridge, looked up once
 
 
 def ensure_smoke_network(client: Any, name: str = SMOKE_NETWORK) -> str:
     """Create (once) the isolated bridge network smoke containers join; returns its name."""
     with _lock:
-        if name in _ready:
-            return name
-        existing = client.networks.list(names=[name])
-        if not any(n.name == name for n in existing):
-            client.networks.create(
-                name,
-                driver="bridge",
-                options={
-                    "com.docker.network.bridge.enable_ip_masquerade": "false",  # no route out
-                    "com.docker.network.bridge.enable_icc": "false",  # containers cannot talk to each other
-                    "com.docker.network.bridge.name": BRIDGE_NAME,
-                },
-                labels={"org.openenv.hub": "smoke-network"},
-            )
-        _block_host_access(BRIDGE_NAME)
-        _ready.add(name)
-        return name
+        if name not in _ready:
+            existing = client.networks.list(names=[name])
+            if not any(n.name == name for n in existing):
+                client.networks.create(
+                    name,
+                    driver="bridge",
+                    options={
+                        "com.docker.network.bridge.enable_ip_masquerade": "false",  # no route out
+                        "com.docker.network.bridge.enable_icc": "false",  # containers cannot talk to each other
+                        "com.docker.network.bridge.name": BRIDGE_NAME,
+                    },
+                    labels={"org.openenv.hub": "smoke-network"},
+                )
+            _ready.add(name)
+    # Asked every time (it remembers what it made): a Hub that stopped took its rules with it.
+    _block_host_access(BRIDGE_NAME)
+    return name
 
 
 def _block_host_access(bridge: str) -> None:
-    """Drop new connections from the smoke bridge to the host itself (its services on 0.0.0.0).
+    """Drop new connections from the bridge to the host itself (its services on 0.0.0.0), in the
+    Hub's own firewall chain (hub_service/firewall.py), removed again when the Hub stops.
 
     Replies to the Hub's own connections into containers stay allowed (they are ESTABLISHED).
     Needs root and iptables; without them the network still has no route out, and we say so.
     """
-    iptables = shutil.which("iptables")
-    if iptables is None or os.geteuid() != 0:
-        log.warning("cannot block smoke containers from the host's own services (needs root and iptables)")
-        return
-    rule = ["INPUT", "-i", bridge, "-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"]
-    check = subprocess.run([iptables, "-C", *rule], capture_output=True)
-    if check.returncode != 0:
-        added = subprocess.run([iptables, "-I", *rule], capture_output=True, text=True)
-        if added.returncode != 0:
-            log.warning("could not add the iptables rule for %s: %s", bridge, added.stderr.strip())
+    from hub_service.firewall import block_new_connections_from
+
+    try:
+        block_new_connections_from(bridge)
+    except OSError as exc:  # the smoke network still has no route out; the operator hears why
+        log.warning("could not keep containers on %s off the host's services: %s", bridge, exc)
 
 
 def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: bool = True) -> dict[str, Any]:
@@ -183,10 +178,14 @@ def hub_instance(settings: HubSettings) -> str:
 
 
 def reap_leftovers(settings: HubSettings) -> int:
-    """Remove this Hub's containers whose starting process is gone (on this host); returns how
-    many. Containers of live workers and play sessions, and of other hosts, are left alone."""
+    """Remove this Hub's containers whose starting process is gone (on this host), and the firewall
+    chains of Hub processes that are gone; returns how many containers. Containers of live workers
+    and play sessions, and of other hosts, are left alone."""
+    from hub_service.firewall import collect_leftovers
     from openenv.client.providers import lifecycle
 
+    for chain in collect_leftovers():  # firewall chains of Hub processes killed outright
+        log.info("removed the firewall chain %s of a Hub process that is gone", chain)
     try:
         removed = lifecycle.gc(labels={HUB_LABEL: hub_instance(settings)})
     except Exception:  # the engine may be down: the next start tries again
@@ -199,23 +198,24 @@ def reap_leftovers(settings: HubSettings) -> int:
 
 def block_host_from_default_bridge() -> None:
     """Keep containers on the engine's default bridge (where builds' RUN steps run when they may
-    reach the network) from opening connections to the host's own services; once per process.
+    reach the network) from opening connections to the host's own services.
 
     BuildKit in docker 20.10 offers RUN steps only the networks `default`, `none` and `host`, so the
     rule goes on the default bridge (docker0): the internet stays reachable (it is forwarded, not
     delivered to the host), replies to connections the host opens stay allowed."""
     with _lock:
-        if "default-bridge" in _ready:
-            return
-        try:
-            import docker
+        bridge = _default_bridge[0] if _default_bridge else None
+        if bridge is None:
+            try:
+                import docker
 
-            options = docker.from_env().networks.get("bridge").attrs.get("Options") or {}
-        except Exception as exc:  # no engine: the build fails on its own, with a clearer message
-            log.warning("cannot look up the engine's default bridge to keep builds off the host: %s", exc)
-            return
-        _block_host_access(options.get("com.docker.network.bridge.name", "docker0"))
-        _ready.add("default-bridge")
+                options = docker.from_env().networks.get("bridge").attrs.get("Options") or {}
+            except Exception as exc:  # no engine: the build fails on its own, with a clearer message
+                log.warning("cannot look up the engine's default bridge to keep builds off the host: %s", exc)
+                return
+            bridge = options.get("com.docker.network.bridge.name", "docker0")
+            _default_bridge.append(bridge)
+    _block_host_access(bridge)
 
 
 def build_limits(settings: HubSettings) -> dict[str, Any]:

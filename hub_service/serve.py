@@ -316,6 +316,9 @@ def serve(
         leader_engine.dispose()
         supervisor.stop()
         _reap(settings)  # workers that had to be killed left their smoke containers
+        from hub_service.firewall import release
+
+        release()  # this process's firewall chain: the host is left as found
         if previous == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
 

@@ -159,7 +159,7 @@ class HubSettings(BaseSettings):
         default=True,
         description=(
             "With egress, builds' RUN steps still cannot open connections to this host's services (an iptables rule on the "
-            "engine's default bridge; needs root)."
+            "engine's default bridge, in the Hub's own chain, removed when it stops; needs root)."
         ),
     )
     build_pids: int = Field(

@@ -16,7 +16,12 @@ from tests.support.servers import ROOT, ProcessServer, serve_app
 from tests.support.systems import require_system
 
 # browser fixtures and screenshots of failed browser tests; the skip rule (under CI any skip fails the run)
-pytest_plugins = ["tests.support.browser", "tests.support.skip_rule", "tests.support.parallel"]
+pytest_plugins = [
+    "tests.support.browser",
+    "tests.support.skip_rule",
+    "tests.support.parallel",
+    "tests.support.caches",  # the client's caches under the run's temp folder, not ~/.cache/openenv
+]
 
 sys.path.insert(0, str(ROOT / "envs"))  # the reference envs import as packages: `echo_env`
 

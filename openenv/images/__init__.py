@@ -27,7 +27,7 @@ from openenv.images._builders import (
     buildkit_command,
     classic_build,
 )
-from openenv.images._cgroup import build_cgroup
+from openenv.images._cgroup import build_cgroup, restore_leftover_limits
 from openenv.images._engine import (
     LABEL_PREFIX,
     docker_client,
@@ -52,6 +52,7 @@ __all__ = [
     "buildkit_command",
     "engine_epoch",
     "local_sdk_wheel",
+    "restore_leftover_limits",
     "source_checkout",
 ]
 
