@@ -1,7 +1,11 @@
 """examples/grpo_blackjack learns blackjack for real on a CPU, judged from its outputs: rollouts on
 real servers, gradient steps, logged metrics, a checkpoint that loads and plays like the trained
 policy, and held-out hands on which the trained policy beats where it started and always-stand,
-and comes within 0.10 of basic strategy, beyond the noise of the cards (paired 95% intervals)."""
+and comes within MARGIN of basic strategy, beyond the noise of the cards (paired 95% intervals).
+
+The run is reproducible (each sampled answer draws from its own episode's key, not from batches
+that form by timing), so with the seed pinned below the result is the same on every run on this
+machine; the other seeds measured with this configuration are listed where MARGIN is set."""
 
 from __future__ import annotations
 
@@ -19,14 +23,29 @@ from openenv.client.providers import lifecycle
 from tests.providers.conftest import RUN_LABEL
 from tests.support.servers import ROOT
 
-# The run below takes about 4 minutes on a quiet 2-core machine; the subprocess's own limit
-# (1200 s) is the one that should end it, not the suite's per-test default.
+# The run below should take about a minute and a half on a quiet 2-core machine (estimated from the
+# default run's quiet step time; 13 minutes measured at load 9-11 on 2 cores); the subprocess's own
+# limit should end it, not the suite's per-test default.
 pytestmark = pytest.mark.timeout(1500)
 
 EXAMPLE = ROOT / "examples" / "grpo_blackjack"
-# A shorter run than the example's default (600 steps), judged the same way on more held-out
-# hands (6,000, not 2,000: the paired intervals are then about +-0.03 wide, not +-0.05).
-STEPS, BATCH, GROUP, HANDS = 300, 512, 16, 6000
+# A shorter run than the example's default (600 steps of 512 hands, learning rate 5e-4, KL weight
+# 0.05): smaller steps, a faster learning rate and a firmer anchor to the start, judged on more
+# held-out hands (6,000, not 2,000: the paired intervals are then about +-0.03 wide, not +-0.05).
+STEPS, BATCH, GROUP, HANDS = 120, 256, 8, 6000
+LEARNING_RATE, BETA, SEED, PROBE_EVERY = 1e-3, 0.2, 0, 40
+# How far below basic strategy the paired interval may reach: the simplest rule that beats standing
+# (hit below 12, stand from 12) is 0.057 below it exactly, plus about the interval's half-width.
+# Measured with these settings (paired 95% intervals on the 6,000 hands; after - before,
+# after - always-stand, after - basic strategy):
+#   seed 0 (pinned): +0.109 [+0.084, +0.133], +0.089 [+0.069, +0.108], -0.043 [-0.061, -0.025]
+#   seed 1:          +0.481 [+0.451, +0.511], +0.074 [+0.046, +0.101], -0.058 [-0.077, -0.039]
+#   seed 2:          +0.123 [+0.100, +0.145], +0.105 [+0.083, +0.127], -0.027 [-0.045, -0.009]
+#   seed 3:          +0.442 [+0.410, +0.475], +0.043 [+0.014, +0.072], -0.089 [-0.109, -0.069]
+# Seed 3 learned less by step 120 than the margin asks (its interval reaches below it), and seed 1
+# at 160 steps was back at always-stand: learning is seed-dependent and not monotone here, which
+# is why the seed is pinned (the run repeats exactly) rather than the margin widened.
+MARGIN = 0.08
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +77,14 @@ def _train(out: Path) -> subprocess.CompletedProcess[str]:
             "2",
             "--eval-hands",
             str(HANDS),
+            "--learning-rate",
+            str(LEARNING_RATE),
+            "--beta",
+            str(BETA),
+            "--seed",
+            str(SEED),
             "--probe-every",
-            "100",
+            str(PROBE_EVERY),
         ],
         capture_output=True,
         text=True,
@@ -86,7 +111,7 @@ def test_the_trained_policy_plays_better_than_it_started_and_near_basic_strategy
     assert paired["after_minus_before"]["ci95"][0] > 0.0, paired["after_minus_before"]
     assert paired["after_minus_before"]["mean"] > 0.03, paired["after_minus_before"]
     assert paired["after_minus_always_stand"]["ci95"][0] > 0.0, paired["after_minus_always_stand"]
-    assert paired["after_minus_basic_strategy"]["ci95"][0] > -0.10, paired["after_minus_basic_strategy"]
+    assert paired["after_minus_basic_strategy"]["ci95"][0] > -MARGIN, paired["after_minus_basic_strategy"]
     assert policies["after"]["answer_format"] >= 0.95
 
 
@@ -103,7 +128,7 @@ def test_every_step_logged_losses_rewards_and_rollout_metrics(run: Path) -> None
         assert r["openenv/episodes_per_s"] > 0
     assert sum(r["grad_norm"] > 0 for r in steps) >= STEPS // 2  # real gradient steps
     probes = _evaluation(run)["probes"]
-    assert [p["step"] for p in probes] == [0, 100, 200, 300]
+    assert [p["step"] for p in probes] == list(range(0, STEPS + 1, PROBE_EVERY))
     svg = (run / "reward.svg").read_text()
     assert svg.startswith("<svg") and "basic strategy" in svg and "greedy, held-out hands" in svg
 
@@ -150,10 +175,7 @@ def test_checkpoint_loads_and_plays_like_the_trained_policy(run: Path) -> None:
     ev = _evaluation(run)
     chart = train.decision_chart(model, tokenizer)
     assert chart == ev["charts"]["after"]
-    # The recorded agreement with basic strategy is this chart's. How a 300-step run's chart looks is
-    # not asserted: GRPO runs are not repeatable (generation batches form by timing), and runs that
-    # both beat their start on held-out hands ended at 86% and at 48% agreement. How well the policy
-    # plays is judged on returns, in the test above.
+    # The recorded agreement with basic strategy is this chart's, and training raised it.
     agreement = ev["chart_agreement"]
     assert agreement["after"] == pytest.approx(train.chart_agreement(chart))
-    assert chart != ev["charts"]["before"], "training changed no first decision"
+    assert agreement["after"] > agreement["before"], agreement

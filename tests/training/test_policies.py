@@ -135,3 +135,61 @@ async def test_transformers_policy_in_the_engine(tiny, blackjack_url: str) -> No
     assert all(r.status in ("done", "truncated") for r in batch)
     assert policy.batches < sum(r.length for r in batch)  # turns were batched
     assert all(t.completion_ids and t.logprobs for r in batch for t in r.turns)
+
+
+async def test_transformers_policy_samples_the_same_answers_however_calls_are_batched(tiny) -> None:
+    """An answer's draws belong to its episode, seed, turn and prompt, not to its batch: the same calls
+    answered in one batch, in small batches in another order among other calls, and one by one agree."""
+    model, tokenizer = tiny
+    group = [PolicyInput("Your hand : total 14 . hit or stand", None, i, 7, 0) for i in range(12)]
+    others = [PolicyInput(f"New hand : total {4 + i} . hit or stand", None, 12 + i, 100 + i, i % 3) for i in range(12)]
+    calls = group + others
+
+    def policy(seed: int = 0, max_batch_size: int = 64) -> TransformersPolicy:
+        return TransformersPolicy(
+            model, tokenizer, max_new_tokens=4, max_batch_size=max_batch_size, batch_window_s=0.05, seed=seed
+        )
+
+    together = policy()
+    one_batch = await asyncio.gather(*(together(c) for c in calls))
+    assert together.batches == 1
+    small = policy(max_batch_size=5)
+    strangers = [PolicyInput(f"Your hand : total {i} .", None, 50 + i, 900 + i, 1) for i in range(7)]
+    mixed = await asyncio.gather(*(small(c) for c in [*strangers, *reversed(calls)]))
+    assert small.batches == 7
+    alone_policy = policy()
+    alone = [await alone_policy(c) for c in calls]
+    assert alone_policy.batches == len(calls)
+
+    ids = [a.token_ids for a in one_batch]
+    assert [a.token_ids for a in reversed(mixed[len(strangers) :])] == ids
+    assert [a.token_ids for a in alone] == ids
+    for a, b in zip(one_batch, alone, strict=True):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    # One group's rows share a deal and a prompt, yet each row draws on its own.
+    assert len({tuple(a.token_ids or ()) for a in one_batch[: len(group)]}) >= len(group) // 2
+    # The policy's seed changes the draws.
+    reseeded = policy(seed=1)
+    assert [a.token_ids for a in await asyncio.gather(*(reseeded(c) for c in calls))] != ids
+
+
+def test_transformers_policy_samples_from_the_models_distribution(tiny) -> None:
+    """Keyed draws still follow the model: token frequencies match its probabilities, and top-k keeps
+    to the k likeliest tokens."""
+    import torch
+
+    model, tokenizer = tiny
+    ids = tokenizer("Your hand : total 14 . hit or stand")["input_ids"]
+    with torch.no_grad():
+        probs = torch.softmax(model(input_ids=torch.tensor([ids])).logits[0, -1].double(), dim=-1)
+    n = 4000
+    draws = TransformersPolicy(model, tokenizer, max_new_tokens=1).generate([ids] * n)
+    counts = torch.bincount(torch.tensor([a.token_ids[0] for a in draws]), minlength=len(probs)).double()
+    total_variation = float((counts / n - probs).abs().sum() / 2)
+    assert total_variation < 0.06  # sampling noise at 4,000 draws over this vocabulary is about 0.03
+    # Direct calls repeat: the same calls in the same order draw the same tokens.
+    again = TransformersPolicy(model, tokenizer, max_new_tokens=1).generate([ids] * n)
+    assert [a.token_ids for a in again] == [a.token_ids for a in draws]
+
+    top = TransformersPolicy(model, tokenizer, max_new_tokens=1, temperature=0.5, top_k=3).generate([ids] * 500)
+    assert {a.token_ids[0] for a in top} == set(torch.topk(probs, 3).indices.tolist())

@@ -169,3 +169,61 @@ def test_evaluate_plays_held_out_seeds_with_the_training_prompts(scored_url: str
     assert [r.completions for r in again] == [r.completions for r in batch]
     assert [r.total_reward for r in again] == [r.total_reward for r in batch]
     assert model.training
+
+
+def test_grpo_runs_repeat_exactly_however_generation_batches_form(scored_url: str, tmp_path) -> None:
+    """Two runs with the same seed play the same answers and take the same steps, although one
+    gathers each turn's prompts into one `generate` and the other answers them in small batches."""
+    import torch
+
+    def train(window_s: float, max_batch: int) -> tuple[list[dict], list[list[str | None]], list[torch.Tensor], int]:
+        model, tokenizer = tiny_causal_lm(WORDS, hidden_size=32, layers=1)
+        batches = []
+        kwargs = openenv_grpo_kwargs(
+            scored_url,
+            parse_action=parse_move,
+            max_turns=3,
+            max_new_tokens=2,
+            reset_kwargs={"length": 2},
+            on_batch=batches.append,
+            base_seed=700,
+            batch_window_s=window_s,
+        )
+        rollout = kwargs["rollout_func"]
+        config = GRPOConfig(
+            output_dir=str(tmp_path / f"w{window_s}"),
+            per_device_train_batch_size=16,
+            num_generations=4,
+            max_steps=3,
+            learning_rate=1e-2,
+            logging_steps=1,
+            report_to=[],
+            use_cpu=True,
+            save_strategy="no",
+            disable_tqdm=True,
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            processing_class=tokenizer,
+            args=config,
+            train_dataset=Dataset.from_dict({"prompt": ["Say good."] * 48}),
+            **kwargs,
+        )
+        rollout._setup(trainer)  # the trainer's policy, to cap its batches before the first step
+        rollout._policy.max_batch_size = max_batch
+        trainer.train()
+        logs = [
+            {k: h[k] for k in ("loss", "rewards/env_reward/mean", "grad_norm")}
+            for h in trainer.state.log_history
+            if "loss" in h
+        ]
+        answers = [r.completions for b in batches for r in b]
+        return logs, answers, [p.detach().clone() for p in model.parameters()], rollout._policy.batches
+
+    logs, answers, params, generate_calls = train(0.05, 10_000)
+    logs2, answers2, params2, generate_calls2 = train(0.0, 3)
+    assert generate_calls2 > generate_calls  # the batches really formed differently
+    assert len({a for episode in answers for a in episode}) > 1  # sampled, not one fixed answer
+    assert answers2 == answers
+    assert logs2 == logs
+    assert all(torch.equal(a, b) for a, b in zip(params, params2, strict=True))
