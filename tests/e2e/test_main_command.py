@@ -157,6 +157,9 @@ def engine_answers() -> None:
         require_system("Docker", "no Docker engine answers; `bash scripts/test` starts one")
 
 
+# Alone (scripts/test's serial run): its capacity badge is earned from step latencies under a ramp of
+# sessions, which the parallel workers' builds and browsers would skew.
+@pytest.mark.serial
 def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(
     tmp_path: Path, engine_answers: None, new_page: Any
 ) -> None:

@@ -20,6 +20,7 @@ import pytest
 from hub_service.sandbox import build_options
 from hub_service.settings import HubSettings
 from openenv.images import ImageBuildError, build_image, buildkit_command
+from tests.support.images import remove_tagged
 from tests.support.systems import require_system
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -41,8 +42,7 @@ def docker_client() -> Iterator[Any]:
     yield client
     if before is not None:
         PIDS_MAX.write_text(before)  # other builds of this engine get their limit back
-    for image in client.images.list(name=f"openenv-hub-test-confine-{os.getpid()}/*"):
-        client.images.remove(image.id, force=True)
+    remove_tagged(client, f"openenv-hub-test-confine-{os.getpid()}")
 
 
 def _build(tmp_path: Path, client: Any, name: str, run: str, settings: HubSettings = SETTINGS) -> tuple[Any, float]:

@@ -20,6 +20,7 @@ import pytest
 from hub_service.sandbox import HUB_LABEL, hub_instance
 from hub_service.settings import HubSettings
 from tests.support.cli import openenv_command
+from tests.support.images import remove_tagged
 from tests.support.procs import running
 from tests.support.servers import ROOT, free_port, wait_http
 from tests.support.systems import require_system
@@ -91,8 +92,7 @@ class Hub:
         client = docker.from_env()
         for container in self.containers():
             container.remove(force=True)
-        for image in client.images.list(name=f"{self.prefix}/*"):
-            client.images.remove(image.id, force=True)
+        remove_tagged(client, self.prefix)
 
 
 @pytest.fixture()

@@ -17,6 +17,7 @@ from hub_service.catalog.models import EnvVersion
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.pipeline.worker import Worker
 from tests.hub.live import Live, env_files
+from tests.support.images import remove_tagged
 from tests.support.systems import require_system
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -34,8 +35,7 @@ def docker_live(live: Live):
     import docker
 
     client = docker.from_env()
-    for image in client.images.list(name=f"{live.settings.image_prefix}/*"):  # only the images this test built
-        client.images.remove(image.id, force=True)
+    remove_tagged(client, live.settings.image_prefix)
 
 
 def _version(live: Live, sha: str) -> EnvVersion:

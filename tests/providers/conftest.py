@@ -20,17 +20,19 @@ import pytest
 from tests.support.servers import ROOT
 from tests.support.systems import require_system
 
-# scripts/test gives every pytest process of one run (the parallel workers, then the serial run that
-# holds test_zz_nothing_left.py) the same id and state folder, so that the last check sees them all.
-RUN_ID = os.environ.get("OPENENV_TEST_RUN_ID") or uuid.uuid4().hex[:12]
+# This test process's label: its tests check what *they* left by it, whatever other workers run.
+RUN_ID = uuid.uuid4().hex[:12]
 RUN_LABEL = ("org.openenv.test-run", RUN_ID)
+# scripts/test gives every pytest process of one run (the parallel workers, then the serial run that
+# holds test_zz_nothing_left.py) one more label, and one state folder, so that the last check sees them all.
+RUN_SET_LABEL = ("org.openenv.test-run-set", os.environ.get("OPENENV_TEST_RUN_ID") or RUN_ID)
 ECHO_DIR = ROOT / "envs" / "echo_env"
 _SHARED_STATE = os.environ.get("OPENENV_TEST_STATE_DIR")
 STATE_DIR = Path(_SHARED_STATE) if _SHARED_STATE else Path(tempfile.mkdtemp(prefix="openenv-providers-state-"))
 STATE_DIR.mkdir(parents=True, exist_ok=True)
 
 # Set before any provider runs; the subprocesses that tests start inherit them.
-os.environ["OPENENV_LABELS"] = f"{RUN_LABEL[0]}={RUN_LABEL[1]}"
+os.environ["OPENENV_LABELS"] = f"{RUN_LABEL[0]}={RUN_LABEL[1]},{RUN_SET_LABEL[0]}={RUN_SET_LABEL[1]}"
 os.environ["OPENENV_NAME_PREFIX"] = "providers-test"
 os.environ["OPENENV_STATE_DIR"] = str(STATE_DIR)
 

@@ -105,7 +105,8 @@ def test_step_timeout_over_http_is_504(count_url: str) -> None:
 def test_http_calls_close_their_fresh_env(count_url: str) -> None:
     before_built, before_closed = CountEnv.instances, CountEnv.closed
     for _ in range(5):
-        httpx.post(f"{count_url}/step", json={"action": {"message": "x"}})
+        reply = httpx.post(f"{count_url}/step", json={"action": {"message": "x"}})
+        assert reply.status_code == 200, reply.text
     assert CountEnv.instances - before_built == 5
     assert CountEnv.closed - before_closed == 5
 

@@ -1,7 +1,7 @@
 """Pytest plugin: how the suite runs on several pytest-xdist workers (scripts/test, `--dist loadgroup`).
 
 - Each test file is one unit of work (its tests run in order on one worker, sharing its module
-  fixtures), unless it names an `xdist_group` itself. Files that must not run at the same time as
+  fixtures): the scheduler below. Files that must not run at the same time as
   each other share a group: the Ray files each start a three-node cluster (one at a time on a
   2-core machine).
 - Tests marked `serial` need the machine to themselves (one restarts the Docker engine every
@@ -12,6 +12,9 @@
 """
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 import pytest
 
@@ -42,12 +45,26 @@ def group_of_item(nodeid: str) -> str:
     return path
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group_of_item(item.nodeid)))
-    if _FIRST and getattr(config.option, "dist", "no") != "no":
-        rank = {path: i for i, path in enumerate(_FIRST)}
+    # Only on the workers (they collect; the controller hands out work in the order they report).
+    if _FIRST and os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {group: i for i, group in enumerate(_FIRST)}
         # A stable sort: within a file the order stays as written.
         items.sort(key=lambda i: rank.get(group_of_item(i.nodeid), len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: unknown when it is not loaded
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` with our groups: a unit of work is `group_of_item` of each test. (xdist's
+    own loadgroup reads `xdist_group` marks by rewriting node ids, which pytest 9 no longer lets a
+    plugin do: its groups silently fall apart into single tests.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of_item(nodeid)
+
+    return FileGroups(config, log)

@@ -22,6 +22,7 @@ from hub_service.pipeline.worker import Worker
 from hub_service.play.sessions import PlayManager
 from hub_service.sandbox import HUB_LABEL, hub_instance
 from hub_service.settings import HubSettings
+from tests.support.images import remove_tagged
 from tests.support.servers import ROOT
 from tests.support.systems import require_system
 
@@ -46,8 +47,7 @@ def docker_settings(clean_factory: sessionmaker[Session], hub_settings: HubSetti
         assert pool.submit(Worker(settings, clean_factory).run_until_idle).result() == ["passed"]
     yield settings
     client = docker.from_env()
-    for image in client.images.list(name=f"{settings.image_prefix}/*"):
-        client.images.remove(image.id, force=True)
+    remove_tagged(client, settings.image_prefix)
 
 
 def _play_containers(settings: HubSettings) -> list[Any]:
