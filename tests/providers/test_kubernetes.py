@@ -6,7 +6,7 @@ import pytest
 
 from openenv.client.providers import KubernetesProvider, lifecycle
 from openenv.errors import ConfigurationError
-from tests.providers.conftest import RUN_LABEL
+from tests.providers.conftest import RUN_LABEL, RUN_SET_LABEL
 
 kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes extra is not installed")
 
@@ -29,6 +29,7 @@ def test_deployment_and_service() -> None:
         "app.kubernetes.io/managed-by": "openenv-client",
         "app.kubernetes.io/instance": "echo-a1",
         RUN_LABEL[0]: RUN_LABEL[1],
+        RUN_SET_LABEL[0]: RUN_SET_LABEL[1],
     }
     annotations = deployment["metadata"]["annotations"]
     assert annotations[lifecycle.LABEL_OWNER] == lifecycle.this_owner()
