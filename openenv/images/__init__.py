@@ -194,8 +194,9 @@ def build_image(
                     trouble = engine_trouble(client, epoch, joined)
                     if trouble is None and failed.exit_code is not None:
                         trouble = network_trouble(client, text, args, network_mode, joined, offline=offline)
-                    # A RUN step that exited with a code ran: its container started, so a young engine is no excuse.
-                    if trouble is None and failed.exit_code is None and _engine_starting(client):
+                    # Even an exit code is no proof the step ran: a young engine's runc may fail to start the
+                    # step's container ("exit code: 1"). The revision waits and runs again once the engine is older.
+                    if trouble is None and _engine_starting(client):
                         trouble = ImageBuildError(
                             f"the Docker engine had started less than {_ENGINE_WARMUP_S:.0f}s before this build failed, while "
                             "it may still fail to start a step's container; the build will be tried again",

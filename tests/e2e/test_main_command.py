@@ -247,7 +247,7 @@ def test_scripts_serve_with_a_broken_engine_waits_then_recovers_by_itself(
         shas = {n: hub.latest(n)["sha"] for n in wanted}
         # A visitor sees it on the website: waiting for the infrastructure, not failing, and why.
         page = new_page()
-        page.goto(hub.url + "/")
+        page.goto(hub.url + "/?panel=site")  # the interactive catalog, with its status filter
         expect(page.locator("a.oe-card")).to_have_count(len(wanted))
         page.locator("#oe-status input").click()
         page.get_by_role("option", name="waiting for infrastructure").click()

@@ -68,11 +68,14 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
+# The "fork" extension's frames (docs/protocol.md) and the reply types any frame may get.
+FORK_TYPES = ["snapshot", "restore", "release", "fork", "get_state", "set_state"]
+REPLY_TYPES = {"observation", "state", "error", "mcp", "snapshot", "release", "fork"}
 frames = st.one_of(
     st.text(max_size=60),
     json_values.map(json.dumps),
     st.fixed_dictionaries(
-        {"type": st.sampled_from(["reset", "step", "state", "mcp", "bogus", "", "STEP"])},
+        {"type": st.sampled_from(["reset", "step", "state", "mcp", "bogus", "", "STEP", *FORK_TYPES])},
         optional={
             "data": json_values,
             "timeout_s": st.one_of(st.floats(-1, 0.5), st.text(max_size=3)),
@@ -109,7 +112,7 @@ def test_websocket_frame_fuzzer(fuzz_url: str) -> None:
         def one_frame(frame: str | bytes) -> None:
             conn.send(frame)
             reply = json.loads(conn.recv(timeout=5))
-            assert isinstance(reply, dict) and reply.get("type") in {"observation", "state", "error", "mcp"}, reply
+            assert isinstance(reply, dict) and reply.get("type") in REPLY_TYPES, reply
             if reply["type"] == "error":
                 assert isinstance(reply["data"]["code"], str) and reply["data"]["message"]
 

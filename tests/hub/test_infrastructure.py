@@ -24,6 +24,7 @@ from hub_service.pipeline.worker import Worker
 from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
 from openenv.client.providers import _docker
+from tests.support.dockerd import engine_past_its_start_up
 from tests.support.servers import ROOT
 from tests.support.socket_relay import SocketRelay
 from tests.support.systems import require_system
@@ -112,6 +113,7 @@ def test_a_base_image_that_cannot_be_pulled_waits_with_what_to_do(clean_factory,
 
 def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failure(clean_factory, hub_settings) -> None:
     base = _base_image()
+    engine_past_its_start_up()  # the typo below is the env's own failure, on an engine up a while
     root = _copy_echo(hub_settings)
     dockerfile = (
         root / "echo_env" / "Dockerfile"

@@ -118,13 +118,15 @@ def _kill_leader_mid_crawl(engine: Engine, servers: list[ProcessServer]) -> tupl
     leader = _wait("a leader", lambda: _lease(engine)).holder
     _wait("a finished crawl", lambda: [r for r in _runs(engine) if r.holder == leader and r.finished_at])
     server = next(s for s in servers if s.proc.pid == _pid(leader))
+    # Before the lock: a crawl that starts between the two counts too (it then waits on the lock, and
+    # no later crawl could start behind it).
+    since = _now(engine)
     with ExitStack() as stack:
         if engine.dialect.name == "postgresql":
             # Hold the crawl: its next read of the catalog waits on this lock until the kill.
             conn = stack.enter_context(engine.connect())
             stack.enter_context(conn.begin())  # rolled back when the stack closes, after the kill
             conn.execute(text("LOCK TABLE environments IN ACCESS EXCLUSIVE MODE"))
-        since = _now(engine)
         _wait("the leader's crawl to start", lambda: _crawl_held(engine, leader, since), timeout=10)
         os.kill(server.proc.pid, signal.SIGKILL)
         server.proc.wait(10)

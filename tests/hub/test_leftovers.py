@@ -57,26 +57,36 @@ class Hub:
         self.log = tmp / "serve.log"
 
     def start(self) -> subprocess.Popen[bytes]:
-        port = free_port()
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    openenv_command(),
-                    "hub",
-                    "serve",
-                    "--port",
-                    str(port),
-                    "--workers",
-                    "1",
-                    "--data-dir",
-                    str(self.data),
-                ],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        wait_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=60, proc=self.proc)
-        return self.proc
+        # free_port() only finds a port free a moment ago: another process (a parallel test worker)
+        # may bind it first. uvicorn then exits with 3 saying so, and the service starts on another port.
+        for _ in range(3):
+            port = free_port()
+            logged = self.log.stat().st_size if self.log.exists() else 0
+            with self.log.open("ab") as out:
+                self.proc = subprocess.Popen(
+                    [
+                        openenv_command(),
+                        "hub",
+                        "serve",
+                        "--port",
+                        str(port),
+                        "--workers",
+                        "1",
+                        "--data-dir",
+                        str(self.data),
+                    ],
+                    env=self.env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            try:
+                wait_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=60, proc=self.proc)
+                return self.proc
+            except RuntimeError as exc:
+                said = self.log.read_bytes()[logged:].decode(errors="replace")
+                if "address already in use" not in said.lower():
+                    raise RuntimeError(f"{exc}; the service's log:\n{said[-4000:]}") from exc
+        raise RuntimeError(f"three ports in a row were taken before the service could bind them; see {self.log}")
 
     def containers(self) -> list[Any]:
         import docker

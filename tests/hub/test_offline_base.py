@@ -19,6 +19,7 @@ from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
+from tests.support.dockerd import engine_past_its_start_up
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -51,6 +52,7 @@ def test_a_c_extension_that_builds_on_the_real_image_builds_and_runs_here(
     clean_factory, hub_settings: HubSettings
 ) -> None:
     _needs_docker()
+    engine_past_its_start_up()  # a verdict about the env's own build, on an engine up a while
     settings = hub_settings.model_copy(update={"builder": "docker"})
     root = make_envs(Path(settings.local_source), "c_extension")
     index_source(clean_factory, LocalSource(root, trusted=False))  # as a Space is: its code runs only in its container

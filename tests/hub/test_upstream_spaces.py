@@ -28,6 +28,7 @@ from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import HfSource
 from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
+from tests.support.dockerd import engine_past_its_start_up
 from tests.support.hf_hub import HubStandIn
 from tests.support.servers import ROOT, serve_app
 from tests.support.systems import require_system
@@ -85,6 +86,7 @@ def upstream_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamH
     base = os.environ.get("OPENENV_TEST_BASE_IMAGE")
     if not base:
         require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`")
+    engine_past_its_start_up()  # some shapes fail for their own reasons: on an engine up a while
     work = tmp_path_factory.mktemp("upstream-hub")
     url = f"sqlite:///{work / 'hub.sqlite3'}"
     migrate(url)

@@ -6,7 +6,6 @@ its first error line. Fixtures: tests/hub/envs/{engine_words,missing_copy,missin
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import httpx
@@ -20,33 +19,19 @@ from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline.worker import Worker
 from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
-from openenv.images import engine_epoch
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
+from tests.support.dockerd import engine_past_its_start_up
 from tests.support.oci_registry import stand_in_registry
 from tests.support.servers import serve_app
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def _engine_past_its_start_up() -> None:
-    """Right after an engine (re)start, any build failure is retried as the engine's (its start time is
-    the signal); the verdicts below are about an engine that has been up a while: wait for that state."""
-    import docker
-
-    from openenv.images import _ENGINE_WARMUP_S, _engine_starting
-
-    client = docker.from_env()
-    deadline = time.monotonic() + _ENGINE_WARMUP_S + 15
-    while _engine_starting(client) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert engine_epoch(client) is not None and not _engine_starting(client)
-
-
 def test_forged_engine_words_a_missing_copy_and_a_missing_base_fail_in_one_attempt(
     clean_factory, hub_settings: HubSettings
 ) -> None:
     _needs_docker()
-    _engine_past_its_start_up()
+    engine_past_its_start_up()
     settings = hub_settings.model_copy(update={"builder": "docker", "infra_retry_s": 600.0})
     root = make_envs(Path(settings.local_source), "engine_words", "missing_copy", "missing_base")
     with stand_in_registry("open") as registry:  # answers 404 for every manifest: the image exists nowhere

@@ -42,8 +42,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         require_system("Chromium", f"nothing at {CHROMIUM}: `bash scripts/browser` installs it (scripts/test does)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # What a page shows is waited for as long as a click is (Playwright's own default is 5 s): the
+    # Gradio pages build themselves after load, slower while parallel test workers share the CPU.
+    expect.set_options(timeout=20_000)
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield chromium

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.support.procs import running
 
-__all__ = ["restart_dockerd"]
+__all__ = ["engine_past_its_start_up", "restart_dockerd"]
 
 
 def _engine_up() -> bool:
@@ -76,3 +76,18 @@ def restart_dockerd(timeout_s: float = 60.0) -> None:
                 f"dockerd did not come back within {timeout_s:.0f} s; see {pid_file.parent / 'dockerd.log'}"
             )
         time.sleep(0.5)
+
+
+def engine_past_its_start_up() -> None:
+    """Wait until the engine has been up longer than the pipeline's warm-up (openenv.images): right
+    after an engine (re)start any build failure waits and is retried as the engine's (its start time
+    is the signal), and a test about an env's own failure needs an engine that has been up a while."""
+    import docker
+
+    from openenv.images import _ENGINE_WARMUP_S, _engine_starting, engine_epoch
+
+    client = docker.from_env()
+    deadline = time.monotonic() + _ENGINE_WARMUP_S + 15
+    while _engine_starting(client) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert engine_epoch(client) is not None and not _engine_starting(client)
