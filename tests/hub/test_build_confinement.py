@@ -23,7 +23,9 @@ from openenv.images import ImageBuildError, build_image, buildkit_command
 from tests.support.images import remove_tagged
 from tests.support.systems import require_system
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# Alone (scripts/test's serial run): a build's process and memory caps are set on BuildKit's one
+# cgroup, which every build on the engine shares; a parallel worker's build would reset them.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.serial]
 
 PIDS_MAX = Path("/sys/fs/cgroup/pids/docker/buildkit/pids.max")
 SETTINGS = HubSettings(image_max_mb=200, build_pids=200, build_egress=False)  # an operator who allows no egress

@@ -34,7 +34,13 @@ from tests.support.openai_standin import openai_standin
 from tests.support.servers import ROOT, serve_app
 
 # The database is not the subject here (the catalog and play tests run on both backends).
-pytestmark = [pytest.mark.slow, pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)]
+# Alone (scripts/test's serial run): seven envs played by clicking, at two widths, in Gradio pages
+# that rendered nothing within 20 s once while the parallel workers' builds held both cores.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.serial,
+    pytest.mark.parametrize("db_url", ["sqlite"], indirect=True),
+]
 
 BUNDLED = ("blackjack_env", "grid_world_env", "chess_env", "atari_env", "wordle_env", "coding_env", "echo_env")
 SIZES = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
