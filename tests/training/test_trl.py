@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 from datasets import Dataset
@@ -21,6 +23,29 @@ def parse_move(text: str, observation: dict) -> dict:
     return {"move": "good" if text.split()[:1] == ["good"] else "bad"}
 
 
+def _trainer(model: Any, tokenizer: Any, out: Path, *, batch: int, prompts: int, kwargs: dict[str, Any]) -> GRPOTrainer:
+    """A 3-step GRPO trainer on CPU, groups of 4, over `prompts` copies of one prompt."""
+    config = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=batch,
+        num_generations=4,
+        max_steps=3,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    return GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": ["Say good."] * prompts}),
+        **kwargs,
+    )
+
+
 def test_grpo_trains_on_an_env_with_reward_components(scored_url: str, tmp_path) -> None:
     model, tokenizer = tiny_causal_lm(WORDS, hidden_size=32, layers=1)
     before = [p.detach().clone() for p in model.parameters()]
@@ -34,25 +59,7 @@ def test_grpo_trains_on_an_env_with_reward_components(scored_url: str, tmp_path)
         on_batch=batches.append,
         base_seed=500,
     )
-    config = GRPOConfig(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_steps=3,
-        learning_rate=1e-2,
-        logging_steps=1,
-        report_to=[],
-        use_cpu=True,
-        save_strategy="no",
-        disable_tqdm=True,
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        args=config,
-        train_dataset=Dataset.from_dict({"prompt": ["Say good."] * 24}),
-        **kwargs,
-    )
+    trainer = _trainer(model, tokenizer, tmp_path, batch=8, prompts=24, kwargs=kwargs)
     trainer.train()
 
     logs = [h for h in trainer.state.log_history if "loss" in h]
@@ -190,25 +197,7 @@ def test_grpo_runs_repeat_exactly_however_generation_batches_form(scored_url: st
             batch_window_s=window_s,
         )
         rollout = kwargs["rollout_func"]
-        config = GRPOConfig(
-            output_dir=str(tmp_path / f"w{window_s}"),
-            per_device_train_batch_size=16,
-            num_generations=4,
-            max_steps=3,
-            learning_rate=1e-2,
-            logging_steps=1,
-            report_to=[],
-            use_cpu=True,
-            save_strategy="no",
-            disable_tqdm=True,
-        )
-        trainer = GRPOTrainer(
-            model=model,
-            processing_class=tokenizer,
-            args=config,
-            train_dataset=Dataset.from_dict({"prompt": ["Say good."] * 48}),
-            **kwargs,
-        )
+        trainer = _trainer(model, tokenizer, tmp_path / f"w{window_s}", batch=16, prompts=48, kwargs=kwargs)
         rollout._setup(trainer)  # the trainer's policy, to cap its batches before the first step
         rollout._policy.max_batch_size = max_batch
         trainer.train()
