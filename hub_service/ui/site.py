@@ -367,10 +367,17 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
         site.load(open_page, inputs=None, outputs=page_outputs)
         site.load(lambda: gr.Dropdown(choices=pages.tags()), outputs=tags)
         site.load(pages.search, inputs=filters, outputs=results)
-        q.submit(pages.search, inputs=filters, outputs=results)
-        q.change(pages.search, inputs=filters, outputs=results, trigger_mode="always_last", show_progress="hidden")
-        for box in (tags, status, sort, trust, min_sessions):
-            box.change(pages.search, inputs=filters, outputs=results)
+        # One listener for every filter, answering in order: a visitor who unticks a box and clears
+        # a field at once must see the list for both, never an older search's answer arriving last.
+        # (Separate listeners run concurrently, and their answers land in whatever order they finish.)
+        gr.on(
+            triggers=[q.submit, q.change, *(box.change for box in (tags, status, sort, trust, min_sessions))],
+            fn=pages.search,
+            inputs=filters,
+            outputs=results,
+            trigger_mode="always_last",
+            show_progress="hidden",
+        )
 
         async def leave(request: gr.Request) -> None:
             if request is not None and request.session_hash:

@@ -4,6 +4,7 @@ still runs stay."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import docker
@@ -40,13 +41,16 @@ def test_superseded_images_go_and_needed_ones_stay(clean_factory, hub_settings: 
     settings = hub_settings.model_copy(update={"builder": "docker", "keep_images_per_env": 1})
     root = make_envs(Path(settings.local_source), "echo_env")
     readme = root / "echo_env" / "README.md"
+    # Images of the same content have the same id: a container left by an earlier run (one killed
+    # outright) would hold this run's image too. A nonce makes every revision's image this run's own.
+    nonce = uuid.uuid4().hex
     client = docker.from_env()
     images: list[str] = []
     shas: list[str] = []
     container = None
     try:
         for i in range(4):
-            readme.write_text(readme.read_text() + f"\nRevision {i} of this copy.\n")
+            readme.write_text(readme.read_text() + f"\nRevision {i} of this copy ({nonce}).\n")
             index_source(clean_factory, LocalSource(root))
             assert Worker(settings, clean_factory).run_until_idle() == ["passed"]
             with clean_factory() as s:

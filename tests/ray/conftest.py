@@ -40,14 +40,22 @@ class RayCluster:
         return {n.node_id for n in [self.head, *self.workers]}
 
     def pids_of(self, node: Any) -> list[int]:
-        """Every process of the node: its raylet, object store, agents and the workers of its actors."""
+        """Every process of the node: its raylet, object store, agents, the workers of its actors,
+        and whatever those started (an env server), as on a machine that is switched off."""
         sock = node.raylet_socket_name
-        out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
-        pids = []
+        out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True, check=True).stdout
+        parents: dict[int, int] = {}
+        pids: list[int] = []
         for line in out.splitlines()[1:]:
-            pid, _, args = line.strip().partition(" ")
-            if any(word.endswith("=" + sock) for word in args.split()):
+            pid, ppid, *args = line.split()
+            parents[int(pid)] = int(ppid)
+            if any(word.endswith("=" + sock) for word in args):
                 pids.append(int(pid))
+        grown = True
+        while grown:
+            more = [pid for pid, ppid in parents.items() if ppid in pids and pid not in pids]
+            pids.extend(more)
+            grown = bool(more)
         return pids
 
     def kill_node(self, pids: list[int]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
 import subprocess
@@ -24,10 +25,12 @@ HIT_OR_STAND = parse_choice("action", ["hit", "stand"])
 
 
 def answers(url: str) -> bool:
+    """Whether something still listens at `url`. Only a refused connection says nothing does: a
+    connect that times out on a loaded machine proves nothing either way."""
     parts = urlsplit(url)
     with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex((parts.hostname or "", parts.port or 0)) == 0
+        s.settimeout(5)
+        return s.connect_ex((parts.hostname or "", parts.port or 0)) != errno.ECONNREFUSED
 
 
 async def wait_until(predicate, timeout_s: float) -> bool:

@@ -3,9 +3,11 @@ catalog's badges and trust filters, and the env page's card (capacity, determini
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 from sqlalchemy import select
 
@@ -79,6 +81,28 @@ def test_catalog_badges_and_trust_filters_narrow_the_list(site: str, new_page) -
     expect(page.locator("a.oe-card")).to_have_count(6)
 
 
+_GEOMETRY = """() => {
+    const card = document.querySelector('#oe-trust'), box = card.getBoundingClientRect();
+    return {left: box.left, right: box.right, page: document.documentElement.scrollWidth,
+            card: card.scrollWidth, inside: card.clientWidth};
+}"""
+
+
+def _fits(page, width: int) -> None:
+    """The trust card lies within the screen, wraps its text, and the page does not scroll sideways.
+    Waited for: the page's later components (code, figures) lay themselves out after the card shows."""
+    fits = f"""() => {{
+        const g = ({_GEOMETRY})();
+        return g.left >= 0 && g.right <= {width} + 0.5 && g.page <= {width} && g.card <= g.inside + 1;
+    }}"""
+    with contextlib.suppress(PlaywrightTimeout):  # the assertions below say what was measured
+        page.wait_for_function(fits, timeout=10_000)
+    geometry = page.evaluate(_GEOMETRY)
+    assert geometry["left"] >= 0 and geometry["right"] <= width + 0.5, geometry
+    assert geometry["page"] <= width, geometry
+    assert geometry["card"] <= geometry["inside"] + 1, geometry
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_env_page_shows_the_trust_card_and_it_fits_the_screen(site: str, new_page, width: int) -> None:
     page = new_page()
@@ -101,10 +125,7 @@ def test_env_page_shows_the_trust_card_and_it_fits_the_screen(site: str, new_pag
     )
     expect(card.locator("#oe-reward-check")).to_contain_text("Rewards look sound")
     # nothing sticks out sideways: the long reason wraps inside the card, and the page does not scroll sideways
-    box = card.bounding_box()
-    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, box
-    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
-    assert page.evaluate("el => el.scrollWidth <= el.clientWidth + 1", card.element_handle())
+    _fits(page, width)
 
     page.goto(site + "/?panel=site&env=user2/env_00002")
     expect(page.locator("#oe-determinism")).to_contain_text(
@@ -113,7 +134,7 @@ def test_env_page_shows_the_trust_card_and_it_fits_the_screen(site: str, new_pag
     flags = page.locator("#oe-reward-check li")
     expect(flags).to_have_text(REWARD_FLAGGED["flags"])
     expect(page.locator("#oe-reward-check")).to_contain_text("Flagged")
-    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    _fits(page, width)
 
     page.goto(site + "/?panel=site&env=user3/env_00003")
     expect(page.locator("#oe-determinism")).to_contain_text("Declared stochastic")
