@@ -14,6 +14,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,12 +97,33 @@ def echo_image(base_image: str) -> str:
     return tag
 
 
+SWARM_LABEL = "org.openenv.test-swarm"  # on the node of a swarm a test run made
+
+
+def leave_a_killed_runs_swarm(client: Any) -> None:
+    """Leave a swarm that a test run killed outright left behind (its node carries SWARM_LABEL):
+    it is nobody's, and the engine must not stay a swarm manager for the next run's tests."""
+    from openenv.client.providers.swarm import leave_swarm, swarm_active
+
+    if not swarm_active(client):
+        return
+    node = client.nodes.get(client.info()["Swarm"]["NodeID"])
+    if SWARM_LABEL in (node.attrs["Spec"].get("Labels") or {}):
+        leave_swarm(client)
+
+
 @pytest.fixture(scope="session")
-def swarm(docker_engine: object) -> Iterator[object]:
-    """A single-node swarm on 127.0.0.1: made here when the engine is not in one, left at the end."""
+def swarm(docker_engine: Any) -> Iterator[object]:
+    """A single-node swarm on 127.0.0.1: made here when the engine is not in one (its node
+    labelled as a test run's), left at the end."""
     from openenv.client.providers.swarm import ensure_swarm, leave_swarm
 
+    leave_a_killed_runs_swarm(docker_engine)
     made = ensure_swarm(docker_engine)
+    if made:
+        node = docker_engine.nodes.get(docker_engine.info()["Swarm"]["NodeID"])
+        spec = node.attrs["Spec"]
+        node.update({**spec, "Labels": {**(spec.get("Labels") or {}), SWARM_LABEL: "1"}})
     try:
         yield docker_engine
     finally:

@@ -9,13 +9,14 @@ from openenv.client.pool import EnvPool
 from openenv.client.providers import SwarmProvider, lifecycle
 from openenv.client.providers.swarm import swarm_active
 from openenv.errors import ProviderUnavailableError
-from tests.providers.conftest import RUN_LABEL
+from tests.providers.conftest import RUN_LABEL, leave_a_killed_runs_swarm
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_without_a_swarm_the_error_says_what_to_do(docker_engine, echo_image: str) -> None:
     # First in this module, before the `swarm` fixture makes one.
+    leave_a_killed_runs_swarm(docker_engine)
     if swarm_active(docker_engine):
         pytest.skip("the engine is already a swarm manager (the message is only given without one)")
     with pytest.raises(ProviderUnavailableError, match="docker swarm init"):
