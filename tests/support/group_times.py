@@ -3,7 +3,8 @@
 `.ci/run` loads it (`-p tests.support.group_times`) so every CI log says where the minutes went;
 the times are the sum of each test's set-up, call and tear-down (under pytest-xdist, summed over
 the workers: busy time, not wall time). It also writes them to `OPENENV_TEST_GROUP_TIMES` (a JSON
-file) when that is set, for a note comparing two runs.
+file) when that is set, for a note comparing two runs, and each file's busy seconds to
+`OPENENV_TEST_FILE_TIMES` when that is set (what the order of tests/support/parallel.py comes from).
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ class GroupTimes:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.tests: dict[str, int] = defaultdict(int)
+        self.files: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         group = group_of(report.nodeid)
         self.seconds[group] += report.duration
+        self.files[report.nodeid.split("::", 1)[0]] += report.duration
         if report.when == "call":
             self.tests[group] += 1
 
@@ -44,6 +47,7 @@ class GroupTimes:
         terminalreporter.section("time per group (set-up + call + tear-down)")
         for group, seconds in sorted(self.seconds.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{seconds:8.1f} s  {self.tests[group]:5d} tests  {group}")
+        _write_file_times(self.files)
         out = os.environ.get("OPENENV_TEST_GROUP_TIMES")
         if out:
             table: dict[str, dict[str, float]] = {}
@@ -55,6 +59,19 @@ class GroupTimes:
                 row["seconds"] = round(row["seconds"] + seconds, 1)
                 row["tests"] += self.tests[group]
             Path(out).write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
+
+
+def _write_file_times(files: dict[str, float]) -> None:
+    out = os.environ.get("OPENENV_TEST_FILE_TIMES")
+    if not out:
+        return
+    table: dict[str, float] = {}
+    if os.environ.get("OPENENV_TEST_GROUP_TIMES_APPEND") == "1" and Path(out).exists():
+        table = json.loads(Path(out).read_text())  # the serial run adds to what the parallel one wrote
+    for path, seconds in files.items():
+        table[path] = round(table.get(path, 0.0) + seconds, 1)
+    ordered = dict(sorted(table.items(), key=lambda item: -item[1]))
+    Path(out).write_text(json.dumps(ordered, indent=2) + "\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:

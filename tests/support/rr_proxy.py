@@ -32,9 +32,12 @@ class RoundRobinProxy:
         server.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for _ in range(len(self.backends)):
-            host, port = self.backends[self._next % len(self.backends)]
-            self._next += 1
+        # This connection's own order, from the next backend round: other connections advance the
+        # shared counter while this one waits on a refusal, and must not make it skip a live backend.
+        first = self._next
+        self._next += 1
+        for offset in range(len(self.backends)):
+            host, port = self.backends[(first + offset) % len(self.backends)]
             try:
                 up_reader, up_writer = await asyncio.open_connection(host, port)
             except OSError:
