@@ -3,7 +3,7 @@
 - Each test file is one unit of work (its tests run in order on one worker, sharing its module
   fixtures): the scheduler below. Files that must not run at the same time as
   each other share a group: the Ray files each start a three-node cluster (one at a time on a
-  2-core machine), and the browser files run one at a time.
+  2-core machine).
 - Tests marked `serial` need the machine to themselves (one restarts the Docker engine every
   other test uses; one checks that nothing the whole run started is left): scripts/test runs them
   in a second pytest run after the parallel one, with `-m serial`, and the first with `-m "not serial"`.
@@ -21,14 +21,7 @@ import pytest
 __all__ = ["group_of_item"]
 
 # Files that share a group: they would compete for what only one can have at a time.
-_SHARED = {
-    "tests/ray/": "ray",
-    # The browser tests, one at a time: Chromium rendering Gradio is the heaviest thing a test
-    # runs, and under the full parallel load pages stayed blank past their 20 s waits.
-    **{f"tests/hub/web/test_{name}.py": "browser" for name in ("browser", "leaderboard_web", "pages", "trust_web")},
-    "tests/runtime/test_web_play.py": "browser",
-    "tests/runtime/test_web_ui.py": "browser",
-}
+_SHARED = {"tests/ray/": "ray"}
 
 # Handed out first, longest first (the busy seconds of each file in the last fresh-clone runs:
 # OPENENV_TEST_FILE_TIMES, tests/support/group_times.py). Longest first keeps the tail short: a
@@ -39,7 +32,6 @@ _FIRST: tuple[str, ...] = (
     "tests/training/test_grpo_example.py",
     "tests/validation/test_upstream_shapes.py",
     "tests/hub/test_upstream_spaces.py",
-    "browser",
     "tests/hub/test_pipeline.py",
     "tests/hub/test_images_gc.py",
     "tests/e2e/test_main_command.py",

@@ -22,7 +22,11 @@ from hub_service.settings import HubSettings
 from tests.hub.helpers import ListSource, space
 from tests.support.servers import serve_app
 
-pytestmark = pytest.mark.slow
+# Alone (scripts/test's serial run): in four of six fresh-clone runs one of the website's Gradio pages
+# stayed blank, or at "Loading...", past its 20 s wait while the parallel workers held both cores,
+# though the catalog loaded 24 times in 1.3-2.9 s during such a run from a script of its own. Why a
+# test's page stalls that long under that load is not yet found.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 PASSING = ("env_00001", "env_00002")
 # Generous for a shared 2-core CI machine (the target is 300 ms); Gradio-rendered pages took 2.0-3.1 s
