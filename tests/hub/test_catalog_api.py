@@ -142,9 +142,10 @@ def test_yanked_revision_is_refused_unless_pinned(api: str, clean_factory) -> No
 
 
 def test_openapi_and_health(api: str) -> None:
-    spec = httpx.get(f"{api}/openapi.json").json()
+    # The schema is built on the first request (a second or two of CPU, more with the parallel run's load).
+    spec = httpx.get(f"{api}/openapi.json", timeout=60).json()
     assert "/api/v1/envs/{owner}/{name}/resolve" in spec["paths"]
-    health = httpx.get(f"{api}/api/v1/health").json()
+    health = httpx.get(f"{api}/api/v1/health", timeout=30).json()
     assert health["status"] == "ok"
     assert health["drift"]["hf"]["passes"] == 1 and health["drift"]["hf"]["last_corrected"] == 0  # a baseline
 

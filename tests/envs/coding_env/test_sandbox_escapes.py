@@ -178,10 +178,9 @@ async def test_an_infinite_loop_is_killed_and_others_are_served_meanwhile(url: s
         await other.reset()
         loop = asyncio.create_task(run(hog, "while True:\n    pass"))
         await asyncio.sleep(0.3)
-        start = time.monotonic()
-        for i in range(10):  # the event loop is not blocked by the runaway cell
+        for i in range(3):  # the event loop is not blocked by the runaway cell: each answer comes while it runs
             assert (await run(other, f"print({i})")).stdout == f"{i}\n"
-        assert time.monotonic() - start < TIMEOUT_S and not loop.done()
+            assert not loop.done()
         obs = await loop
         assert obs.timed_out and obs.exit_code == -signal.SIGKILL and TIMEOUT_S <= obs.duration_s < TIMEOUT_S + 2
         assert (await run(hog, "print('next step is fine')")).stdout == "next step is fine\n"
