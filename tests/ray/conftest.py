@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,14 +42,9 @@ class RayCluster:
         """Every process of the node: its raylet, object store, agents, the workers of its actors,
         and whatever those started (an env server), as on a machine that is switched off."""
         sock = node.raylet_socket_name
-        out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True, check=True).stdout
-        parents: dict[int, int] = {}
-        pids: list[int] = []
-        for line in out.splitlines()[1:]:
-            pid, ppid, *args = line.split()
-            parents[int(pid)] = int(ppid)
-            if any(word.endswith("=" + sock) for word in args):
-                pids.append(int(pid))
+        table = _process_table()
+        parents = {pid: ppid for pid, (ppid, _) in table.items()}
+        pids = [pid for pid, (_, argv) in table.items() if any(word.endswith("=" + sock) for word in argv)]
         grown = True
         while grown:
             more = [pid for pid, ppid in parents.items() if ppid in pids and pid not in pids]
@@ -65,9 +59,28 @@ class RayCluster:
                 os.kill(pid, signal.SIGKILL)
 
 
+def _process_table() -> dict[int, tuple[int, list[str]]]:
+    """Every process's parent and whole command line, read from /proc: `ps` cuts its lines to the
+    terminal's width (80 columns without one), past which Ray's socket paths and session folders lie."""
+    table: dict[int, tuple[int, list[str]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or a kernel thread
+        table[int(entry)] = (ppid, argv)
+    return table
+
+
 def _processes_of(session_dir: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
-    return [line.strip()[:160] for line in out.splitlines() if session_dir in line]
+    return [
+        f"{pid} {' '.join(argv)}"[:160] for pid, (_, argv) in _process_table().items() if session_dir in " ".join(argv)
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -95,6 +95,7 @@ async def test_a_node_killed_mid_batch_loses_no_episode(ray_cluster: RayCluster)
         doomed_url = next(u for u in pool.urls if pool.node_of(u) in by_id)
         doomed = pool.node_of(doomed_url)
         pids = ray_cluster.pids_of(by_id[doomed])
+        assert len(pids) > 2, pids  # at least its raylet, its actor's worker and that worker's env server
         killed: list[float] = []
         forget: list[asyncio.Future[None]] = []
 
