@@ -2,13 +2,24 @@
 
 Fixtures: `browser` (one Chromium per test module) and `new_page()` (a fresh context per call, so
 each page is a visitor of its own). When a test fails, a screenshot of every page it opened is
-saved under test-artifacts/ (gitignored; CI keeps it).
+saved under test-artifacts/ (gitignored; CI keeps it), beside the page's network log: each
+request's start, duration and status, the ones still unanswered marked PENDING, and the console.
+
+Why the browser tests run alone (marked `serial`): Chromium cancels every request it has in flight
+with ERR_NETWORK_CHANGED when the machine's addresses change, loopback requests included, and each
+Docker network created or removed adds or removes a bridge with an address. Beside the parallel
+workers (whose Hubs make and remove networks) a Gradio page lost script chunks and stayed at
+"Loading..." in four of six fresh-clone runs; the failing pages' network logs named the error. Checked
+apart: a page of 300 slow requests lost 268-292 of them on every load (75 of 75) while a loop created
+and removed a network, and none in 12 loads while a loop ran containers on the default bridge.
+Running Chromium in a network namespace of its own would let these tests run in parallel again.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +69,7 @@ def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[
     """`new_page()` → a page in a context of its own (a new visitor); screenshots on failure."""
     contexts: list[Any] = []
     pages: list[Any] = []
+    logs: list[Callable[[], str]] = []
     errors: list[str] = []
 
     def make(**options: Any) -> Any:
@@ -66,6 +78,7 @@ def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[
         contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        logs.append(_watch_network(page))
         pages.append(page)
         return page
 
@@ -81,5 +94,33 @@ def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[
                     page.screenshot(path=str(ARTIFACTS / f"{slug}-{i}.png"), full_page=True)
                 except Exception as exc:  # a crashed page: say so next to the other artifacts
                     (ARTIFACTS / f"{slug}-{i}.txt").write_text(f"no screenshot: {exc}\n")
+            (ARTIFACTS / f"{slug}-{i}-network.txt").write_text(logs[i]())
     for context in contexts:
         context.close()
+
+
+def _watch_network(page: Any) -> Callable[[], str]:
+    """Record the page's requests and console; returns what renders the record as text."""
+    t0 = time.monotonic()
+    started: dict[Any, tuple[float, str]] = {}
+    done: list[tuple[float, float, str, str]] = []
+    console: list[str] = []
+    statuses: dict[Any, int] = {}
+
+    def finished(request: Any, outcome: str) -> None:
+        start, line = started.pop(request, (time.monotonic() - t0, f"{request.method} {request.url}"))
+        done.append((start, time.monotonic() - t0 - start, outcome, line))
+
+    page.on("request", lambda r: started.__setitem__(r, (time.monotonic() - t0, f"{r.method} {r.url}")))
+    page.on("response", lambda r: statuses.__setitem__(r.request, r.status))
+    page.on("requestfinished", lambda r: finished(r, str(statuses.pop(r, "done"))))
+    page.on("requestfailed", lambda r: finished(r, f"FAILED {r.failure}"))
+    page.on("console", lambda m: console.append(f"{time.monotonic() - t0:7.2f}s {m.type}: {m.text}"))
+
+    def render() -> str:
+        now = time.monotonic() - t0
+        rows = [f"{s:7.2f}s {d:6.2f}s {o:<8} {line[:200]}" for s, d, o, line in done]
+        rows += [f"{s:7.2f}s {now - s:6.2f}s PENDING  {line[:200]}" for s, line in started.values()]
+        return "\n".join([*sorted(rows), "", "console:", *console]) + "\n"
+
+    return render

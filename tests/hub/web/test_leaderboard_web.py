@@ -17,10 +17,9 @@ from hub_service.settings import HubSettings
 from tests.support.openai_standin import openai_standin
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run): in four of six fresh-clone runs one of the website's Gradio pages
-# stayed blank, or at "Loading...", past its 20 s wait while the parallel workers held both cores,
-# though the catalog loaded 24 times in 1.3-2.9 s during such a run from a script of its own. Why a
-# test's page stalls that long under that load is not yet found.
+# Alone (scripts/test's serial run): beside the parallel workers, Chromium cancels a page's requests in
+# flight whenever another test's Docker network comes or goes, and Gradio stays at "Loading..."
+# (see tests/support/browser.py).
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 TOKEN = "sk-board-secret-789"
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
