@@ -60,8 +60,8 @@ class RayCluster:
 
 
 def _process_table() -> dict[int, tuple[int, list[str]]]:
-    """Every process's parent and whole command line, read from /proc: `ps` cuts its lines to the
-    terminal's width (80 columns without one), past which Ray's socket paths and session folders lie."""
+    """Every process's parent and whole command line, read from /proc: `ps`, run from a test, cut its
+    lines at 80 characters (measured), short of the Ray socket paths and session folders they name."""
     table: dict[int, tuple[int, list[str]]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
