@@ -5,20 +5,22 @@ each page is a visitor of its own). When a test fails, a screenshot of every pag
 saved under test-artifacts/ (gitignored; CI keeps it), beside the page's network log: each
 request's start, duration and status, the ones still unanswered marked PENDING, and the console.
 
-Why the browser tests run alone (marked `serial`): Chromium cancels every request it has in flight
-with ERR_NETWORK_CHANGED when the machine's addresses change, loopback requests included, and each
-Docker network created or removed adds or removes a bridge with an address. Beside the parallel
-workers (whose Hubs make and remove networks) a Gradio page lost script chunks and stayed at
-"Loading..." in four of six fresh-clone runs; the failing pages' network logs named the error. Checked
-apart: a page of 300 slow requests lost 268-292 of them on every load (75 of 75) while a loop created
-and removed a network, and none in 12 loads while a loop ran containers on the default bridge.
-Running Chromium in a network namespace of its own would let these tests run in parallel again.
+Chromium runs in a network namespace of its own (tests/support/chromium_netns.py) when the tests
+run as root. Chromium cancels every request it has in flight with ERR_NETWORK_CHANGED when the
+addresses of its namespace change, loopback requests included, and each Docker network created or
+removed adds or removes a bridge with an address. Sharing the machine's namespace, beside the
+parallel workers (whose Hubs make and remove networks), a Gradio page lost script chunks and stayed
+at "Loading..." in four of six fresh-clone runs; the failing pages' network logs named the error.
+Checked apart: a page of 300 slow requests lost 268-292 of them on every load (75 of 75) while a
+loop created and removed a network, none in 12 loads with its own namespace under the same loop.
+Without root there is no namespace, and the browser tests are marked `serial` (run alone).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +42,17 @@ FLAGS = [
     "--disable-quic",
 ]
 ARTIFACTS = ROOT / "test-artifacts"
+ISOLATED = os.geteuid() == 0 and shutil.which("ip") is not None
+LAUNCHER = Path(__file__).with_name("chromium_netns.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Without a namespace of its own Chromium cannot share the machine with the parallel workers."""
+    if not ISOLATED:
+        for item in items:
+            if "browser" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.serial)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -59,7 +72,11 @@ def browser() -> Iterator[Any]:
     # Gradio pages build themselves after load, slower while parallel test workers share the CPU.
     expect.set_options(timeout=20_000)
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        if ISOLATED:
+            env = {**os.environ, "OPENENV_TEST_CHROMIUM": CHROMIUM}
+            chromium = p.chromium.launch(executable_path=str(LAUNCHER), args=FLAGS, env=env)
+        else:
+            chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield chromium
         chromium.close()
 

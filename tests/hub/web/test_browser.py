@@ -17,10 +17,7 @@ from hub_service.settings import HubSettings
 from tests.support.openai_standin import openai_standin
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run): beside the parallel workers, Chromium cancels a page's requests in
-# flight whenever another test's Docker network comes or goes, and Gradio stays at "Loading..."
-# (see tests/support/browser.py).
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow
 TOKEN = "sk-browser-secret-456"
 
 

@@ -22,10 +22,7 @@ from hub_service.settings import HubSettings
 from tests.hub.helpers import ListSource, space
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run): beside the parallel workers, Chromium cancels a page's requests in
-# flight whenever another test's Docker network comes or goes, and Gradio stays at "Loading..."
-# (see tests/support/browser.py).
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow
 
 PASSING = ("env_00001", "env_00002")
 # Generous for a shared 2-core CI machine (the target is 300 ms); Gradio-rendered pages took 2.0-3.1 s

@@ -34,12 +34,8 @@ from tests.support.openai_standin import openai_standin
 from tests.support.servers import ROOT, serve_app
 
 # The database is not the subject here (the catalog and play tests run on both backends).
-# Alone (scripts/test's serial run): seven envs played by clicking, at two widths, in Gradio pages
-# that rendered nothing within 20 s once beside the parallel workers: Chromium cancels its requests in
-# flight whenever another test's Docker network comes or goes (see tests/support/browser.py).
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.serial,
     pytest.mark.parametrize("db_url", ["sqlite"], indirect=True),
 ]
 

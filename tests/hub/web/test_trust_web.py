@@ -20,10 +20,7 @@ from tests.hub.helpers import ListSource, space
 from tests.hub.test_trust_api import DIFFERS, REWARD_FLAGGED, REWARD_OK, STOCHASTIC, capacity
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run): beside the parallel workers, Chromium cancels a page's requests in
-# flight whenever another test's Docker network comes or goes, and Gradio stays at "Loading..."
-# (see tests/support/browser.py).
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow
 
 LONG_REASON = "the p99 step latency passed the 500 ms bound at 24 concurrent sessions; " * 3
 TRUST = {
