@@ -17,9 +17,7 @@ from hub_service.settings import HubSettings
 from tests.support.openai_standin import openai_standin
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run), for CPU rather than correctness: Chromium runs in a network namespace
-# of its own (tests/support/browser.py), but rendering these Gradio pages beside the parallel workers
-# made the whole fresh-clone run slower (26 min 47 s against 24 min 52 s, one run each).
+# Alone (scripts/test's serial run), for CPU: tests/support/browser.py says why.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 TOKEN = "sk-browser-secret-456"
 

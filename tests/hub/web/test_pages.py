@@ -22,9 +22,7 @@ from hub_service.settings import HubSettings
 from tests.hub.helpers import ListSource, space
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run), for CPU rather than correctness: Chromium runs in a network namespace
-# of its own (tests/support/browser.py), but rendering these Gradio pages beside the parallel workers
-# made the whole fresh-clone run slower (26 min 47 s against 24 min 52 s, one run each).
+# Alone (scripts/test's serial run), for CPU: tests/support/browser.py says why.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 PASSING = ("env_00001", "env_00002")

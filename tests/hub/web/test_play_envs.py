@@ -34,9 +34,7 @@ from tests.support.openai_standin import openai_standin
 from tests.support.servers import ROOT, serve_app
 
 # The database is not the subject here (the catalog and play tests run on both backends).
-# Alone (scripts/test's serial run), for CPU rather than correctness: Chromium runs in a network namespace
-# of its own (tests/support/browser.py), but rendering seven envs' Gradio pages beside the parallel workers
-# made the whole fresh-clone run slower (26 min 47 s against 24 min 52 s, one run each).
+# Alone (scripts/test's serial run), for CPU: tests/support/browser.py says why.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.serial,

@@ -20,9 +20,7 @@ from tests.hub.helpers import ListSource, space
 from tests.hub.test_trust_api import DIFFERS, REWARD_FLAGGED, REWARD_OK, STOCHASTIC, capacity
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run), for CPU rather than correctness: Chromium runs in a network namespace
-# of its own (tests/support/browser.py), but rendering these Gradio pages beside the parallel workers
-# made the whole fresh-clone run slower (26 min 47 s against 24 min 52 s, one run each).
+# Alone (scripts/test's serial run), for CPU: tests/support/browser.py says why.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 LONG_REASON = "the p99 step latency passed the 500 ms bound at 24 concurrent sessions; " * 3
