@@ -176,10 +176,11 @@ def _engine_trouble(epoch: str | None) -> Transient | None:
     """Why a failed smoke test is the engine's doing (gone, or restarted since `epoch`), or None."""
     from openenv.client.providers._docker import docker_client
     from openenv.images import engine_epoch
+    from openenv.images._engine import ping_anew
 
     try:
         client = docker_client()
-        client.ping()
+        ping_anew(client)  # not over a kept-alive connection: a stopping engine still answers on those
     except Exception as exc:
         return Transient(
             f"the Docker engine stopped answering during the smoke test ({exc})", code=Transient.ENGINE_LOST

@@ -36,7 +36,7 @@ _BADGES = {
     "deterministic": ("deterministic", "the same seed gave the same trajectory twice"),
     "reward_checked": (
         "reward checked",
-        "its rewards stay in the declared range, vary, and a random policy does not win",
+        "a random policy's play and answers built to cheat found nothing wrong with its rewards (see its trust card)",
     ),
     "forkable": ("forkable", "a snapshot restored twice, and forked, played the same future each time"),
 }
@@ -179,15 +179,16 @@ def _reward(card: Any) -> str:
     declared_text = _range(*declared) if isinstance(declared, list) and len(declared) == 2 else None
     parts = []
     if verdict == "ok":
-        parts.append(
-            "<p>Rewards look sound: they vary, stay in the declared range, and a random policy does not win.</p>"
-        )
+        parts.append(f"<p>{escape(_sound(card, declared_text is not None))}</p>")
     elif verdict == "flagged":
         parts.append("<p>Flagged: the reward check found something a trainer should know.</p>")
     else:
         parts.append(f"<p>{escape(_unchecked({**card, 'verdict': 'unchecked'}) or 'Not checked.')}</p>")
     facts = []
-    if observed:
+    low, high = _num(card.get("observed_min")), _num(card.get("observed_max"))
+    if observed and low == high and low is not None:
+        facts.append(f"every reward observed was {low:g}")
+    elif observed:
         facts.append(f"observed {observed}")
     if declared_text:
         facts.append(f"declared {declared_text}")
@@ -199,10 +200,32 @@ def _reward(card: Any) -> str:
         )
     if facts and verdict in ("ok", "flagged"):
         parts.append(f"<p>{escape('; '.join(facts))}.</p>")
+    raw_notes = card.get("notes")
+    notes: list[Any] = raw_notes if isinstance(raw_notes, list) else []
+    parts.extend(f"<p>{escape(n[:300])}.</p>" for n in notes[:5] if isinstance(n, str) and verdict in ("ok", "flagged"))
     flags = [f for f in card.get("flags") or [] if isinstance(f, str)] if isinstance(card.get("flags"), list) else []
     if flags:
         parts.append('<ul class="oe-flags">' + "".join(f"<li>{escape(f)}</li>" for f in flags[:20]) + "</ul>")
     return f'<div id="oe-reward-check">{"".join(parts)}</div>'
+
+
+def _sound(card: dict[str, Any], declared: bool) -> str:
+    """The reward check's "nothing found" line, claiming only what the check saw: rewards that
+    varied, stayed in a declared range, and answers built to cheat that did not score the top."""
+    claims = []
+    low, high = _num(card.get("observed_min")), _num(card.get("observed_max"))
+    if low is not None and high is not None and high > low:
+        claims.append("they vary")
+    if declared and low is not None:
+        claims.append("they stay in the declared range")
+    probes = card.get("probes")
+    tried = [p for p in (probes.values() if isinstance(probes, dict) else probes or []) if isinstance(p, dict)]
+    if any("reward" in p for p in tried):
+        claims.append("an empty or oversized answer does not score the top")
+    if not claims:
+        return "Rewards look sound: the check found nothing wrong."
+    joined = claims[0] if len(claims) == 1 else ", ".join(claims[:-1]) + " and " + claims[-1]
+    return f"Rewards look sound: {joined}."
 
 
 def trust_view(version: Any | None) -> str:

@@ -192,8 +192,9 @@ def build_image(
                     # just start) and a probe container, never from the log's words: a step can print anything.
                     joined = "\n".join([*log, failed.message])
                     trouble = engine_trouble(client, epoch, joined)
+                    probe_ran = True
                     if trouble is None and failed.exit_code is not None:
-                        trouble = network_trouble(client, text, args, network_mode, joined, offline=offline)
+                        trouble, probe_ran = network_trouble(client, text, args, network_mode, joined, offline=offline)
                     # Even an exit code is no proof the step ran: a young engine's runc may fail to start the
                     # step's container ("exit code: 1"). The revision waits and runs again once the engine is older.
                     if trouble is None and _engine_starting(client):
@@ -203,10 +204,12 @@ def build_image(
                             joined,
                             reason=ImageBuildError.ENGINE_LOST,
                         )
-                    if trouble is None and failed.exit_code is None and attempt == 2:
-                        # The engine failed the build twice outside the Dockerfile's commands: before the env is
-                        # blamed, watch the engine a few seconds more. A stopping engine can fail a step while its
-                        # API still answers, and goes away (or comes back anew) right after.
+                    if trouble is None and ((failed.exit_code is None and attempt == 2) or not probe_ran):
+                        # The engine failed the build twice outside the Dockerfile's commands, or a step failed and
+                        # the engine could not run a plain container from the base image either: before the env
+                        # is blamed, watch the engine a few seconds more. A stopping engine fails to start a step's
+                        # container while its API still answers ("runc run failed ... libnetwork"), and goes away
+                        # (or comes back anew) right after.
                         trouble = engine_settles(client, epoch, joined, _ENGINE_SETTLE_S)
                     if trouble is not None:
                         raise trouble from None

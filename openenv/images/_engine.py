@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from openenv.dockerfile import base_images
 from openenv.images._errors import ImageBuildError
 
 __all__ = [
     "LABEL_PREFIX",
+    "Probed",
     "docker_client",
     "engine_epoch",
     "engine_settles",
     "engine_trouble",
     "is_transport_error",
     "network_trouble",
+    "ping_anew",
 ]
 
 LABEL_PREFIX = "org.openenv"
@@ -60,11 +62,28 @@ def engine_age_s(client: Any) -> float | None:
     return (dt.datetime.now(dt.UTC) - started).total_seconds() - fraction
 
 
+def ping_anew(client: Any) -> None:
+    """Ask the engine whether it answers, over a connection opened now.
+
+    A stopping dockerd closes its socket at once but goes on answering, for as long as it takes to
+    stop (10 s and more), on connections already open: a ping from the client's pool of kept-alive
+    connections says "ok" while a new connection is refused. So the pool's idle connections are
+    closed first (requests in flight finish on theirs); the client stays usable.
+
+    Raises:
+        Exception: whatever the client raises when the engine does not answer.
+    """
+    close = getattr(getattr(client, "api", None), "close", None)
+    if callable(close):
+        close()
+    client.ping()
+
+
 def engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = False) -> ImageBuildError | None:
     """The engine's part in a failed build: gone, restarted since `epoch`, or (`lost`) the
     connection to it broke; None when it answers as before (the build itself failed)."""
     try:
-        client.ping()
+        ping_anew(client)
     except Exception as exc:
         return ImageBuildError(
             f"the Docker engine stopped answering during the build ({exc}); the build will be tried again once it is back",
@@ -114,6 +133,14 @@ print(" ".join(down))
 """
 
 
+class Probed(NamedTuple):
+    """What a probe container said after a RUN step failed: `trouble` when the machine's network is
+    down; `ran` False when the engine could not run a container from the build's base image at all."""
+
+    trouble: ImageBuildError | None
+    ran: bool
+
+
 def network_trouble(
     client: Any,
     dockerfile_text: str,
@@ -122,35 +149,41 @@ def network_trouble(
     log: str,
     *,
     offline: bool = False,
-) -> ImageBuildError | None:
+) -> Probed:
     """After a RUN step failed, ask a container on the build's network (from the build's base image)
     to resolve well-known names: if the resolver itself cannot be reached (EAI_AGAIN), the machine's
     network is down, not the env broken. What the step printed plays no part (it could print
     anything). An unknown name (a typo in the env's index URL) resolves to "no such host" and stays
-    the env's failure."""
-    if offline:
-        return None  # a build kept off the network on purpose: its step failing for want of one is the env's
+    the env's failure. A build kept off the network on purpose (`offline`) gets the same container
+    with no network and no names to resolve: it still shows whether the engine can run one."""
     images = base_images(dockerfile_text, args)
     if not images:
-        return None
+        return Probed(None, ran=False)
+    import docker.errors
+
     try:
         out = client.containers.run(
             images[0][0],
-            ["python3", "-c", _PROBE, *PROBE_HOSTS],
-            network_mode=network_mode or "bridge",
+            ["python3", "-c", _PROBE, *([] if offline else PROBE_HOSTS)],
+            network_mode="none" if offline else network_mode or "bridge",
             remove=True,
             labels={f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.probe": "network"},
         )
-    except Exception:  # no python3 in the base image, say: cannot tell, so the build's verdict stands
-        return None
+    except docker.errors.ContainerError:  # it ran and exited non-zero: the engine runs containers
+        return Probed(None, ran=True)
+    except Exception:  # the engine could not start it (stopping, say), or no python3 in the image: cannot tell
+        return Probed(None, ran=False)
     down = (out.decode() if isinstance(out, bytes) else str(out)).split()
     if not down:
-        return None
-    return ImageBuildError(
-        f"the build could not reach the network: containers on the engine's build network cannot resolve "
-        f"{', '.join(down)} (the DNS resolver does not answer); the build will be tried again",
-        log,
-        reason=ImageBuildError.NETWORK,
+        return Probed(None, ran=True)
+    return Probed(
+        ImageBuildError(
+            f"the build could not reach the network: containers on the engine's build network cannot resolve "
+            f"{', '.join(down)} (the DNS resolver does not answer); the build will be tried again",
+            log,
+            reason=ImageBuildError.NETWORK,
+        ),
+        ran=True,
     )
 
 

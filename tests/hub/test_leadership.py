@@ -96,13 +96,13 @@ def _pid(holder: str) -> int:
 
 
 def _crawl_held(engine: Engine, leader: str, since: float) -> Any:
-    """The leader's crawl that started after `since`, still running (held on the table lock; on
-    SQLite, whose locks would hold every process, a crawl is too quick to catch: any crawl)."""
+    """On PostgreSQL, the leader's crawl still running, held on the table lock: whenever it started,
+    since a crawl that began just before `since` and reached the catalog after the lock waits on
+    it too (and no later crawl can start behind it). On SQLite, whose locks would hold every
+    process, a crawl is too quick to catch: any crawl that started after `since`."""
     postgres = engine.dialect.name == "postgresql"
     started = [
-        r
-        for r in _runs(engine)
-        if r.holder == leader and r.started_at > since and (r.finished_at is None or not postgres)
+        r for r in _runs(engine) if r.holder == leader and (r.finished_at is None if postgres else r.started_at > since)
     ]
     if not started or not postgres:
         return started[-1] if started else None

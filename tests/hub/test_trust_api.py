@@ -189,3 +189,32 @@ def test_resolve_record_carries_the_capacity_card(api: str) -> None:
     pinned = httpx.get(f"{api}/api/v1/envs/user3/env_00003/resolve", params={"revision": f"{3:040x}"}).json()
     assert pinned["capacity"] == record["capacity"]
     assert httpx.get(f"{api}/api/v1/envs/user5/env_00005/resolve").json()["capacity"] is None
+
+
+def test_the_reward_card_claims_only_what_the_check_saw() -> None:
+    """Atari's card once read "they vary" beside "observed 0 to 0": a sparse reward that never came
+    in a few capped episodes is no variation, and the card says what the check noted instead."""
+    from hub_service.ui.trust_card import _reward
+
+    sparse = {
+        "verdict": "ok",
+        "observed_min": 0.0,
+        "observed_max": 0.0,
+        "declared_range": None,
+        "constant": True,
+        "probes": {},
+        "flags": [],
+        "baseline_returns": [0.0, 0.0],
+        "notes": ["all 40 rewards seen were 0, but fewer than 2 episodes ended: the reward may be sparse"],
+    }
+    html = _reward(sparse)
+    assert "vary" not in html and "declared range" not in html, html
+    assert "the check found nothing wrong" in html and "every reward observed was 0" in html, html
+    assert "the reward may be sparse" in html, html
+
+    html = _reward({**REWARD_OK, "probes": {"empty": {"reward": 0.0, "got_max": False}}})
+    assert (
+        "Rewards look sound: they vary, they stay in the declared range and an empty or oversized answer "
+        "does not score the top." in html
+    ), html
+    assert "observed 0 to 1" in html, html
