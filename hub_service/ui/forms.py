@@ -8,7 +8,7 @@ from typing import Any
 
 from hub_service.schema_refs import deref
 
-__all__ = ["FieldSpec", "FormError", "collect", "field_specs"]
+__all__ = ["FieldSpec", "FormError", "collect", "field_specs", "form_values"]
 
 
 class FormError(ValueError):
@@ -113,3 +113,45 @@ def collect(specs: list[FieldSpec], values: list[Any]) -> dict[str, Any]:
             except ValueError as exc:
                 raise FormError(f"{spec.name}: not valid JSON ({exc})") from None
     return action
+
+
+def form_values(specs: list[FieldSpec], action: Any, current: list[Any]) -> list[Any]:
+    """The form's values for `action` (the inverse of `collect`): a field the action leaves out
+    keeps its current value.
+
+    Raises:
+        FormError: the action is no JSON object, names a field the form does not have, or holds a
+            value its field cannot show (a choice not offered, text for a number); the message names it.
+    """
+    if not isinstance(action, dict):
+        raise FormError("the action must be a JSON object")
+    unknown = sorted(set(action) - {s.name for s in specs})
+    if unknown:
+        raise FormError(f"the form has no field for {', '.join(unknown)}: keep editing the action as JSON")
+    values = list(current)
+    for i, spec in enumerate(specs):
+        if spec.name not in action:
+            continue
+        value = action[spec.name]
+        if spec.kind == "const":
+            if value != spec.schema["const"]:
+                raise FormError(f"{spec.name}: it can only be {json.dumps(spec.schema['const'])}")
+        elif spec.kind == "enum":
+            if value not in spec.choices:
+                raise FormError(f"{spec.name}: {json.dumps(value)} is not one of the choices")
+            values[i] = spec.choices.index(value)
+        elif spec.kind in ("integer", "number"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise FormError(f"{spec.name}: {json.dumps(value)} is not a number")
+            values[i] = value
+        elif spec.kind == "boolean":
+            if not isinstance(value, bool):
+                raise FormError(f"{spec.name}: {json.dumps(value)} is not true or false")
+            values[i] = value
+        elif spec.kind == "string":
+            if value is not None and not isinstance(value, str):
+                raise FormError(f"{spec.name}: {json.dumps(value)} is not text")
+            values[i] = value or ""
+        else:
+            values[i] = json.dumps(value, indent=1)
+    return values

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -96,16 +97,22 @@ def env_board(factory: sessionmaker[Session], env_id: str | None, limit: int = 5
     return board_html(env_id, standings, total)
 
 
-def board_panel(site: gr.Blocks, factory: sessionmaker[Session], tried: Any, current: gr.State) -> gr.HTML:
-    """The env page's leaderboard, filled when the page loads (`/?env=owner/name`) and again after
-    every model try (`tried`: the try tab's Run event)."""
+def board_panel(
+    on_load: list[tuple[Callable[[gr.Request], Any], Any]],
+    factory: sessionmaker[Session],
+    tried: Any,
+    current: gr.State,
+) -> gr.HTML:
+    """The env page's leaderboard, filled when the page loads (`/?env=owner/name`: its filler goes
+    into `on_load`, which the site runs as its one load event) and again after every model try
+    (`tried`: the try tab's Run event)."""
     box = gr.HTML(elem_id="oe-leaderboard-box")
 
     def fill(request: gr.Request) -> Any:
         env_id = dict(request.query_params).get("env") if request else None
         return env_board(factory, env_id) if env_id else gr.skip()
 
-    site.load(fill, outputs=box)
+    on_load.append((fill, box))
     tried.then(
         lambda env_id: env_board(factory, env_id) if env_id else gr.skip(),
         inputs=current,

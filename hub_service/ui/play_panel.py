@@ -14,7 +14,7 @@ from hub_service.play.errors import PlayError, PlayStartError, describe_env_fail
 from hub_service.play.sessions import PlayManager, PlaySession
 from hub_service.settings import HubSettings
 from hub_service.ui import views
-from hub_service.ui.forms import FieldSpec, FormError, collect, field_specs
+from hub_service.ui.forms import FieldSpec, FormError, collect, field_specs, form_values
 
 log = logging.getLogger("hub_service.ui")
 __all__ = ["parse_options", "parse_seed", "play_panel", "visitor_of"]
@@ -299,8 +299,9 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
     go.click(do_choice, inputs=[pick, board_state, form_state], outputs=shown, trigger_mode="once")
 
     with form_slot:
-
-        @gr.render(inputs=[form_state])
+        # Drawn when an episode's form arrives, not also when the page loads (there is none then): one
+        # event fewer at the page's start (site.py says why that matters).
+        @gr.render(inputs=[form_state], triggers=[form_state.change])
         def action_form(form: dict[str, Any] | None) -> None:
             if form:
                 _action_form(form["schema"], bool(form["done"]), board_state, form_state, step_with, shown)
@@ -320,9 +321,32 @@ def _action_form(
         language="json",
         label="Action (JSON)",
         visible=not simple,
+        interactive=True,
         elem_id="oe-play-json",
     )
-    as_json.change(lambda on: gr.Code(visible=on), inputs=as_json, outputs=json_box, show_progress="hidden")
+
+    def switch(data: dict[Any, Any]) -> dict[Any, Any]:
+        """The form and the JSON show the same action: ticking the box writes the form's action as
+        JSON; unticking it fills the form from the JSON, or keeps the JSON (and says why) when
+        the form cannot show it."""
+        current = [data[c] for c in inputs]
+        if data[as_json]:
+            try:
+                return {json_box: gr.Code(value=json.dumps(collect(specs, current), indent=2), visible=True)}
+            except FormError as exc:  # a half-filled form: the JSON keeps what it had
+                gr.Warning(f"the form's action is not complete ({exc}); the JSON shows the last one")
+                return {json_box: gr.Code(visible=True)}
+        try:
+            values = form_values(specs, json.loads(data[json_box] or "{}"), current)
+        except ValueError as exc:  # FormError, or JSON that does not parse
+            gr.Warning(f"the JSON cannot fill the form ({exc}); it stays open: fix it, or step with it")
+            return {as_json: gr.Checkbox(value=True), json_box: gr.Code(visible=True)}
+        return {json_box: gr.Code(visible=False), **dict(zip(inputs, values, strict=True))}
+
+    # `.input`, not `.change`: switching back on after a refusal must not write over the JSON kept.
+    as_json.input(
+        switch, inputs={as_json, json_box, *inputs}, outputs=[as_json, json_box, *inputs], show_progress="hidden"
+    )
     step = gr.Button("Step", variant="primary", elem_id="oe-play-step", interactive=not done)
 
     async def do_step(data: dict[Any, Any], request: gr.Request) -> list[Any]:

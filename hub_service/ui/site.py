@@ -8,6 +8,7 @@ bookmarked and shared, and the browser's back button works. All queries go throu
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -258,6 +259,8 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
     pages = _Pages(settings, factory)
     # Gradio caches files it serves or receives; none of them need to outlive an hour (by default).
     cache = (settings.web_cache_max_age_s, settings.web_cache_max_age_s)
+    # What each panel fills when a page opens: run as the site's one load event (see below).
+    on_load: list[tuple[Callable[[gr.Request], Any], Any]] = []
     with gr.Blocks(title="OpenEnv Hub", analytics_enabled=False, delete_cache=cache) as site:
         current = gr.State(None)
         site_head = gr.HTML(
@@ -289,7 +292,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                             readme = gr.HTML(elem_id="oe-readme")
                         with gr.Column(scale=2):
                             gr.Markdown("**Trust signals** (measured by the smoke test)")
-                            trust_card.trust_panel(site, factory)
+                            trust_card.trust_panel(on_load, factory)
                             gr.Markdown("**How to use**")
                             python = gr.Code(language="python", label="Python", elem_id="oe-usage-python")
                             shell = gr.Code(language="shell", label="Command line", elem_id="oe-usage-shell")
@@ -309,7 +312,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                     with gr.Tab("Let a model try", id="try"):
                         tried = try_panel(settings, play, current)
                     with gr.Tab("Leaderboard", id="leaderboard"):
-                        board_panel(site, factory, tried, current)
+                        board_panel(on_load, factory, tried, current)
 
         page_outputs = [
             current,
@@ -364,9 +367,28 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
             ]
 
         filters = [q, tags, status, sort, trust, min_sessions]
-        site.load(open_page, inputs=None, outputs=page_outputs)
-        site.load(lambda: gr.Dropdown(choices=pages.tags()), outputs=tags)
-        site.load(pages.search, inputs=filters, outputs=results)
+
+        def open_site(
+            q_: str,
+            tags_: list[str],
+            status_: str,
+            sort_: str,
+            trust_: list[str] | None,
+            min_sessions_: float | None,
+            request: gr.Request,
+        ) -> list[Any]:
+            return [
+                *open_page(request),
+                gr.Dropdown(choices=pages.tags()),
+                pages.search(q_, tags_, status_, sort_, trust_, min_sessions_),
+                *(fill(request) for fill, _ in on_load),
+            ]
+
+        # Everything a page shows when it opens comes from ONE event. Gradio's queue closes a visitor's
+        # stream of results as soon as it has no event pending: with several events started at once,
+        # the first to finish could close it before the others were queued, and their results never
+        # arrived (a catalog left at "Loading...", seen in CI with six load events).
+        site.load(open_site, inputs=filters, outputs=[*page_outputs, tags, results, *(box for _, box in on_load)])
         # One listener for every filter, answering in order: a visitor who unticks a box and clears
         # a field at once must see the list for both, never an older search's answer arriving last.
         # (Separate listeners run concurrently, and their answers land in whatever order they finish.)

@@ -8,6 +8,7 @@ or null, so every figure is read defensively and every value escaped.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -246,8 +247,9 @@ def _env_id(request: gr.Request | None) -> tuple[str, str] | None:
     return (owner, name) if owner and name else None
 
 
-def trust_panel(site: gr.Blocks, factory: sessionmaker[Session]) -> gr.HTML:
-    """The env page's trust card, filled when the page loads (`/?env=owner/name`)."""
+def trust_panel(on_load: list[tuple[Callable[[gr.Request], Any], Any]], factory: sessionmaker[Session]) -> gr.HTML:
+    """The env page's trust card, filled when the page loads (`/?env=owner/name`): its filler goes
+    into `on_load`, which the site runs as its one load event."""
     box = gr.HTML(elem_id="oe-trust-box")
 
     def fill(request: gr.Request) -> Any:
@@ -262,7 +264,7 @@ def trust_panel(site: gr.Blocks, factory: sessionmaker[Session]) -> gr.HTML:
         except HubError:
             return ""  # the page's header says what is wrong with the id
 
-    site.load(fill, outputs=box)
+    on_load.append((fill, box))
     return box
 
 

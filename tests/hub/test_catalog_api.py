@@ -189,7 +189,15 @@ def test_search_finds_words_and_tags_of_the_manifest(clean_factory, hub_settings
     with serve_app(create_app(hub_settings, run_migrations=False)) as api:
 
         def names(**params: str) -> set[str]:
-            return {i["name"] for i in httpx.get(f"{api}/api/v1/envs", params=params).json()["items"]}
+            try:
+                reply = httpx.get(f"{api}/api/v1/envs", params=params)
+            except httpx.ReadTimeout:  # once in CI, under load: say where the server was
+                from tests.support.stalls import stall_report
+
+                raise AssertionError(
+                    f"the search {params} did not answer in 5 s:\n{stall_report(clean_factory)}"
+                ) from None
+            return {i["name"] for i in reply.json()["items"]}
 
         assert names(q="cards") == {"blackjack_env"}  # a manifest tag and a word of its description
         assert names(q="hit stand") == {"blackjack_env"}  # words of the manifest's description only

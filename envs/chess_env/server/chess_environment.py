@@ -8,7 +8,9 @@ or after `max_plies` half-moves (a draw). Reward at the end: +1 win, -1 loss, 0 
 
 from __future__ import annotations
 
+import html
 import random
+import textwrap
 import uuid
 from typing import Any
 
@@ -102,6 +104,7 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         self._illegal_total = 0
         self._illegal_streak = 0
         self._steps = 0
+        self._said = ""  # what the last reset or step said: drawn under the board
         self._outcome: str | None = None
 
     def reset(
@@ -236,7 +239,19 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         board = self._board
         last = board.move_stack[-1] if board.move_stack else None
         check = board.king(board.turn) if board.is_check() else None
-        return "image/svg+xml", chess.svg.board(board, orientation=self._agent, lastmove=last, check=check, size=400)
+        drawn = chess.svg.board(board, orientation=self._agent, lastmove=last, check=check, size=400)
+        # Under the board, what the last step said (the moves, an illegal one refused, the result):
+        # the picture tells the outcome, not only the text beside it. Always three lines high, so that
+        # the picture keeps its size from step to step.
+        said = "".join(
+            f'<text x="200" y="{422 + 20 * i}" font-size="15" text-anchor="middle" fill="#1a1a1b" '
+            f'font-family="sans-serif">{html.escape(line)}</text>'
+            for i, line in enumerate(textwrap.wrap(self._said, 50)[:3])
+        )
+        return "image/svg+xml", (
+            '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+            f'viewBox="0 0 400 470" width="400" height="470"><title>chess board</title>{drawn}{said}</svg>'
+        )
 
     # -- game -------------------------------------------------------------------------------------------
 
@@ -268,6 +283,7 @@ class ChessEnvironment(Environment[ChessAction, ChessObservation, ChessState]):
         last_move: str | None = None,
         opponent_move: str | None = None,
     ) -> ChessObservation:
+        self._said = message
         board = self._board
         over = self._outcome is not None
         legal = [] if over else sorted(m.uci() for m in board.legal_moves)

@@ -13,7 +13,9 @@ guess, the natural input for a shaped reward or rubric later.)
 from __future__ import annotations
 
 import functools
+import html
 import random
+import textwrap
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -89,6 +91,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         self._invalid = 0
         self._steps = 0
         self._over = False
+        self._said = ""  # what the last reset or step said: drawn under the board
 
     def reset(
         self,
@@ -205,6 +208,15 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
                 )
         width = gap + 5 * (tile + gap)
         height = gap + max(self._max_guesses, len(self._board)) * (tile + gap)
+        # Under the tiles, what the last step said (solved, the answer when out of tries, a word refused):
+        # the picture tells the outcome, not only the table beside it.
+        lines = textwrap.wrap(self._said, 38)[:3]
+        for i, line in enumerate(lines):
+            parts.append(
+                f'<text x="{width // 2}" y="{height + 18 + 20 * i}" font-size="15" text-anchor="middle" '
+                f'fill="#1a1a1b" font-family="sans-serif">{html.escape(line)}</text>'
+            )
+        height += 8 + 20 * 3  # the same size whatever was said: the picture does not jump between steps
         return "image/svg+xml", (
             f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
             f"<title>wordle board</title>{''.join(parts)}</svg>"
@@ -221,6 +233,7 @@ class WordleEnvironment(Environment[WordleAction, WordleObservation, WordleState
         return dict(sorted(status.items()))
 
     def _observe(self, reward: float | None, message: str, meta: dict[str, Any] | None = None) -> WordleObservation:
+        self._said = message
         left = self._max_guesses - len(self._board)
         letters = self._letters()
         lines = [f"{row.guess.upper()}  {row.feedback}" for row in self._board] or ["(no guesses yet)"]

@@ -180,3 +180,9 @@ def test_render_draws_the_board_from_your_side_with_the_last_move() -> None:
     king_y = float(re.search(r'href="#white-king"[^>]*translate\([\d.]+, ([\d.]+)\)', svg).group(1))  # type: ignore[union-attr]
     assert king_y < 100  # black's view: white's king at the top
     assert frame_html(frame).startswith('<img class="oe-frame"')
+    # what the step said is drawn under the board: an illegal move refused, then the game's result
+    env.step(ChessAction(move="a1a1"))
+    assert "is not a legal move here" in sanitize_frame(as_frame(env.render())).text()  # type: ignore[arg-type]
+    env.reset(fen="6k1/5ppp/8/8/8/8/5PPP/R5K1 w - - 0 1", agent_color="white")
+    env.step(ChessAction(move="a1a8"))
+    assert "Game over: win (1-0)" in sanitize_frame(as_frame(env.render())).text()  # type: ignore[arg-type]

@@ -150,5 +150,15 @@ def test_render_draws_a_tile_per_letter_coloured_by_its_feedback() -> None:
     assert svg.count('stroke="#d3d6da"') == 25  # five rows still empty
     assert svg.count('fill="#6aaa64"') == 1 and svg.count('fill="#c9b458"') == 2 and svg.count('fill="#787c7e"') == 2
     assert [t for t in ("C", "I", "G", "A", "R") if f">{t}</text>" in svg] == ["C", "I", "G", "A", "R"]
+    assert ">cigar scores G--YY.</text>" in svg  # what the step said, under the tiles
+    env.step(WordleAction(guess="zzzzz"))
+    assert "not in the word list" in sanitize_frame(as_frame(env.render())).text()  # type: ignore[arg-type]
     obs = env.step(WordleAction(guess="crane"))
     assert obs.done and env.render()[1].count('fill="#6aaa64"') == 6
+    assert ">Solved in 2!</text>" in sanitize_frame(as_frame(env.render())).text()  # type: ignore[arg-type]
+    env.reset(word="crane", max_guesses=1)
+    height = env.render()[1].split('height="', 1)[1].split('"', 1)[0]
+    env.step(WordleAction(guess="cigar"))
+    out = sanitize_frame(as_frame(env.render())).text()  # type: ignore[arg-type]
+    assert ">word was 'crane'.</text>" in out, out  # the answer, on the picture's second line
+    assert env.render()[1].split('height="', 1)[1].split('"', 1)[0] == height  # the picture keeps its size

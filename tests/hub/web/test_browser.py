@@ -89,6 +89,30 @@ def _visitor_journey(app, standin, llm: str, new_page) -> None:
         expect(page.locator("#oe-steps")).to_have_text("3")
         assert app.state.play.stats()["sessions"] == 1
 
+        # the action as JSON: it shows the form's action, edits fill the form back, and JSON the form
+        # cannot show stays open with the reason
+        json_mode = page.locator("#oe-play-json-mode input")
+        editor = page.locator("#oe-play-json .cm-content")
+        json_mode.check()
+        expect(editor).to_contain_text('"message": "you"')
+        editor.fill('{"message": "from json"}')
+        json_mode.uncheck()
+        expect(page.locator("#oe-play-json")).to_be_hidden()
+        expect(message).to_have_value("from json")
+        page.click("#oe-play-step")
+        expect(page.locator("#oe-play-observation")).to_contain_text("from json")
+        expect(page.locator("#oe-steps")).to_have_text("4")
+        json_mode.check()
+        editor.fill('{"message": "x", "typo": 1}')
+        json_mode.uncheck()
+        expect(page.locator(".toast-body")).to_contain_text("the form has no field for typo")
+        expect(json_mode).to_be_checked()
+        expect(editor).to_contain_text('"typo": 1')
+        expect(message).to_have_value("from json")
+        editor.fill('{"message": "x"}')
+        json_mode.uncheck()
+        expect(message).to_have_value("x")
+
         # the random baseline plays an episode
         page.get_by_role("tab", name="Let a model try").click()
         page.click("#oe-try-run")

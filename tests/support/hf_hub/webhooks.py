@@ -21,6 +21,8 @@ from fastapi import FastAPI, Request
 from tests.support.hf_hub.store import Discussion, HubError, Repo, object_id
 from tests.support.hf_hub.views import card_and_tags, url_prefix
 
+_IDLE_S = 2.0  # an idle delivery thread ends after this long
+
 __all__ = ["Delivery", "Webhook", "WebhookSender", "add_webhook_routes"]
 
 
@@ -127,17 +129,26 @@ class WebhookSender:
         return list(self.deliveries)
 
     def _enqueue(self, delivery: Delivery) -> None:
-        with self._lock:
+        with self._lock:  # the put under the lock too: an idle sender checks for work under it before it ends
             self.deliveries.append(delivery)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="hf-stand-in-webhooks", daemon=True)
                 self._thread.start()
-        self._queue.put(delivery)
+            self._queue.put(delivery)
 
     def _run(self) -> None:
+        """Send queued deliveries in order; end after a few idle seconds (the next event starts a
+        sender again), so that a test's stand-in leaves no thread behind."""
         with httpx.Client(timeout=30) as client:
             while True:
-                delivery = self._queue.get()
+                try:
+                    delivery = self._queue.get(timeout=_IDLE_S)
+                except queue.Empty:
+                    with self._lock:
+                        if self._queue.empty():
+                            self._thread = None
+                            return
+                    continue
                 headers = {"X-Webhook-Secret": delivery.secret} if delivery.secret else {}
                 try:
                     reply = client.post(delivery.url, json=delivery.payload, headers=headers)
