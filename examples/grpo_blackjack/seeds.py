@@ -63,7 +63,7 @@ def _spread(records: list[dict[str, Any]]) -> dict[str, Any]:
     def of(values: list[float]) -> dict[str, float]:
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
-    out = {k: of([r[k] for r in records]) for k in ("mean_after", "agreement_after", "train_seconds")}
+    out = {k: of([r[k] for r in records]) for k in ("mean_after", "agreement_after", "train_seconds", "wall_seconds")}
     out.update({k: of([r[k]["mean"] for r in records]) for k in PAIRS})
     out["seeds_beating_always_stand"] = sum(r["after_minus_always_stand"]["ci95"][0] > 0 for r in records)
     out["seeds_beating_before"] = sum(r["after_minus_before"]["ci95"][0] > 0 for r in records)
@@ -131,7 +131,7 @@ def table(doc: dict[str, Any]) -> str:
     """README's block: one row per seed, then the median and range over seeds."""
     rows = [
         "| seed | mean after | after − before | after − always stand | after − basic strategy "
-        "| agreement with basic strategy (before → after) | training |",
+        "| agreement with basic strategy (before → after) | whole run |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in doc["seeds"]:
@@ -140,7 +140,7 @@ def table(doc: dict[str, Any]) -> str:
             f"| {r['seed']}{' (median)' if r['seed'] == doc['median_seed'] else ''} | {r['mean_after']:+.3f} "
             f"| {_pm(r['after_minus_before'])} | {_pm(r['after_minus_always_stand'])} "
             f"| {_pm(r['after_minus_basic_strategy'])} | {_pct(r['agreement_before'])} → {_pct(r['agreement_after'])} "
-            f"| {r['train_seconds'] / 60:.1f} min{noisy} |"
+            f"| {r['wall_seconds'] / 60:.1f} min ({r['train_seconds'] / 60:.1f} of training){noisy} |"
         )
     s = doc["over_seeds"]
 
@@ -152,7 +152,7 @@ def table(doc: dict[str, Any]) -> str:
         f"| **median (range) over {n} seeds** | {mr('mean_after')} | {mr('after_minus_before')} "
         f"| **{mr('after_minus_always_stand')}** | {mr('after_minus_basic_strategy')} "
         f"| {_pct(s['agreement_after']['median'])} ({_pct(s['agreement_after']['min'])} to {_pct(s['agreement_after']['max'])}) "
-        f"| {s['train_seconds']['median'] / 60:.1f} min |"
+        f"| {s['wall_seconds']['median'] / 60:.1f} min ({s['wall_seconds']['min'] / 60:.1f} to {s['wall_seconds']['max'] / 60:.1f}) |"
     )
     rows.append("")
     rows.append(

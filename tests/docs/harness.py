@@ -323,7 +323,19 @@ class PageRun:
         return parse_blocks(self.page.path.read_text(), self.page.name)
 
     def run(self, block: Block) -> Result:
-        """Run one block; the result says whether it did what the page says."""
+        """Run one block; the result says whether it did what the page says (the log says how long
+        it took: OPENENV_DOCS_TIMES=FILE also appends `seconds<TAB>where` lines to FILE)."""
+        started = time.monotonic()
+        try:
+            return self._run(block)
+        finally:
+            took = time.monotonic() - started
+            self.log.append(f"    ({block.where} took {took:.1f} s)")
+            if os.environ.get("OPENENV_DOCS_TIMES"):
+                with open(os.environ["OPENENV_DOCS_TIMES"], "a", encoding="utf-8") as times:
+                    times.write(f"{took:.1f}\t{block.where}\n")
+
+    def _run(self, block: Block) -> Result:
         kind = block.directive
         if kind == "covered-by":
             return self._covered_by(block)
