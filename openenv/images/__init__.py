@@ -192,9 +192,9 @@ def build_image(
                     # just start) and a probe container, never from the log's words: a step can print anything.
                     joined = "\n".join([*log, failed.message])
                     trouble = engine_trouble(client, epoch, joined)
-                    probe_ran = True
+                    refused = False
                     if trouble is None and failed.exit_code is not None:
-                        trouble, probe_ran = network_trouble(client, text, args, network_mode, joined, offline=offline)
+                        trouble, refused = network_trouble(client, text, args, network_mode, joined, offline=offline)
                     # Even an exit code is no proof the step ran: a young engine's runc may fail to start the
                     # step's container ("exit code: 1"). The revision waits and runs again once the engine is older.
                     if trouble is None and _engine_starting(client):
@@ -204,7 +204,7 @@ def build_image(
                             joined,
                             reason=ImageBuildError.ENGINE_LOST,
                         )
-                    if trouble is None and ((failed.exit_code is None and attempt == 2) or not probe_ran):
+                    if trouble is None and ((failed.exit_code is None and attempt == 2) or refused):
                         # The engine failed the build twice outside the Dockerfile's commands, or a step failed and
                         # the engine could not run a plain container from the base image either: before the env
                         # is blamed, watch the engine a few seconds more. A stopping engine fails to start a step's

@@ -135,10 +135,11 @@ print(" ".join(down))
 
 class Probed(NamedTuple):
     """What a probe container said after a RUN step failed: `trouble` when the machine's network is
-    down; `ran` False when the engine could not run a container from the build's base image at all."""
+    down; `refused` when the engine could not start a container from the build's base image, which
+    it holds, at all (False whenever there was nothing to try)."""
 
     trouble: ImageBuildError | None
-    ran: bool
+    refused: bool
 
 
 def network_trouble(
@@ -155,12 +156,16 @@ def network_trouble(
     network is down, not the env broken. What the step printed plays no part (it could print
     anything). An unknown name (a typo in the env's index URL) resolves to "no such host" and stays
     the env's failure. A build kept off the network on purpose (`offline`) gets the same container
-    with no network and no names to resolve: it still shows whether the engine can run one."""
+    with no network and no names to resolve: it still shows whether the engine can start one."""
     images = base_images(dockerfile_text, args)
     if not images:
-        return Probed(None, ran=False)
+        return Probed(None, refused=False)
     import docker.errors
 
+    try:
+        client.images.get(images[0][0])
+    except Exception:  # not in the engine's image store (BuildKit's pull, say): nothing to start it from
+        return Probed(None, refused=False)
     try:
         out = client.containers.run(
             images[0][0],
@@ -169,13 +174,13 @@ def network_trouble(
             remove=True,
             labels={f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.probe": "network"},
         )
-    except docker.errors.ContainerError:  # it ran and exited non-zero: the engine runs containers
-        return Probed(None, ran=True)
-    except Exception:  # the engine could not start it (stopping, say), or no python3 in the image: cannot tell
-        return Probed(None, ran=False)
+    except docker.errors.ContainerError:  # it ran and exited non-zero: the engine starts containers
+        return Probed(None, refused=False)
+    except Exception:  # the engine could not start it (stopping, say), or the image has no python3
+        return Probed(None, refused=True)
     down = (out.decode() if isinstance(out, bytes) else str(out)).split()
     if not down:
-        return Probed(None, ran=True)
+        return Probed(None, refused=False)
     return Probed(
         ImageBuildError(
             f"the build could not reach the network: containers on the engine's build network cannot resolve "
@@ -183,7 +188,7 @@ def network_trouble(
             log,
             reason=ImageBuildError.NETWORK,
         ),
-        ran=True,
+        refused=False,
     )
 
 

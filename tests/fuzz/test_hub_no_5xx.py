@@ -216,11 +216,11 @@ def test_the_reported_inputs_get_a_4xx_that_names_the_field(clean_factory, hub_s
             assert response.status_code == 422, response.text
             assert ["query", field] in [e["loc"] for e in response.json()["error"]["errors"]]
         garbage = b"\xff\xfe\x00{not json"
-        for path in ("/gradio_api/queue/join", "/gradio_api/call/fill"):
+        for path in ("/gradio_api/queue/join", "/gradio_api/call/open_site"):
             response = client.post(path, content=garbage, headers={"content-type": "application/json"})
             assert response.status_code == 422, response.text
             assert response.json()["error"]["code"] == "invalid_request"
         response = client.post("/gradio_api/queue/join", json={"data": [], "fn_index": 10**6, "session_hash": "abc"})
         assert response.status_code == 422 and response.json()["error"]["errors"][0]["loc"] == ["body", "fn_index"]
         assert client.get("/gradio_api/queue/data", params={"session_hash": "nobody"}).status_code == 404
-        assert client.get("/gradio_api/call/fill/0123456789abcdef").status_code == 404
+        assert client.get("/gradio_api/call/open_site/0123456789abcdef").status_code == 404

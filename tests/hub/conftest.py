@@ -4,6 +4,7 @@ rolled-back transaction, and clean databases for end-to-end tests."""
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,6 +173,31 @@ def clean_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
     truncate(engine)
 
 
+# One image namespace per test process (see hub_settings).
+IMAGE_PREFIX = f"openenv-hub-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _images_of_this_process_go_at_the_end() -> Iterator[None]:
+    """The images this process's Hubs built, removed when its tests end: each run's revisions are
+    new images, and left behind they piled up (hundreds over a day of runs, until the disk was full)."""
+    yield
+    if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
+        return  # no engine was set up for this run
+    import docker
+
+    from tests.support.images import remove_tagged
+
+    try:
+        client = docker.from_env()
+    except docker.errors.DockerException:  # the engine is gone: nothing of ours to remove there
+        return
+    try:
+        remove_tagged(client, IMAGE_PREFIX)
+    except docker.errors.APIError as exc:  # said, not failed: the tests have passed or failed already
+        print(f"\ntests/hub: could not remove the {IMAGE_PREFIX}/ images: {exc}", file=sys.stderr)
+
+
 @pytest.fixture()
 def hub_settings(db_url: str, engine: Engine, tmp_path: Path) -> HubSettings:
     # Rate-limit buckets and play leases live in the database: each test starts with none, as a
@@ -182,7 +208,7 @@ def hub_settings(db_url: str, engine: Engine, tmp_path: Path) -> HubSettings:
     return HubSettings(
         # One image namespace per test process: the parallel workers build the same envs (same tags)
         # and prune their own Hub's images, which must never be another worker's.
-        image_prefix=f"openenv-hub-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}",
+        image_prefix=IMAGE_PREFIX,
         data_dir=tmp_path / "hubdata",
         database_url=db_url,
         local_source=str(tmp_path / "envs"),

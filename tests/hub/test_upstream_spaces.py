@@ -107,10 +107,20 @@ def upstream_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamH
             base_image=base,
             smoke_timeout_s=90,
             build_timeout_s=900,
+            # This module's own image names, removed when it ends (each run's revisions are new images:
+            # left behind, 14 runs had piled up 49 images a Space).
+            image_prefix=f"openenv-hub-upstream-{os.getpid()}",
         )
         index_source(factory, HfSource(hf.url, hf.token))
         outcomes = Worker(settings, factory).run_until_idle()
-        yield UpstreamHub(settings, factory, hf, outcomes)
+        try:
+            yield UpstreamHub(settings, factory, hf, outcomes)
+        finally:
+            import docker
+
+            from tests.support.images import remove_tagged
+
+            remove_tagged(docker.from_env(), settings.image_prefix)
 
 
 @pytest.mark.timeout(1800)  # the module's Spaces build first (their layers shared); minutes on a busy machine
