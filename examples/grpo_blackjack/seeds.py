@@ -204,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(own)
     if args.seeds:
         run(args.seeds, Path(args.runs), extra)
+    if not (RESULTS / "seeds.json").exists():
+        print(f"no {RESULTS / 'seeds.json'} yet: run seeds.py --seeds 0 1 2 first", file=sys.stderr)
+        return 1
     doc = json.loads((RESULTS / "seeds.json").read_text())
     text = README.read_text()
     wanted = _with_block(text, table(doc))

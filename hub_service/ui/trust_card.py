@@ -221,7 +221,9 @@ def _sound(card: dict[str, Any], declared: bool) -> str:
         claims.append("they stay in the declared range")
     probes = card.get("probes")
     tried = [p for p in (probes.values() if isinstance(probes, dict) else probes or []) if isinstance(p, dict)]
-    if any("reward" in p for p in tried):
+    scored = [p for p in tried if "reward" in p]
+    # Only when none reached the top: without a declared range a long answer may score the top unflagged (echo's).
+    if scored and not any(p.get("got_max") for p in scored):
         claims.append("an empty or oversized answer does not score the top")
     if not claims:
         return "Rewards look sound: the check found nothing wrong."

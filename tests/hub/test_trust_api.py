@@ -218,3 +218,6 @@ def test_the_reward_card_claims_only_what_the_check_saw() -> None:
         "does not score the top." in html
     ), html
     assert "observed 0 to 1" in html, html
+    # echo's case: no declared range, and its oversized answer scored the top (a choice, not flagged)
+    echo = {**REWARD_OK, "declared_range": None, "probes": {"oversized": {"reward": 1.0, "got_max": True}}}
+    assert "does not score the top" not in _reward(echo), _reward(echo)
