@@ -17,7 +17,7 @@ from hub_service.ui import views
 from hub_service.ui.forms import FieldSpec, FormError, collect, field_specs, form_values
 
 log = logging.getLogger("hub_service.ui")
-__all__ = ["parse_options", "parse_seed", "play_panel", "visitor_of"]
+__all__ = ["options_hint", "parse_options", "parse_seed", "play_panel", "visitor_of"]
 
 
 def visitor_of(request: gr.Request | None) -> str:
@@ -123,6 +123,28 @@ def parse_options(text: str | None) -> dict[str, Any] | None:
     return value
 
 
+OPTIONS_PLACEHOLDER = "the env's own reset arguments as a JSON object (see its README)"
+
+
+def options_hint(reset_options: dict[str, Any] | None) -> str:
+    """The options box's placeholder once the env's server has said what its reset takes (its /schema
+    `reset_options`): this env's own options with their defaults, not another env's example."""
+    if not isinstance(reset_options, dict):
+        return OPTIONS_PLACEHOLDER  # an env server that does not say (upstream's, say)
+    known = reset_options.get("properties")
+    known = known if isinstance(known, dict) else {}
+    if not known:
+        if reset_options.get("additionalProperties"):
+            return "its reset takes any keyword arguments: a JSON object (see its README)"
+        return "this env takes no episode options: leave this empty"
+    defaults = {k: v["default"] for k, v in known.items() if isinstance(v, dict) and v.get("default") is not None}
+    others = [k for k in known if k not in defaults]
+    parts = [f"its options, with their defaults: {json.dumps(defaults)}"] if defaults else []
+    if others:
+        parts.append(("also: " if defaults else "its options: ") + ", ".join(others))
+    return "; ".join(parts)
+
+
 def _key_class(key: str) -> str:
     return "oe-key-" + ("Space" if key == " " else key)
 
@@ -220,7 +242,7 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
         seed = gr.Textbox(label="Seed", placeholder="random", elem_id="oe-play-seed", scale=1, min_width=110)
         options = gr.Textbox(
             label="Episode options (JSON)",
-            placeholder="the env's own reset arguments as a JSON object (see its README)",
+            placeholder=OPTIONS_PLACEHOLDER,
             elem_id="oe-play-options",
             scale=2,
             min_width=180,
@@ -246,6 +268,7 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
         env_id: str | None, seed_text: str, options_text: str, old_form: Any, request: gr.Request
     ) -> list[Any]:
         tab = request.session_hash or "anonymous"
+        hint: Any = gr.skip()  # the options box as it was, until this env's server has said what it takes
         try:
             owner, name = _env_parts(env_id)
             seed_value = parse_seed(seed_text)
@@ -253,19 +276,28 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
             session = await play.open(tab, visitor_of(request), owner, name, kind="play")
             session.check_options(extra)
             await session.reset(seed=seed_value, options=extra)
+            hint = gr.Textbox(placeholder=options_hint(session.reset_options))
+            session.check_options(extra)
+            await session.reset(seed=seed_value, options=extra)
         except HubError as exc:  # the env's server did not start, say: said without its address
-            return _unchanged(scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message)
+            message = scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message
+            return [*_unchanged(message), hint]
         except EnvServerError as exc:  # the env refused the reset (its options, say): its session goes on
-            return _unchanged(describe_env_failure(exc))
+            return [*_unchanged(describe_env_failure(exc)), hint]
         except OpenEnvError as exc:
             await play.close(tab, "play")
-            return [None, None, views.message(describe_env_failure(exc), "error"), "", "", "", gr.skip(), gr.skip()]
+            failed = views.message(describe_env_failure(exc), "error")
+            return [None, None, failed, "", "", "", gr.skip(), gr.skip(), gr.skip()]
         except Exception:  # a fault of the Hub's own: logged in full, told plainly, the session kept
             log.exception("play reset on %s failed", env_id)
-            return _unchanged("the Hub could not start this episode (its own fault, logged); press Reset again")
-        return await _shown(session, None, old_form)
+            return [
+                *_unchanged("the Hub could not start this episode (its own fault, logged); press Reset again"),
+                hint,
+            ]
+        return [*await _shown(session, None, old_form), hint]
 
-    reset.click(do_reset, inputs=[current, seed, options, form_state], outputs=shown)
+    # The options box learns this env's own options (and their defaults) from its first session.
+    reset.click(do_reset, inputs=[current, seed, options, form_state], outputs=[*shown, options])
 
     async def do_end(request: gr.Request) -> list[Any]:
         closed = await play.close(request.session_hash or "anonymous", "play")

@@ -144,6 +144,9 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
         tab = request.session_hash or "anonymous"
         events: list[dict[str, Any]] = []
         session: PlaySession | None = None
+        # The outcome is shown only once the env's instance is closed: the Run button takes a new
+        # click only when this event has ended, and a click while it was still closing was lost.
+        outcome: list[str] | None = None
         try:
             owner, env_name = _env_parts(env_id)
             seed_value = parse_seed(seed_text)
@@ -162,7 +165,7 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
                         endpoint is not None and not event["stopped"]
                     ):  # a model's finished try is an eval of it (ui/leaderboard.py)
                         await store_try(play.factory, session, endpoint[1], endpoint[0], events, event)
-                    yield [views.try_summary(event), views.trajectory_view(events)]
+                    outcome = [views.try_summary(event), views.trajectory_view(events)]
                 else:
                     _keep_recent_frames(events, event)
                     events.append(event)
@@ -174,19 +177,21 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
             text = (
                 scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message
             )  # no env server's address
-            yield [views.message(text, "error"), views.trajectory_view(events)]
+            outcome = [views.message(text, "error"), views.trajectory_view(events)]
         except Exception as exc:  # the env or endpoint failed mid-run: say so, keep what was played
             from openenv.errors import OpenEnvError
 
             if not isinstance(exc, OpenEnvError):
                 raise
-            yield [
+            outcome = [
                 views.message(f"the run stopped: {describe_env_failure(exc)}", "error"),
                 views.trajectory_view(events),
             ]
         finally:
             if session is not None:
                 await play.close(tab, "try")
+        if outcome is not None:
+            yield outcome
 
     return run.click(
         do_run,

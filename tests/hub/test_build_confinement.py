@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import os
 import re
+import subprocess
 import threading
 import time
 import uuid
@@ -71,13 +72,28 @@ def _build(tmp_path: Path, client: Any, name: str, run: str, settings: HubSettin
     return result, time.monotonic() - start
 
 
+def _bridge_gateway(client: Any) -> str:
+    """The host's address on the engine's default bridge. The network's IPAM config names it only
+    sometimes (an engine that found its bridge already made at start lists the subnet alone): then
+    it is read off the bridge's interface."""
+    bridge = client.networks.get("bridge").attrs
+    config = (bridge.get("IPAM") or {}).get("Config") or [{}]
+    if config[0].get("Gateway"):
+        return str(config[0]["Gateway"])
+    name = (bridge.get("Options") or {}).get("com.docker.network.bridge.name", "docker0")
+    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", name], capture_output=True, text=True, check=True)
+    match = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", shown.stdout)
+    assert match, f"the engine's bridge {name} has no IPv4 address: {shown.stdout!r}"
+    return match.group(1)
+
+
 @pytest.mark.parametrize("egress", [False, True], ids=["no-egress", "egress"])
 def test_a_run_step_cannot_reach_a_service_on_the_bridge_gateway(
     docker_client: Any, tmp_path: Path, egress: bool
 ) -> None:
     """Without egress the step has no network at all; with it (the default) it still cannot open a
     connection to the host's own services."""
-    gateway = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    gateway = _bridge_gateway(docker_client)
     hits: list[str] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):

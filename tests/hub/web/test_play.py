@@ -16,6 +16,7 @@ from hub_service.play.episodes import run_episodes
 from hub_service.play.policies import LLMPolicy, RandomPolicy, parse_action
 from hub_service.play.sessions import PlayManager
 from hub_service.settings import HubSettings
+from hub_service.ui.play_panel import OPTIONS_PLACEHOLDER, options_hint
 from hub_service.ui.try_panel import choose_endpoint
 from tests.support.openai_standin import openai_standin
 from tests.support.servers import serve_app
@@ -352,6 +353,22 @@ def test_seeds_and_options_are_checked_at_the_edge_with_a_message_that_says_what
     assert "max_plies" not in refused.value.message  # no other env's example
 
 
+def test_the_options_box_shows_the_envs_own_options_and_defaults_not_another_envs() -> None:
+    from chess_env.server.chess_environment import ChessEnvironment
+
+    from openenv.server.app import _reset_options
+
+    chess = options_hint(_reset_options(ChessEnvironment))  # what chess's /schema says, read the same way
+    assert chess.startswith('its options, with their defaults: {"opponent": "random", "depth": 2, ')
+    assert '"max_plies": 200' in chess and chess.endswith("also: fen, split, index")
+    assert options_hint({"type": "object", "properties": {}, "additionalProperties": False}) == (
+        "this env takes no episode options: leave this empty"
+    )
+    assert "any keyword arguments" in options_hint({"properties": {}, "additionalProperties": True})
+    assert options_hint(None) == OPTIONS_PLACEHOLDER  # a server that does not say (upstream's)
+    assert "max_plies" not in OPTIONS_PLACEHOLDER
+
+
 def test_model_try_states_its_situation_once_per_failure_kind(web_settings: HubSettings) -> None:
     from hub_service.ui.try_panel import NO_ENDPOINT, models_can_try
 
@@ -403,6 +420,7 @@ async def test_unknown_episode_options_are_refused_naming_the_ones_the_env_takes
             typo.value.message == "local/echo_env has no episode option 'max_stepz'; it takes: max_steps (default null)"
         )
         session.check_options({"max_steps": 1})
+        assert options_hint(session.reset_options) == "its options: max_steps"  # the box's placeholder
         first = await session.reset(options={"max_steps": 1})  # the session goes on after a refusal
         assert first["done"] is False
     finally:

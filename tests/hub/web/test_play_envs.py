@@ -11,6 +11,7 @@ Screenshots of each env at each size are kept under test-artifacts/play/ (CI kee
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 from collections.abc import Callable, Iterator
@@ -181,6 +182,10 @@ def _play_every_env(page: Page, url: str, size: str) -> None:
 
     # chess: one legal-move button per move; a two-ply game is a draw after the opponent's reply
     _reset(page, url, "chess_env", {"max_plies": 2})
+    options_box = page.locator("#oe-play-options textarea, #oe-play-options input").first
+    expect(options_box).to_have_attribute(
+        "placeholder", re.compile(r'defaults: \{"opponent": "random".*"max_plies": 200')
+    )
     expect(page.locator("#oe-play-choices button")).to_have_count(20)  # the opening position's legal moves
     expect(page.locator("#oe-play-choices button", has_text="e2e4")).to_be_visible()
     page.locator("#oe-play-choices button", has_text="e2e4").click()
