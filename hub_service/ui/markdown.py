@@ -93,11 +93,19 @@ def render_markdown(text: str) -> str:
     import nh3
 
     html = _renderer().render(text or "")
-    return nh3.clean(
+    clean = nh3.clean(
         html,
         tags=_TAGS,
         attributes=_ATTRS,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,
+        # A code block wider than the screen scrolls: a keyboard must be able to reach it.
+        set_tag_attribute_values={"pre": {"tabindex": "0"}},
     )
+    # An image its author gave no text: empty alt text, so that a screen reader skips it rather
+    # than read out its file name.
+    return _NO_ALT.sub('<img alt=""', clean)
+
+
+_NO_ALT = re.compile(r"<img(?![^>]*\salt=)")

@@ -228,6 +228,22 @@ def _unchanged(error: str) -> list[Any]:
     return [gr.skip(), gr.skip(), views.message(error, "error"), *([gr.skip()] * 5)]
 
 
+# After a reset or a step (in the browser, no call to the Hub): when the env's picture is not all
+# on the screen (a phone, where the seed and options boxes stack above it), it is scrolled to the
+# top, with the actions under it; a picture already in view is left where it is. Measured on the
+# screen of the page around the panel too (the env page frames it).
+PICTURE_IN_VIEW = """() => {
+  const picture = document.getElementById("oe-play-frame");
+  if (!picture) return;
+  let top = picture.getBoundingClientRect().top, view = window;
+  try {
+    if (window.frameElement) { top += window.frameElement.getBoundingClientRect().top; view = window.parent; }
+  } catch (e) {}
+  const bottom = top + picture.getBoundingClientRect().height;
+  if (top < -2 || bottom > view.innerHeight + 2) picture.scrollIntoView({block: "start"});
+}"""
+
+
 def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> None:
     """Lay out the Play tab inside the current Blocks context."""
     from openenv.errors import EnvServerError, OpenEnvError
@@ -297,7 +313,9 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
         return [*await _shown(session, None, old_form), hint]
 
     # The options box learns this env's own options (and their defaults) from its first session.
-    reset.click(do_reset, inputs=[current, seed, options, form_state], outputs=[*shown, options])
+    reset.click(do_reset, inputs=[current, seed, options, form_state], outputs=[*shown, options]).then(
+        None, js=PICTURE_IN_VIEW
+    )
 
     async def do_end(request: gr.Request) -> list[Any]:
         closed = await play.close(request.session_hash or "anonymous", "play")
@@ -328,7 +346,9 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
             return [gr.skip()] * len(shown)
         return await step_with(action, old_board, old_form, request)
 
-    go.click(do_choice, inputs=[pick, board_state, form_state], outputs=shown, trigger_mode="once")
+    go.click(do_choice, inputs=[pick, board_state, form_state], outputs=shown, trigger_mode="once").then(
+        None, js=PICTURE_IN_VIEW
+    )
 
     with form_slot:
         # Drawn when an episode's form arrives, not also when the page loads (there is none then): one
@@ -393,4 +413,6 @@ def _action_form(
             return _unchanged(str(exc))
         return await step_with(action, data[board_state], data[form_state], request)
 
-    step.click(do_step, inputs={board_state, form_state, as_json, json_box, *inputs}, outputs=shown)
+    step.click(do_step, inputs={board_state, form_state, as_json, json_box, *inputs}, outputs=shown).then(
+        None, js=PICTURE_IN_VIEW
+    )

@@ -201,7 +201,7 @@ def env_page(
         '<p><a href="' + panel + '">Open the play panel on its own page</a></p></section>'
         '<div class="oe-env-grid"><section id="readme" aria-label="README">' + page["readme"] + "</section>"
         f'<aside><h2>Trust signals</h2>{page["trust"]}<h2 id="use">How to use</h2>'
-        f"<pre><code>{escape(page['python'])}</code></pre><pre><code>{escape(page['shell'])}</code></pre>"
+        f"<pre tabindex='0'><code>{escape(page['python'])}</code></pre><pre tabindex='0'><code>{escape(page['shell'])}</code></pre>"
         f"<h2>Leaderboard</h2>{env_board(factory, env_id)}</aside></div>"
     )
     url = settings.public_url.rstrip("/") + env_path("/", env_id)

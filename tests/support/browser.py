@@ -14,8 +14,9 @@ at "Loading..." in four of six fresh-clone runs; the failing pages' network logs
 Checked apart: a page of 300 slow requests lost 268-292 of them on every load (75 of 75) while a
 loop created and removed a network, none in 12 loads with its own namespace under the same loop.
 Without root there is no namespace, and every browser test is marked `serial` (run alone). The
-website's Gradio page tests run alone either way, for CPU: beside the parallel workers they made the
-whole fresh-clone run slower (26 min 47 s against 24 min 52 s, one run each).
+website's Gradio page tests (marked `pages`) do not run beside the parallel workers either way, for
+CPU: there they made the whole fresh-clone run slower (26 min 47 s against 24 min 52 s, one run
+each). scripts/test runs them after the parallel run, two at a time and nothing else beside.
 """
 
 from __future__ import annotations

@@ -4,9 +4,13 @@
   fixtures): the scheduler below. Files that must not run at the same time as
   each other share a group: the Ray files each start a three-node cluster (one at a time on a
   2-core machine).
-- Tests marked `serial` need the machine to themselves (one restarts the Docker engine every
-  other test uses; one checks that nothing the whole run started is left): scripts/test runs them
-  in a second pytest run after the parallel one, with `-m serial`, and the first with `-m "not serial"`.
+- Tests marked `pages` (the website's Gradio page tests in Chromium) do not run beside the
+  parallel workers, for CPU (tests/support/browser.py): scripts/test runs them in a second pytest
+  run, on two workers. Tests marked `serial` need the machine to themselves (one restarts the
+  Docker engine every other test uses; one checks that nothing the whole run started is left):
+  a third run, alone. The first run, `-m "not serial and not pages"`, writes the node ids it left
+  for them (`later-<worker>.txt` in the run's state folder), so that those runs import only their
+  own test files instead of collecting the whole suite again (about 20 s each).
 - The longest files are handed out first (their order is in `_FIRST`), so that no worker starts
   a long file when the others are about to finish.
 """
@@ -48,6 +52,10 @@ _FIRST: tuple[str, ...] = (
     "tests/validation/test_runtime.py",
     "tests/hub/test_sandbox.py",
     "tests/hub/test_trust.py",
+    # The page run's files (scripts/test), longest first.
+    "tests/hub/web/test_play_envs.py",
+    "tests/hub/web/test_browser.py",
+    "tests/hub/web/test_leaderboard_web.py",
 )
 
 
@@ -77,6 +85,22 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         rank = {group: i for i, group in enumerate(_FIRST)}
         # A stable sort: within a file the order stays as written.
         items.sort(key=lambda i: rank.get(group_of_item(i.nodeid), len(rank)))
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """On the parallel run's workers: note the tests left for the page and serial runs, in
+    collection order (a tab between kind and node id), for scripts/test to name them there."""
+    worker, state = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("OPENENV_TEST_STATE_DIR")
+    if not worker or not state:
+        return
+    lines = []
+    for item in items:
+        kind = "serial" if item.get_closest_marker("serial") else "pages" if item.get_closest_marker("pages") else None
+        if kind:
+            lines.append(f"{kind}\t{item.nodeid}\n")
+    if lines:
+        with open(os.path.join(state, f"later-{worker}.txt"), "a", encoding="utf-8") as out:
+            out.writelines(lines)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: unknown when it is not loaded

@@ -17,8 +17,8 @@ from hub_service.settings import HubSettings
 from tests.support.openai_standin import openai_standin
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run), for CPU: tests/support/browser.py says why.
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+# In scripts/test's page run (two page tests at a time, nothing else beside), for CPU: tests/support/browser.py.
+pytestmark = [pytest.mark.slow, pytest.mark.pages]
 TOKEN = "sk-board-secret-789"
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
 

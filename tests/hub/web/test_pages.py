@@ -22,8 +22,8 @@ from hub_service.settings import HubSettings
 from tests.hub.helpers import ListSource, space
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run), for CPU: tests/support/browser.py says why.
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+# In scripts/test's page run (two page tests at a time, nothing else beside), for CPU: tests/support/browser.py.
+pytestmark = [pytest.mark.slow, pytest.mark.pages]
 
 PASSING = ("env_00001", "env_00002")
 # Generous for a shared 2-core CI machine (the target is 300 ms); Gradio-rendered pages took 2.0-3.1 s

@@ -35,10 +35,10 @@ from tests.support.openai_standin import openai_standin
 from tests.support.servers import ROOT, serve_app
 
 # The database is not the subject here (the catalog and play tests run on both backends).
-# Alone (scripts/test's serial run), for CPU: tests/support/browser.py says why.
+# In scripts/test's page run (two page tests at a time, nothing else beside), for CPU: tests/support/browser.py.
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.serial,
+    pytest.mark.pages,
     pytest.mark.parametrize("db_url", ["sqlite"], indirect=True),
 ]
 

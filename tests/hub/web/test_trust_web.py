@@ -20,8 +20,8 @@ from tests.hub.helpers import ListSource, space
 from tests.hub.test_trust_api import DIFFERS, REWARD_FLAGGED, REWARD_OK, STOCHASTIC, capacity
 from tests.support.servers import serve_app
 
-# Alone (scripts/test's serial run), for CPU: tests/support/browser.py says why.
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+# In scripts/test's page run (two page tests at a time, nothing else beside), for CPU: tests/support/browser.py.
+pytestmark = [pytest.mark.slow, pytest.mark.pages]
 
 LONG_REASON = "the p99 step latency passed the 500 ms bound at 24 concurrent sessions; " * 3
 TRUST = {
