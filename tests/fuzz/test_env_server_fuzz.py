@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import schemathesis
+import schemathesis.specs.openapi.schemas  # imported at collection: see below
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import connect
@@ -20,6 +21,13 @@ from openenv import ServerSettings, create_app
 from tests.support.servers import serve_app
 
 pytestmark = pytest.mark.slow
+
+# schemathesis.openapi.from_url imports its OpenAPI modules on first use, and as a pytest plugin
+# they go through pytest's assertion rewriting, which parses them with `ast.parse`. CPython 3.11's
+# AST builder keeps its recursion depth in per-interpreter state, which a parse in another thread
+# at the same moment can throw off (CPython gh-106905): in the middle of a test, beside the server
+# threads of earlier ones, a CI run failed with "SystemError: AST constructor recursion depth
+# mismatch". They are imported here, at collection, instead.
 
 
 @pytest.fixture(scope="module")

@@ -297,6 +297,9 @@
     }
   }
   async function send(kind, payload, extra = {}) {
+    // Not before the env's metadata is read: whether it draws pictures (canRender) is decided when
+    // the observation comes back, and a click before the page had read it got no picture.
+    await loaded;
     if (!ws || ws.readyState !== WebSocket.OPEN) await connect();
     pending.push({ kind, ...extra });
     ws.send(JSON.stringify(payload));
@@ -347,5 +350,5 @@
     try { await send("state", { type: "state" }); } catch (e) { showError(e.message); }
   });
   window.addEventListener("pagehide", () => { if (ws) ws.close(1000, "tab closed"); });
-  load();
+  const loaded = load();
 })();
