@@ -290,8 +290,6 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
             seed_value = parse_seed(seed_text)
             extra = parse_options(options_text)
             session = await play.open(tab, visitor_of(request), owner, name, kind="play")
-            session.check_options(extra)
-            await session.reset(seed=seed_value, options=extra)
             hint = gr.Textbox(placeholder=options_hint(session.reset_options))
             session.check_options(extra)
             await session.reset(seed=seed_value, options=extra)
