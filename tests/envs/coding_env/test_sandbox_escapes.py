@@ -8,11 +8,13 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from coding_env import CodeAction, CodingEnv
 from coding_env.server import procs
+from coding_env.server import settings as sandbox_settings
 
 from tests.envs.coding_env.conftest import TIMEOUT_S
 from tests.envs.soak import health
@@ -216,7 +218,19 @@ async def test_a_background_process_does_not_outlive_its_step(url: str) -> None:
     assert processes_of(uid) == []
 
 
-async def test_memory_is_limited(url: str) -> None:
+@pytest.fixture()
+def roomy_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Sessions opened meanwhile get 60 s, not TIMEOUT_S: a loop that fills the memory limit
+    takes a fraction of a second on a quiet machine and several on a busy one, and it must end
+    at the memory limit, not at the time limit."""
+    monkeypatch.setenv("CODING_ENV_TIMEOUT_S", "60")
+    sandbox_settings.get_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    sandbox_settings.get_settings.cache_clear()
+
+
+async def test_memory_is_limited(url: str, roomy_time: None) -> None:
     async with CodingEnv(url) as env:
         await env.reset()
         big = await run(env, "a = bytearray(2 * 1024 ** 3)")
