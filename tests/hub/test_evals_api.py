@@ -220,7 +220,7 @@ def test_returns_must_be_finite_numbers_and_the_env_must_exist(api: Board) -> No
 
 
 def test_the_schemas_are_in_the_openapi_document(api: Board) -> None:
-    doc = httpx.get(f"{api.url}/openapi.json").json()
+    doc = httpx.get(f"{api.url}/openapi.json", timeout=60).json()
     assert "post" in doc["paths"]["/api/v1/envs/{owner}/{name}/evals"]
     assert "get" in doc["paths"]["/api/v1/envs/{owner}/{name}/leaderboard"]
     assert {"Leaderboard", "LeaderboardEntry", "EvalSubmission", "SubmittedEval"} <= set(doc["components"]["schemas"])

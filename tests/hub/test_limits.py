@@ -24,7 +24,9 @@ def test_rate_limit_headers_then_429_then_recovery(hub_settings) -> None:
         # A client cannot claim another address (X-Forwarded-For is ignored unless trusted).
         spoofed = httpx.get(f"{url}/api/v1/envs", headers={"X-Forwarded-For": "10.9.9.9"})
         assert spoofed.status_code == 429
-        assert "ratelimit-limit" not in httpx.get(f"{url}/openapi.json").headers  # only API paths are limited
+        # Only API paths are limited. (The first request builds the OpenAPI document: half a second
+        # quiet, past httpx's default 5 s timeout on a busy machine, as in one CI run.)
+        assert "ratelimit-limit" not in httpx.get(f"{url}/openapi.json", timeout=60).headers
 
 
 def test_a_refused_client_recovers_as_the_bucket_refills(hub_settings) -> None:

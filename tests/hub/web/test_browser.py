@@ -43,7 +43,10 @@ def _visitor_journey(app, standin, llm: str, new_page) -> None:
     with serve_app(app) as url:
         # the JSON API and its docs still answer beside the website
         assert httpx.get(f"{url}/api/v1/envs").json()["total"] == 2
-        assert httpx.get(f"{url}/docs").status_code == 200 and httpx.get(f"{url}/openapi.json").status_code == 200
+        assert (
+            httpx.get(f"{url}/docs").status_code == 200
+            and httpx.get(f"{url}/openapi.json", timeout=60).status_code == 200
+        )
 
         page = new_page()
         dialogs: list[str] = []
