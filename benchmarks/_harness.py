@@ -141,10 +141,38 @@ def interleaved_runs(
     return runs
 
 
-def upstream_stack(upstream_python: str, module: str) -> dict[str, Any]:
-    """Upstream's contestant: its own venv's uvicorn serving `benchmarks/<module>.py`'s `app`."""
+def upstream_stack(upstream_python: str, module: str, transport: str = "defaults") -> dict[str, Any]:
+    """Upstream's contestant: its own venv's uvicorn serving `benchmarks/<module>.py`'s `app`.
+
+    `transport="defaults"`: uvicorn's defaults as openenv-core installs it (h11, per-message
+    compression on, a backlog of 2,048), but for the loop. `"ours"`: the transport settings our
+    server runs with (`ours_transport_flags`), so that the gap left is the stacks above it.
+    """
     server = [upstream_python, "-m", "uvicorn", f"{module}:app", "--loop", _eventloop.LOOP, "--log-level", "warning"]
+    if transport == "defaults":
+        server += ["--http", "h11"]  # what "auto" picks without httptools, which openenv-core does not install
+    elif transport == "ours":
+        server += ours_transport_flags()
+    else:
+        raise ValueError(f"unknown transport {transport!r}: 'defaults' or 'ours'")
     return {"server": server, "cwd": HERE, "client": (upstream_python, "upstream"), "env": UPSTREAM_ENV}
+
+
+def ours_transport_flags() -> list[str]:
+    """uvicorn command-line flags for the transport our env server runs with (`uvicorn_options`)."""
+    from openenv.server.run import uvicorn_options
+
+    o = uvicorn_options()
+    return [
+        "--http",
+        str(o["http"]),
+        "--ws",
+        str(o["ws"]),
+        "--ws-per-message-deflate",
+        str(o["ws_per_message_deflate"]).lower(),
+        "--backlog",
+        str(o["backlog"]),
+    ]
 
 
 def ours_stack(env_name: str, client: str = "ours") -> dict[str, Any]:

@@ -1,10 +1,16 @@
 """Sessions-at-scale driver: `python _scale_drivers.py KIND URL SESSIONS STEPS CAP_S` prints one JSON line.
 
-SESSIONS clients connect at once (no ramp, no semaphore: the same for every KIND); when every
-connect has finished, each connected session does a reset and STEPS steps, all sessions at the
-same time, then closes. Every session is open while the others step. KIND is `ours`
-(openenv.EnvClient, typed) or `upstream` (openenv-core's own EnvClient; run with the upstream
-venv's Python); both use their clients' default timeouts (10 s to connect, 60 s per reply).
+SESSIONS clients connect at once; when every connect has finished, each connected session does a
+reset and STEPS steps, all sessions at the same time, then closes. Every session is open while the
+others step. KIND is:
+
+- `neutral`: the same driver for any server, to measure servers: raw WebSocket frames of the
+  protocol (`{"type": "reset"}`, `{"type": "step", "data": {...}}`) over picows, no compression
+  offered, at most `HANDSHAKES` handshakes in flight (the others wait their turn), each handshake
+  given `CONNECT_TIMEOUT_S` from its own start (not from its wait) and each reply `REPLY_TIMEOUT_S`.
+- `ours` (openenv.EnvClient, typed) or `upstream` (openenv-core's own EnvClient; run with the
+  upstream venv's Python): the clients as a user gets them, each with its defaults (10 s to
+  connect, 60 s per reply; ours queues its handshakes 256 at a time, upstream's opens all at once).
 
 A session succeeds when its reset and all its steps answered. A run still going after CAP_S
 seconds is cut off there: its unfinished sessions count as failed ("cut off at the cap").
@@ -30,6 +36,9 @@ import _eventloop
 
 MESSAGE = "hello world"
 HERE = Path(__file__).resolve().parent
+HANDSHAKES = 256  # the neutral driver's handshakes in flight at once
+CONNECT_TIMEOUT_S = 10.0
+REPLY_TIMEOUT_S = 60.0
 
 
 def raise_open_files() -> int:
@@ -55,13 +64,76 @@ def _upstream(url: str) -> tuple[Any, Any]:
     return (lambda: EchoClient(url)), EchoAction(message=MESSAGE)
 
 
+class _Neutral:
+    """One session of the neutral driver: raw frames over a picows WebSocket."""
+
+    gate: asyncio.Semaphore | None = None
+
+    def __init__(self, url: str) -> None:
+        self.url = url.replace("http", "ws", 1) + "/ws"
+        self.transport: Any = None
+        self.listener: Any = None
+
+    async def connect(self) -> None:
+        from picows import WSListener, ws_connect
+
+        class Listener(WSListener):  # type: ignore[misc]
+            def __init__(self) -> None:
+                self.reply: asyncio.Future[bytes] | None = None
+
+            def on_ws_frame(self, transport: Any, frame: Any) -> None:
+                if self.reply is not None and not self.reply.done():
+                    self.reply.set_result(frame.get_payload_as_bytes())
+
+            def on_ws_disconnected(self, transport: Any) -> None:
+                if self.reply is not None and not self.reply.done():
+                    self.reply.set_exception(ConnectionError("the server closed the connection"))
+
+        if _Neutral.gate is None:
+            _Neutral.gate = asyncio.Semaphore(HANDSHAKES)
+        async with _Neutral.gate:  # the wait for a turn is not part of the handshake's timeout
+            try:
+                self.transport, self.listener = await asyncio.wait_for(
+                    ws_connect(Listener, self.url, websocket_handshake_timeout=None), CONNECT_TIMEOUT_S
+                )
+            except TimeoutError:
+                raise TimeoutError(f"the handshake timed out after {CONNECT_TIMEOUT_S:g} s") from None
+
+    async def _ask(self, frame: dict[str, Any]) -> dict[str, Any]:
+        from picows import WSMsgType
+
+        self.listener.reply = asyncio.get_running_loop().create_future()
+        self.transport.send(WSMsgType.TEXT, json.dumps(frame).encode())
+        try:
+            reply = json.loads(await asyncio.wait_for(self.listener.reply, REPLY_TIMEOUT_S))
+        except TimeoutError:
+            raise TimeoutError(f"no reply within {REPLY_TIMEOUT_S:g} s") from None
+        if reply.get("type") != "observation":
+            raise RuntimeError(f"the server answered {reply.get('type')}: {str(reply.get('data'))[:60]}")
+        return dict(reply)
+
+    async def reset(self) -> dict[str, Any]:
+        return await self._ask({"type": "reset", "data": {}})
+
+    async def step(self, action: dict[str, Any]) -> dict[str, Any]:
+        return await self._ask({"type": "step", "data": action})
+
+    async def close(self) -> None:
+        if self.transport is not None:
+            self.transport.disconnect()
+
+
+def _neutral(url: str) -> tuple[Any, Any]:
+    return (lambda: _Neutral(url)), {"message": MESSAGE}
+
+
 def _why(exc: BaseException) -> str:
     text = re.sub(r"(?:ws|http)s?://[^/\s]+(?:/ws)?", "the server", str(exc).split("\n")[0])  # runs differ in port only
     return f"{type(exc).__name__}: {text[:90]}" if text else type(exc).__name__
 
 
 async def run(kind: str, url: str, sessions: int, steps: int, cap_s: float) -> dict[str, Any]:
-    make, action = {"ours": _ours, "upstream": _upstream}[kind](url)
+    make, action = {"ours": _ours, "upstream": _upstream, "neutral": _neutral}[kind](url)
     perf = time.perf_counter
     connect_s: list[float] = []
     step_ns: list[int] = []

@@ -9,7 +9,10 @@ The game is envs/blackjack_env (the same rules code on both servers) and the pol
 - ours:     a hand-written loop (one coroutine per session) on our EnvClient, our server:
             what the engine's bookkeeping (records, retries, timeouts) costs on top.
 - upstream: the same hand-written loop on upstream openenv-core 0.3.0's EnvClient, against
-            upstream's create_app serving the same env on uvicorn (run in the upstream venv).
+            upstream's create_app serving the same env on uvicorn (run in the upstream venv), with
+            uvicorn's defaults (h11, per-message compression on, a backlog of 2,048).
+- upstream_equal: the same, its server on our transport settings (httptools, sans-I/O
+            websockets, no compression, our backlog).
 
 Every client and every server runs on uvloop (`_eventloop.LOOP`); a contestant without it fails the
 run. Servers (ports from the OS, polled on /health) and drivers (exit status checked) are separate
@@ -63,6 +66,7 @@ def stacks(upstream_python: str) -> dict[str, dict[str, Any]]:
         "engine": ours_stack("blackjack_env", client="engine"),
         "ours": ours_stack("blackjack_env"),
         "upstream": upstream_stack(upstream_python, "_upstream_blackjack"),
+        "upstream_equal": upstream_stack(upstream_python, "_upstream_blackjack", transport="ours"),
     }
 
 
@@ -107,6 +111,9 @@ def main() -> None:
             "engine_vs_upstream": round(
                 summary["engine"][n]["episodes_per_s"] / summary["upstream"][n]["episodes_per_s"], 2
             ),
+            "engine_vs_upstream_equal": round(
+                summary["engine"][n]["episodes_per_s"] / summary["upstream_equal"][n]["episodes_per_s"], 2
+            ),
             "engine_vs_ours_loop": round(
                 summary["engine"][n]["episodes_per_s"] / summary["ours"][n]["episodes_per_s"], 2
             ),
@@ -124,13 +131,14 @@ def main() -> None:
         f"\nblackjack rollouts, trivial policy ({os.cpu_count()} cores, median of {args.rounds} rounds, {args.seconds:g} s each, all on {_eventloop.LOOP})"
     )
     print(f"{'stack':10s} {'sessions':>8s} {'episodes/s':>11s} {'steps/ep':>9s}")
-    for name in ("engine", "ours", "upstream"):
+    for name in ("engine", "ours", "upstream", "upstream_equal"):
         for n in args.sessions:
             r = summary[name][n]
             print(f"{name:10s} {n:8d} {r['episodes_per_s']:11.1f} {r['steps_per_episode']:9.2f}")
     for n, r in ratios.items():
         print(
-            f"{n:3d} sessions: engine = {r['engine_vs_upstream']:.2f}x upstream's loop, {r['engine_vs_ours_loop']:.2f}x our bare loop"
+            f"{n:3d} sessions: engine = {r['engine_vs_upstream']:.2f}x upstream's loop ({r['engine_vs_upstream_equal']:.2f}x "
+            f"on equal transport), {r['engine_vs_ours_loop']:.2f}x our bare loop"
         )
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark with its documented default settings, then the published tables:
 #
-#   bash benchmarks/run_all.sh                        # all of them: about 35 minutes on 2 cores
+#   bash benchmarks/run_all.sh                        # all of them (sessions_scale alone: 15 min on 2 cores)
 #   bash benchmarks/run_all.sh rollouts cli_latency   # only these
 #
 # Each benchmark writes benchmarks/results/<name>.json (numbers, machine, versions, settings, event
@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-ALL=(step_throughput rollouts sessions_scale cli_latency env_steps hub hub_load live cold_start)
+ALL=(step_throughput rollouts sessions_scale forks cli_latency env_steps hub hub_load live cold_start)
 SELECTED=("$@")
 [ ${#SELECTED[@]} -gt 0 ] || SELECTED=("${ALL[@]}")
 for name in "${SELECTED[@]}"; do

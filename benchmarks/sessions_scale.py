@@ -1,27 +1,31 @@
-"""Sessions per server: N concurrent sessions on one server, ours and upstream side by side in one run.
+"""Sessions per server: N concurrent sessions on one server, side by side in one run, in two parts.
 
-    python benchmarks/sessions_scale.py [--sizes 256 1024 4096 16000] [--steps 20] [--cap 120]
-                                        [--rounds 3] [--output PATH | --no-save] [--json]
+    python benchmarks/sessions_scale.py [--sizes 256 1024 4096 16000] [--client-sizes 1024 16000]
+                                        [--steps 20] [--cap 300] [--rounds 3] [--output PATH | --no-save] [--json]
 
-For each N, each contestant gets a fresh server (the echo env, capacity set to the largest N) and a
-driver in another process (`_scale_drivers.py`) that opens N sessions at once; once every connect
-has finished, each session does a reset and `--steps` steps, all at the same time, then closes.
-Measured per contestant and N: success rate (sessions whose reset and steps all answered),
-connect time (p50, p99, and until the last connect finished), steps/s over the stepping phase,
-step latency (p50, p99), and the server's peak RSS and CPU time.
+Servers: one neutral driver (`_scale_drivers.py neutral`: raw protocol frames over picows, the
+same connect pacing and timeouts for every server: 256 handshakes in flight, 10 s each from its
+own start, 60 s per reply) against each server:
 
-- upstream: openenv-core 0.3.0's create_app (`_upstream_scale.py`) served by uvicorn with its
-            defaults but for the loop, driven by its own EnvClient (in its own venv).
-- ours:     envs/echo_env on `python -m openenv.server`, driven by openenv.EnvClient (typed).
+- upstream:       openenv-core 0.3.0's create_app (`_upstream_scale.py`) on uvicorn with its
+                  defaults (h11, per-message compression on, a backlog of 2,048) but for the loop;
+- upstream_equal: the same app on our transport settings (httptools, sans-I/O websockets, no
+                  compression, our backlog);
+- ours:           envs/echo_env on `python -m openenv.server`.
 
-No ramp and no connect semaphore in the driver, for either side: our client queues its own
-connects to a server (openenv/client/_transport.py), upstream's does not. Both clients keep their
-default timeouts (10 s to connect, 60 s per reply). A run still going after `--cap` seconds is
-cut off and its unfinished sessions count as failed, so the whole benchmark stays under ~10
-minutes on 2 cores. N up to 1,024 runs `--rounds` times, the contestants interleaved round by
-round (the median by steps/s is kept); larger N once. Every client and server runs on uvloop,
-with its open-files limit raised to the hard one.
-Results: benchmarks/results/sessions_scale.json.
+Clients: each client as a user gets it, against the same server (ours): our `EnvClient` (typed;
+it queues its handshakes 256 at a time, the queued time not counted against its 10 s connect
+timeout) and upstream's `EnvClient` (in its own venv; it opens every connection at once).
+
+For each N and contestant: a fresh server with capacity for the largest N, and a driver in another
+process that opens N sessions at once; once every connect has finished, each session does a reset
+and `--steps` steps, all at the same time, then closes. Measured: success rate (sessions whose
+reset and steps all answered), connect time (p50 of a handshake, and until the last connect
+finished), steps/s over the stepping phase, step latency (p50, p99), and the server's peak RSS and
+CPU time. A run still going after `--cap` seconds is cut off and its unfinished sessions count as
+failed. N up to 1,024 runs `--rounds` times, the contestants interleaved round by round (the median
+by steps/s is kept); larger N once. Every client and server runs on uvloop, with its open-files
+limit raised to the hard one. Results: benchmarks/results/sessions_scale.json.
 """
 
 from __future__ import annotations
@@ -54,10 +58,23 @@ NAME = "sessions_scale"
 SMALL = 1024  # sizes up to this run --rounds times
 
 
-def stacks(upstream_python: str) -> dict[str, dict[str, Any]]:
+def contests(upstream_python: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """The two parts: servers under one neutral driver, and clients against one server (ours)."""
+    neutral = (sys.executable, "neutral")
+    ours = ours_stack("echo_env")
     return {
-        "upstream": upstream_stack(upstream_python, "_upstream_scale"),
-        "ours": ours_stack("echo_env"),
+        "servers": {
+            "upstream": {**upstream_stack(upstream_python, "_upstream_scale"), "client": neutral},
+            "upstream_equal": {
+                **upstream_stack(upstream_python, "_upstream_scale", transport="ours"),
+                "client": neutral,
+            },
+            "ours": {**ours, "client": neutral},
+        },
+        "clients": {
+            "ours": ours,
+            "upstream": {**ours, "client": (upstream_python, "upstream")},
+        },
     }
 
 
@@ -101,72 +118,99 @@ def _describe(r: dict[str, Any]) -> str:
     )
 
 
+def run_part(
+    part: dict[str, dict[str, Any]], sizes: list[int], args: argparse.Namespace, capacity: int, label: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, str | None]]]:
+    """Each contestant at each size, interleaved round by round; the median round by steps/s."""
+    loops: dict[str, dict[str, str | None]] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    for n in sizes:
+        results: dict[str, list[dict[str, Any]]] = {name: [] for name in part}
+        for r in range(args.rounds if n <= SMALL else 1):  # interleaved: machine noise hits all alike
+            for name, spec in part.items():
+                res = measure(name, spec, n, args, capacity)
+                loops[f"{label}: {name}"] = {"client": res.pop("loop"), "server": res.pop("server_loop")}
+                results[name].append(res)
+                print(f"  {label} {n:6d} sessions {name:15s} round {r + 1}: {_describe(res)}", file=sys.stderr)
+        for name, found in results.items():
+            best = sorted(found, key=lambda x: x["steps_per_s"])[len(found) // 2]  # the median round
+            best["all_rounds_steps_per_s"] = [x["steps_per_s"] for x in found]
+            runs.setdefault(name, {})[str(n)] = best
+    return runs, loops
+
+
+def _ratio(ours: dict[str, Any], other: dict[str, Any]) -> float | None:
+    """ours / other in steps/s; None where the other made no step."""
+    return round(ours["steps_per_s"] / other["steps_per_s"], 2) if other["steps_per_s"] else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096, 16000], help="concurrent sessions")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 4096, 16000], help="servers: sessions")
+    parser.add_argument("--client-sizes", type=int, nargs="+", default=[1024, 16000], help="clients: sessions")
     parser.add_argument("--steps", type=int, default=20, help="steps per session after its reset")
-    parser.add_argument("--cap", type=float, default=120.0, help="seconds a run may take before it is cut off")
+    parser.add_argument("--cap", type=float, default=300.0, help="seconds a run may take before it is cut off")
     parser.add_argument("--rounds", type=int, default=3, help=f"rounds for sizes up to {SMALL:,} (larger: one)")
     add_upstream_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the results document")
     _results.add_arguments(parser, NAME)
     args = parser.parse_args()
-    if min(args.sizes) < 1 or args.steps < 1 or args.cap <= 0 or args.rounds < 1:
-        parser.error("--sizes and --steps must be >= 1, --cap > 0 and --rounds >= 1")
+    sizes = args.sizes + args.client_sizes
+    if min(sizes) < 1 or args.steps < 1 or args.cap <= 0 or args.rounds < 1:
+        parser.error("--sizes, --client-sizes and --steps must be >= 1, --cap > 0 and --rounds >= 1")
     require_upstream(args.upstream_python)
     open_files = raise_open_files()  # the servers started below inherit it
-    if open_files < max(args.sizes) + 100:
+    if open_files < max(sizes) + 100:
         raise BenchmarkError(
-            f"this process may hold {open_files} open files, too few for {max(args.sizes)} sessions: "
+            f"this process may hold {open_files} open files, too few for {max(sizes)} sessions: "
             f"raise the hard limit (`ulimit -Hn`) or lower --sizes"
         )
 
-    specs = stacks(args.upstream_python)
-    capacity = max(args.sizes) + 16
-    loops: dict[str, dict[str, str | None]] = {}
-    runs: dict[str, dict[str, Any]] = {}
-    for n in args.sizes:
-        results: dict[str, list[dict[str, Any]]] = {name: [] for name in specs}
-        for r in range(args.rounds if n <= SMALL else 1):  # interleaved: machine noise hits both alike
-            for name, spec in specs.items():
-                res = measure(name, spec, n, args, capacity)
-                loops[name] = {"client": res.pop("loop"), "server": res.pop("server_loop")}
-                results[name].append(res)
-                print(f"  {n:6d} sessions {name:8s} round {r + 1}: {_describe(res)}", file=sys.stderr)
-        for name, found in results.items():
-            best = sorted(found, key=lambda x: x["steps_per_s"])[len(found) // 2]  # the median round
-            best["all_rounds_steps_per_s"] = [x["steps_per_s"] for x in found]
-            runs.setdefault(name, {})[str(n)] = best
-    ratios = {  # None: upstream made no step at that size
-        str(n): round(runs["ours"][str(n)]["steps_per_s"] / up, 2)
-        if (up := runs["upstream"][str(n)]["steps_per_s"])
-        else None
-        for n in args.sizes
-    }
+    parts = contests(args.upstream_python)
+    capacity = max(sizes) + 16
+    servers, loops = run_part(parts["servers"], args.sizes, args, capacity, "servers")
+    clients, client_loops = run_part(parts["clients"], args.client_sizes, args, capacity, "clients")
+    loops.update(client_loops)
     report = {
-        "runs": runs,
-        "ours_vs_upstream_steps_per_s": ratios,
+        "servers": servers,
+        "clients": clients,
+        "ratios": {
+            "servers": {
+                str(n): {
+                    "ours_vs_upstream": _ratio(servers["ours"][str(n)], servers["upstream"][str(n)]),
+                    "ours_vs_upstream_equal": _ratio(servers["ours"][str(n)], servers["upstream_equal"][str(n)]),
+                }
+                for n in args.sizes
+            },
+            "clients": {
+                str(n): {"ours_vs_upstream": _ratio(clients["ours"][str(n)], clients["upstream"][str(n)])}
+                for n in args.client_sizes
+            },
+        },
         "open_files_limit": open_files,
-        "stacks": describe_stacks(specs, args.upstream_python),
+        "stacks": {part: describe_stacks(specs, args.upstream_python) for part, specs in parts.items()},
     }
     if _results.publish(NAME, args, report, loops, upstream_python=args.upstream_python):
         return
     print(
         f"\nsessions per server ({os.cpu_count()} cores, reset + {args.steps} steps per session, all on {_eventloop.LOOP})"
     )
-    print(
-        f"{'sessions':>8s} {'stack':9s} {'success':>8s} {'conn p50':>9s} {'conn all':>9s} {'steps/s':>8s} "
-        f"{'p50 ms':>8s} {'p99 ms':>8s} {'RSS MiB':>8s}"
-    )
-    for n in args.sizes:
-        for name in specs:
-            r = runs[name][str(n)]
-            print(
-                f"{n:8d} {name:9s} {r['success_rate']:8.1%} {r['connect_p50_ms'] or 0:9.0f} {r['connect_all_s']:9.1f} "
-                f"{r['steps_per_s']:8d} {r['p50_ms'] or 0:8.1f} {r['p99_ms'] or 0:8.1f} {r['server_peak_rss_mb']:8.0f}"
-            )
-        ratio = ratios[str(n)]
-        print(f"{'':8s} ours = " + (f"{ratio:.1f}x upstream's steps/s" if ratio else "upstream made no step"))
+    for title, runs, part_sizes in (
+        ("servers, one neutral driver", servers, args.sizes),
+        ("clients, our server", clients, args.client_sizes),
+    ):
+        print(f"\n{title}")
+        print(
+            f"{'sessions':>8s} {'contestant':15s} {'success':>8s} {'conn p50':>9s} {'conn all':>9s} {'steps/s':>8s} "
+            f"{'p50 ms':>8s} {'p99 ms':>8s} {'RSS MiB':>8s}"
+        )
+        for n in part_sizes:
+            for name, per_size in runs.items():
+                r = per_size[str(n)]
+                print(
+                    f"{n:8d} {name:15s} {r['success_rate']:8.1%} {r['connect_p50_ms'] or 0:9.0f} {r['connect_all_s']:9.1f} "
+                    f"{r['steps_per_s']:8d} {r['p50_ms'] or 0:8.1f} {r['p99_ms'] or 0:8.1f} {r['server_peak_rss_mb']:8.0f}"
+                )
 
 
 if __name__ == "__main__":

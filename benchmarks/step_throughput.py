@@ -2,13 +2,16 @@
 
     python benchmarks/step_throughput.py [--seconds 3] [--rounds 3] [--output PATH | --no-save] [--json]
 
-Three stacks, each at 1 and 16 concurrent sessions, interleaved round by round so that machine
+Four stacks, each at 1 and 16 concurrent sessions, interleaved round by round so that machine
 noise hits them alike (the median round is reported):
 
 - ceiling:  a bare Starlette WebSocket JSON echo on uvicorn (httptools, sans-I/O websockets, no
             compression) driven by a raw picows client: no validation, no env.
 - upstream: openenv-core 0.3.0's create_app + its own EnvClient (run in its own venv), served by
-            uvicorn with its defaults, the way upstream's Spaces run it, but for the loop.
+            uvicorn with its defaults, the way upstream's Spaces run it, but for the loop (h11,
+            per-message compression on, a backlog of 2,048).
+- upstream_equal: the same, its server on our transport settings (httptools, sans-I/O websockets,
+            no compression, our backlog): what is left of the gap is the stacks above the transport.
 - ours:     envs/echo_env on `python -m openenv.server` + openenv.EnvClient (typed).
 
 Every client and every server runs on uvloop (`_eventloop.LOOP`; upstream's venv gets the same version
@@ -88,6 +91,7 @@ def stacks(upstream_python: str) -> dict[str, dict[str, Any]]:
             "env": {},
         },
         "upstream": upstream_stack(upstream_python, "_upstream_echo"),
+        "upstream_equal": upstream_stack(upstream_python, "_upstream_echo", transport="ours"),
         "ours": ours_stack("echo_env"),
     }
 
@@ -195,8 +199,14 @@ def main() -> None:
     summary = measure_throughput(args.upstream_python, args.seconds, args.rounds, args.sessions, loops)
     ratios = {}
     for n in args.sessions:
-        ours, up, ceil = (summary[k][n]["steps_per_s"] for k in ("ours", "upstream", "ceiling"))
-        ratios[n] = {"ours_vs_upstream": round(ours / up, 2), "ours_vs_ceiling": round(ours / ceil, 2)}
+        ours, up, equal, ceil = (
+            summary[k][n]["steps_per_s"] for k in ("ours", "upstream", "upstream_equal", "ceiling")
+        )
+        ratios[n] = {
+            "ours_vs_upstream": round(ours / up, 2),
+            "ours_vs_upstream_equal": round(ours / equal, 2),
+            "ours_vs_ceiling": round(ours / ceil, 2),
+        }
     idle = measure_idle_sessions(args.idle) if args.idle else None
     if idle:
         loops["ours, idle sessions"] = {"client": idle.pop("client_loop"), "server": idle.pop("server_loop")}
@@ -212,13 +222,14 @@ def main() -> None:
         f"\nstep throughput ({os.cpu_count()} cores, median of {args.rounds} rounds, {args.seconds:g} s each, all on {_eventloop.LOOP})"
     )
     print(f"{'stack':10s} {'sessions':>8s} {'steps/s':>10s} {'p50 µs':>9s} {'p99 µs':>9s}")
-    for name in ("ceiling", "upstream", "ours"):
+    for name in ("ceiling", "upstream", "upstream_equal", "ours"):
         for n in args.sessions:
             r = summary[name][n]
             print(f"{name:10s} {n:8d} {r['steps_per_s']:10d} {r['p50_us']:9.1f} {r['p99_us']:9.1f}")
     for n, r in ratios.items():
         print(
-            f"{n:3d} sessions: ours = {r['ours_vs_upstream']:.2f}x upstream, {r['ours_vs_ceiling']:.0%} of the ceiling"
+            f"{n:3d} sessions: ours = {r['ours_vs_upstream']:.2f}x upstream ({r['ours_vs_upstream_equal']:.2f}x on "
+            f"equal transport), {r['ours_vs_ceiling']:.0%} of the ceiling"
         )
     if idle:
         print(

@@ -102,6 +102,14 @@ def _table(intro: str, header: list[str], rows: list[str], provenance: str) -> s
 # -- one renderer per benchmark ---------------------------------------------------------------------
 
 
+TRANSPORTS = (
+    "uvicorn's defaults, as upstream's server runs: h11, per-message compression on, a backlog of 2,048. "
+    "Our transport settings: httptools, sans-I/O websockets, no compression, the kernel's longest backlog. "
+    "The row between puts upstream's server on our settings, so the gap left beside it is the stacks "
+    "above the transport (server app and client)."
+)
+
+
 def step_throughput(doc: Doc) -> str:
     r, s = doc["results"], doc["machine"]["settings"]
     levels = [str(n) for n in s["sessions"]]
@@ -109,13 +117,15 @@ def step_throughput(doc: Doc) -> str:
     upstream = doc["machine"]["packages"]["upstream"]["openenv-core"]
     ceiling = [f"{_n(t['ceiling'][n]['steps_per_s'])}" + (" steps/s" if i == 0 else "") for i, n in enumerate(levels)]
     up = [_n(t["upstream"][n]["steps_per_s"]) for n in levels]
+    equal = [_n(t["upstream_equal"][n]["steps_per_s"]) for n in levels]
     ours = []
     for i, n in enumerate(levels):
         ratio = r["ratios"][n]
         detail = (
-            f"{ratio['ours_vs_upstream']:.1f}{X} upstream, {ratio['ours_vs_ceiling']:.0%} of ceiling"
+            f"{ratio['ours_vs_upstream']:.1f}{X} upstream, {ratio['ours_vs_upstream_equal']:.1f}{X} on equal transport, "
+            f"{ratio['ours_vs_ceiling']:.0%} of ceiling"
             if i == 0
-            else f"{ratio['ours_vs_upstream']:.1f}{X}, {ratio['ours_vs_ceiling']:.0%}"
+            else f"{ratio['ours_vs_upstream']:.1f}{X}, {ratio['ours_vs_upstream_equal']:.1f}{X}, {ratio['ours_vs_ceiling']:.0%}"
         )
         ours.append(f"**{_n(t['ours'][n]['steps_per_s'])}** ({detail})")
     lines = [
@@ -124,8 +134,11 @@ def step_throughput(doc: Doc) -> str:
         "| stack | " + " | ".join(_sessions(n) for n in levels) + " |",
         "|---" * (len(levels) + 1) + "|",
         "| ceiling: bare Starlette WS echo + raw picows client | " + " | ".join(ceiling) + " |",
-        f"| upstream openenv-core {upstream} + its client | " + " | ".join(up) + " |",
+        f"| upstream openenv-core {upstream} + its client, uvicorn's defaults | " + " | ".join(up) + " |",
+        f"| upstream openenv-core {upstream} + its client, on our transport settings | " + " | ".join(equal) + " |",
         "| **ours** (echo_env + `EnvClient`) | " + " | ".join(ours) + " |",
+        "",
+        TRANSPORTS,
         "",
     ]
     idle = r.get("idle_sessions")
@@ -144,10 +157,14 @@ def rollouts(doc: Doc) -> str:
     levels = [str(n) for n in s["sessions"]]
     e = r["episodes_per_s"]
     up = [_n(e["upstream"][n]["episodes_per_s"]) + (" episodes/s" if i == 0 else "") for i, n in enumerate(levels)]
+    equal = [_n(e["upstream_equal"][n]["episodes_per_s"]) for n in levels]
     ours = [_n(e["ours"][n]["episodes_per_s"]) for n in levels]
     engine = []
     for i, n in enumerate(levels):
-        ratio = f"{r['ratios'][n]['engine_vs_upstream']:.1f}{X}" + (" upstream" if i == len(levels) - 1 else "")
+        ratio = (
+            f"{r['ratios'][n]['engine_vs_upstream']:.1f}{X}, {r['ratios'][n]['engine_vs_upstream_equal']:.1f}{X}"
+            + (" upstream (defaults, our transport)" if i == len(levels) - 1 else "")
+        )
         engine.append(f"**{_n(e['engine'][n]['episodes_per_s'])}** ({ratio})")
     return "\n".join(
         [
@@ -156,9 +173,12 @@ def rollouts(doc: Doc) -> str:
             "",
             "| stack | " + " | ".join(_sessions(n) for n in levels) + " |",
             "|---" * (len(levels) + 1) + "|",
-            "| upstream client loop, upstream server | " + " | ".join(up) + " |",
+            "| upstream client loop, upstream server, uvicorn's defaults | " + " | ".join(up) + " |",
+            "| upstream client loop, upstream server on our transport settings | " + " | ".join(equal) + " |",
             "| our client, hand-written loop | " + " | ".join(ours) + " |",
             "| **`RolloutEngine`** (records, retries, timeouts) | " + " | ".join(engine) + " |",
+            "",
+            TRANSPORTS,
             "",
             _provenance(doc, f"{_rounds(s)} of {s['seconds']:g} s, interleaved"),
         ]
@@ -330,37 +350,64 @@ def _failure(why: str) -> str:
 def sessions_scale(doc: Doc) -> str:
     r, s = doc["results"], doc["machine"]["settings"]
     upstream = doc["machine"]["packages"]["upstream"]["openenv-core"]
-    label = {"upstream": f"upstream openenv-core {upstream}", "ours": "**ours**"}
 
     def ms(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1f} ms" if value < 10 else _duration(value)
 
-    rows = []
-    for n in map(str, s["sizes"]):
-        for name in ("upstream", "ours"):
-            run = r["runs"][name][n]
-            steps = _n(run["steps_per_s"])
-            if name == "ours":
-                ratio = r["ours_vs_upstream_steps_per_s"][n]
-                steps = f"**{steps}**" + (f" ({ratio:.1f}{X})" if ratio else "")
-            failed = "; ".join(f"{count:,} {_failure(why)}" for why, count in run["failures"].items())
-            success = f"{run['success_rate']:.1%}".replace(".0%", "%") + (f" ({failed})" if failed else "")
-            rows.append(
-                f"| {_n(int(n))} | {label[name]} | {success} | {ms(run['connect_p50_ms'])} / "
-                f"{_duration(run['connect_all_s'] * 1000)} | {steps} | {ms(run['p50_ms'])} / {ms(run['p99_ms'])} | "
-                f"{run['server_peak_rss_mb']:,.0f} MiB |"
-            )
-    return _table(
-        f"Sessions per server: N sessions on one echo server, all connecting at once, then each a reset and "
-        f"{s['steps']} steps, all at once; client and server in separate processes (`benchmarks/sessions_scale.py`):",
-        ["sessions", "stack", "succeeded", "connect p50 / all in", "steps/s", "step p50 / p99", "server peak RSS"],
-        rows,
+    def rows(part: str, sizes: list[int], labels: dict[str, str], ratios: dict[str, str]) -> list[str]:
+        out = []
+        for n in map(str, sizes):
+            for name, label in labels.items():
+                run = r[part][name][n]
+                steps = _n(run["steps_per_s"])
+                if name == "ours":
+                    shown = [f"{v:.1f}{X} {what}" for key, what in ratios.items() if (v := r["ratios"][part][n][key])]
+                    steps = f"**{steps}**" + (f" ({', '.join(shown)})" if shown else "")
+                failed = "; ".join(f"{count:,} {_failure(why)}" for why, count in run["failures"].items())
+                success = f"{run['success_rate']:.1%}".replace(".0%", "%") + (f" ({failed})" if failed else "")
+                out.append(
+                    f"| {_n(int(n))} | {label} | {success} | {ms(run['connect_p50_ms'])} / "
+                    f"{_duration(run['connect_all_s'] * 1000)} | {steps} | {ms(run['p50_ms'])} / {ms(run['p99_ms'])} | "
+                    f"{run['server_peak_rss_mb']:,.0f} MiB |"
+                )
+        return out
+
+    header = ["sessions", "{}", "succeeded", "connect p50 / all in", "steps/s", "step p50 / p99", "server peak RSS"]
+    servers = _table(
+        f"Servers: one neutral driver for every server (raw protocol frames over picows, at most 256 handshakes in "
+        f"flight, 10 s for each from its own start, 60 s per reply); N sessions on one echo server, then each a reset "
+        f"and {s['steps']} steps, all at once; driver and server in separate processes (`benchmarks/sessions_scale.py`):",
+        [h.format("server") for h in header],
+        rows(
+            "servers",
+            s["sizes"],
+            {
+                "upstream": f"upstream openenv-core {upstream}, uvicorn's defaults",
+                "upstream_equal": f"upstream openenv-core {upstream}, on our transport settings",
+                "ours": "**ours**",
+            },
+            {"ours_vs_upstream": "upstream", "ours_vs_upstream_equal": "on our transport"},
+        ),
+        "",
+    )
+    clients = _table(
+        "Clients: each client as it ships, against the same server (ours), N sessions opened at once: ours queues "
+        "its handshakes 256 at a time (the wait not counted against its 10 s connect timeout), upstream's opens "
+        "all at once (10 s each):",
+        [h.format("client") for h in header],
+        rows(
+            "clients",
+            s["client_sizes"],
+            {"upstream": f"upstream openenv-core {upstream} `EnvClient`", "ours": "**ours** `EnvClient`"},
+            {"ours_vs_upstream": "upstream"},
+        ),
         _provenance(
             doc,
             f"{_rounds(s)} up to 1,024 sessions, one run above; a run is cut off after {s['cap']:g} s, "
             f"its unfinished sessions failed; load average {doc['machine']['load_avg_1m']['start']:.1f} at the start",
         ),
     )
+    return servers.rstrip() + "\n\n" + clients
 
 
 RENDERERS: dict[str, Callable[[Doc], str]] = {

@@ -58,10 +58,14 @@ def test_step_throughput_benchmark_runs(upstream_python: str, tmp_path: Path) ->
         tmp_path=tmp_path,
     )
     report = doc["results"]
-    for stack in ("ceiling", "upstream", "ours"):
+    for stack in ("ceiling", "upstream", "upstream_equal", "ours"):
         for n in ("1", "4"):
             assert report["throughput"][stack][n]["steps_per_s"] > 0
         assert doc["machine"]["event_loops"][stack] == {"client": "uvloop", "server": "uvloop"}
+    assert set(report["ratios"]["4"]) == {"ours_vs_upstream", "ours_vs_upstream_equal", "ours_vs_ceiling"}
+    # The contest with equal transports is named in the file: upstream's server on our settings.
+    assert "--http h11" in report["stacks"]["upstream"]["server"]
+    assert "--ws-per-message-deflate false" in report["stacks"]["upstream_equal"]["server"]
     assert report["idle_sessions"]["sessions"] == 50
     assert report["idle_sessions"]["threads_after"] < 50
     assert doc["machine"]["packages"]["upstream"]["openenv-core"] == "0.3.0"
@@ -71,7 +75,7 @@ def test_step_throughput_benchmark_runs(upstream_python: str, tmp_path: Path) ->
 def test_rollouts_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
     doc = _run("rollouts", "--seconds 0.3 --rounds 1 --sessions 1 4", upstream=upstream_python, tmp_path=tmp_path)
     report = doc["results"]
-    for stack in ("engine", "ours", "upstream"):
+    for stack in ("engine", "ours", "upstream", "upstream_equal"):
         for n in ("1", "4"):
             row = report["episodes_per_s"][stack][n]
             assert row["episodes_per_s"] > 0
@@ -83,18 +87,27 @@ def test_rollouts_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sessions_scale_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
     doc = _run(
-        "sessions_scale", "--sizes 24 --steps 3 --rounds 1 --cap 60", upstream=upstream_python, tmp_path=tmp_path
+        "sessions_scale",
+        "--sizes 24 --client-sizes 12 --steps 3 --rounds 1 --cap 60",
+        upstream=upstream_python,
+        tmp_path=tmp_path,
     )
     report = doc["results"]
-    for stack in ("upstream", "ours"):
-        for n in (24,):
-            run = report["runs"][stack][str(n)]
+    contestants = {"servers": (("upstream", "upstream_equal", "ours"), 24), "clients": (("upstream", "ours"), 12)}
+    for part, (names, n) in contestants.items():
+        for name in names:
+            run = report[part][name][str(n)]
             assert run["success_rate"] == 1.0 and run["failures"] == {}, run
             assert run["succeeded"] == run["connected"] == n and run["steps"] == 3 * n
             assert run["steps_per_s"] > 0 and run["connect_p99_ms"] >= run["connect_p50_ms"] > 0
             assert run["server_peak_rss_mb"] > 10 and run["server_cpu_s"] > 0
-        assert doc["machine"]["event_loops"][stack] == {"client": "uvloop", "server": "uvloop"}
-    assert set(report["ours_vs_upstream_steps_per_s"]) == {"24"}
+            assert doc["machine"]["event_loops"][f"{part}: {name}"] == {"client": "uvloop", "server": "uvloop"}
+        assert set(report["ratios"][part]) == {str(n)}
+    # One driver for every server; each client against the same server (ours).
+    assert {s["client"] for s in report["stacks"]["servers"].values()} == {"neutral"}
+    assert {s["server"] for s in report["stacks"]["clients"].values()} == {
+        report["stacks"]["servers"]["ours"]["server"]
+    }
     assert report["open_files_limit"] >= 1024
     assert doc["machine"]["packages"]["upstream"]["openenv-core"] == "0.3.0"
 
@@ -198,3 +211,25 @@ def test_a_server_that_exits_fails_the_benchmark_with_its_output(tmp_path: Path)
     assert out.returncode == 1
     assert "did not come up" in out.stderr and "exited with 1" in out.stderr and "port in use, say" in out.stderr
     assert "timed something" not in out.stdout
+
+
+def test_upstream_on_our_transport_settings_really_runs_without_compression(upstream_python: str) -> None:
+    """The equal-transport contest claims what its server negotiates: a client offering per-message
+    compression gets it from upstream's server on uvicorn's defaults, and not on our settings."""
+    code = (
+        "import asyncio, sys; sys.path.insert(0, 'benchmarks')\n"
+        "from _harness import serve, upstream_stack\n"
+        "from websockets.asyncio.client import connect\n"
+        "async def offered(url):\n"
+        "    async with connect(url.replace('http', 'ws', 1) + '/ws', compression='deflate') as ws:\n"
+        "        return ws.response.headers.get('Sec-WebSocket-Extensions') or 'none'\n"
+        "for transport in ('defaults', 'ours'):\n"
+        f"    spec = upstream_stack({upstream_python!r}, '_upstream_echo', transport)\n"
+        "    with serve(spec['server'], spec['cwd'], spec['env']) as srv:\n"
+        "        print(transport, asyncio.run(offered(srv.url)), ' '.join(spec['server'][3:]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    assert lines["defaults"].startswith("permessage-deflate"), lines
+    assert lines["ours"].startswith("none ") and "--http httptools" in lines["ours"], lines

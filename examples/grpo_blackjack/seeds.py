@@ -185,11 +185,11 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def _with_block(text: str, block: str) -> str:
-    head, sep, rest = text.partition(BEGIN)
-    if not sep or END not in rest:
-        raise SystemExit(f"{README} has no {BEGIN} ... {END} block")
-    return f"{head}{BEGIN}\n{block}\n{END}{rest.partition(END)[2]}"
+def _with_block(text: str, block: str, begin: str = BEGIN, end: str = END) -> str:
+    head, sep, rest = text.partition(begin)
+    if not sep or end not in rest:
+        raise SystemExit(f"{README} has no {begin} ... {end} block")
+    return f"{head}{begin}\n{block}\n{end}{rest.partition(end)[2]}"
 
 
 def main(argv: list[str] | None = None) -> int:

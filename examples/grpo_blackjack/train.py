@@ -9,9 +9,12 @@ a word-level tokenizer built in code from the words the model reads: no download
 
 Each turn the model reads the facts a decision depends on (`total 14 hard dealer 10`) and
 answers `hit` or `stand`. Rows of one GRPO group play the same deal, so their advantages compare
-decisions, not luck. Before and after training (and every `--probe-every` steps) the greedy
-policy plays `--eval-hands` held-out hands, the same ones random play, always-stand and basic
-strategy play, so the result can be judged against them with paired confidence intervals.
+decisions, not luck. With `--branch-at K [K ...]` a group instead plays its first K turns once
+and forks into its rows at that state (the "fork" extension): the rows then differ only by the
+decisions after the branch point (the groups take the listed K values in turn). Before and
+after training (and every `--probe-every` steps) the greedy policy plays `--eval-hands`
+held-out hands, the same ones random play, always-stand and basic strategy play, so the result
+can be judged against them with paired confidence intervals.
 
 It starts `--servers` blackjack servers on 127.0.0.1 (or uses `--env-url` ones), and writes to
 `--output-dir`: `metrics.jsonl` (every logged step), `episodes.jsonl` (every training episode),
@@ -101,6 +104,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--probe-hands", type=int, default=500)
     p.add_argument("--servers", type=int, default=2, help="blackjack servers to start on 127.0.0.1")
     p.add_argument("--env-url", nargs="*", default=None, help="use these servers instead of starting some")
+    p.add_argument(
+        "--branch-at",
+        type=int,
+        nargs="+",
+        default=None,
+        help="branched groups: turns played once before a group forks into its rows (groups take the values in turn)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bf16", action="store_true", help="train in bfloat16 (GPUs)")
     return p.parse_args(argv)
@@ -315,8 +325,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     eval_seeds = [EVAL_SEED_BASE + i for i in range(args.eval_hands)]
     probe_seeds = eval_seeds[: args.probe_hands]
     probes: list[dict[str, Any]] = []
+    played = {"env_steps": 0, "resets": 0, "groups_ended_before_branching": 0}
 
     def save_episodes(batch: Any) -> None:
+        # What the env did: a branched group's prefix is played once, its rows' own turns each.
+        prefixes = {r.extra["group"]: r.extra["branch_turn"] for r in batch if "group" in r.extra}
+        played["env_steps"] += sum(prefixes.values()) + sum(r.length - r.extra.get("branch_turn", 0) for r in batch)
+        played["resets"] += len(prefixes) if prefixes else len(batch)
+        # A hand the prefix ended (a stand, a bust) leaves its group one episode n times: no signal.
+        ended = {r.extra["group"] for r in batch if "group" in r.extra and r.length == r.extra["branch_turn"] > 0}
+        played["groups_ended_before_branching"] += len(ended)
         # Lean rows (a default run plays 300,000 hands): who played where, and each decision.
         with episodes_path.open("a") as f:
             for r in batch:
@@ -347,6 +365,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         turn_format=(lambda tok: TextFormat(tok, cue="")) if tiny else "auto",
         on_batch=save_episodes,
         reward_funcs=[answer_format],
+        branch_at=args.branch_at,
     )
     rollout = rollout_kwargs["rollout_func"]
 
@@ -465,12 +484,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         steps,
         probes,
         {k: results[k]["mean"] for k in ("random", "always_stand", "basic_strategy")},
-        title=f"GRPO on blackjack: {args.model or 'tiny model'}, {args.steps} steps of {args.batch_size} hands",
+        title=f"GRPO on blackjack: {args.model or 'tiny model'}, {args.steps} steps of {args.batch_size} hands"
+        + (f", branched at {args.branch_at}" if args.branch_at else ""),
     )
     summary = {
         "model": args.model or "tiny (built in code)",
         "steps": trainer.state.global_step,
         "episodes": sum(1 for _ in episodes_path.open()),
+        "branch_at": args.branch_at,
+        **played,
         "train_seconds": round(elapsed, 2),
         "eval_seconds_before": round(eval_seconds, 2),
         "param_abs_sum": abs_sum,

@@ -7,17 +7,23 @@ decisions after the branch point differ between the group's episodes, so their r
 the decisions' doing, not the deal's.
 
 Each child's `EpisodeRecord` holds the prefix turns and then its own (`extra["branch_turn"]`
-says where the branch was, `extra["group"]` which group), so trainers see whole episodes. A
-group whose server cannot fork (no extension, capacity) raises: branching is asked for
-explicitly, and a silent fallback to plain episodes would change what is being measured.
+says where the branch was, `extra["group"]` which group), so trainers see whole episodes; its
+`extra` starts as a deep copy of the prefix's (what a prompt function kept there, such as a
+transcript, carries on). Child c of group g is episode `g * group_size + c` from the start, so
+a policy that keys its sampling on the episode (`TransformersPolicy`) draws differently in each
+child; the prefix is played as episode `g * group_size`. A group whose server cannot fork (no
+extension, capacity) raises: branching is asked for explicitly, and a silent fallback to plain
+episodes would change what is being measured.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import inspect
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -33,17 +39,31 @@ __all__ = ["run_branched"]
 
 
 async def run_branched(
-    engine: RolloutEngine, groups: int, group_size: int, *, prefix_steps: int = 0, base_seed: int = 0
+    engine: RolloutEngine,
+    groups: int,
+    group_size: int,
+    *,
+    prefix_steps: int | Sequence[int] = 0,
+    base_seed: int = 0,
+    seeds: Sequence[int] | None = None,
 ) -> RolloutBatch:
-    """`groups` × `group_size` episodes: group g resets with seed `base_seed + g`, plays
-    `prefix_steps` turns, and branches into `group_size` children. Records are in group order.
+    """`groups` × `group_size` episodes: group g resets with seed `base_seed + g` (or `seeds[g]`),
+    plays `prefix_steps` turns (or `prefix_steps[g]`), and branches into `group_size` children.
+    Records are in group order.
 
     Raises:
-        ConfigurationError: a count is out of range.
+        ConfigurationError: a count is out of range, or a per-group list has the wrong length.
         SnapshotError, CapacityReachedError: the server cannot fork (see the module docstring).
     """
-    if groups < 1 or group_size < 1 or prefix_steps < 0:
+    prefixes = [prefix_steps] * groups if isinstance(prefix_steps, int) else list(prefix_steps)
+    group_seeds = [base_seed + g for g in range(groups)] if seeds is None else list(seeds)
+    if groups < 1 or group_size < 1 or any(not isinstance(k, int) or k < 0 for k in prefixes):
         raise ConfigurationError("groups and group_size must be >= 1, prefix_steps >= 0")
+    if len(prefixes) != groups or len(group_seeds) != groups:
+        raise ConfigurationError(
+            f"prefix_steps and seeds, when lists, take one value per group: {groups} groups, "
+            f"{len(prefixes)} prefix_steps, {len(group_seeds)} seeds"
+        )
     start = time.perf_counter()
     gate = asyncio.Semaphore(max(1, engine.concurrency // group_size))
     options = dict(engine.reset_kwargs)
@@ -51,7 +71,7 @@ async def run_branched(
     async def one(g: int) -> list[EpisodeRecord]:
         async with gate:
             url = engine.urls[g % len(engine.urls)]
-            return await _group(engine, url, g, base_seed + g, group_size, prefix_steps, options)
+            return await _group(engine, url, g, group_seeds[g], group_size, prefixes[g], options)
 
     per_group = await asyncio.gather(*(one(g) for g in range(groups)))
     records = [r for group in per_group for r in group]
@@ -65,7 +85,7 @@ async def _group(
 ) -> list[EpisodeRecord]:
     parent = engine.client_cls(url, **engine.client_options)
     try:
-        trunk = EpisodeRecord(index=g, seed=seed)
+        trunk = EpisodeRecord(index=g * n, seed=seed)
         trunk.url = url
         result = await parent.reset(seed=seed, **options)
         for turn in range(prefix_steps):
@@ -73,25 +93,25 @@ async def _group(
                 break
             result = await _turn(engine, parent, trunk, result, turn)
         children = await parent.fork(n) if not result.done else []
-        records = []
-        for _ in children:
-            record = EpisodeRecord(index=g, seed=seed)
-            record.url = url
-            record.turns = list(trunk.turns)
-            record.total_reward = trunk.total_reward
-            record.extra = {"group": g, "branch_turn": len(trunk.turns)}
-            record.attempts = 1
-            records.append(record)
-        await asyncio.gather(*(_finish(engine, c, r, result) for c, r in zip(children, records, strict=True)))
+
+        def branch(c: int) -> EpisodeRecord:
+            extra = {**copy.deepcopy(trunk.extra), "group": g, "branch_turn": len(trunk.turns)}
+            return dataclasses.replace(
+                trunk,
+                index=g * n + c,
+                turns=list(trunk.turns),
+                reward_components=dict(trunk.reward_components),
+                errors=list(trunk.errors),
+                extra=extra,
+                attempts=1,
+            )
+
+        records = [branch(c) for c in range(n)]
+        await asyncio.gather(*(_finish(engine, c, r, result) for c, r in zip(children, records, strict=False)))
         if not children:  # the prefix ended the episode: the group is that one episode, n times
-            trunk.status = "done"
-            trunk.final_observation = result.observation
-            records = [
-                dataclasses.replace(
-                    trunk, turns=list(trunk.turns), extra={"group": g, "branch_turn": len(trunk.turns)}, attempts=1
-                )
-                for _ in range(n)
-            ]
+            for record in records:
+                record.status = "done"
+                record.final_observation = result.observation
         return records
     finally:
         await parent.close()

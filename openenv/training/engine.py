@@ -210,14 +210,20 @@ class RolloutEngine:
         return RolloutBatch(records, time.perf_counter() - start)
 
     async def run_branched(
-        self, groups: int, group_size: int, *, prefix_steps: int = 0, base_seed: int = 0
+        self,
+        groups: int,
+        group_size: int,
+        *,
+        prefix_steps: int | Sequence[int] = 0,
+        base_seed: int = 0,
+        seeds: Sequence[int] | None = None,
     ) -> RolloutBatch:
-        """GRPO groups from shared mid-episode states: each group's seed, `prefix_steps` turns,
-        then `group_size` forked children played to the end (servers must offer "fork"; see
-        `openenv.training.branching`)."""
+        """GRPO groups from shared mid-episode states: each group's seed, `prefix_steps` turns (one
+        count for all groups, or one per group), then `group_size` forked children played to the
+        end (servers must offer "fork"; see `openenv.training.branching`)."""
         from openenv.training.branching import run_branched
 
-        return await run_branched(self, groups, group_size, prefix_steps=prefix_steps, base_seed=base_seed)
+        return await run_branched(self, groups, group_size, prefix_steps=prefix_steps, base_seed=base_seed, seeds=seeds)
 
     def run_sync(self, episodes: int | None = None, **kwargs: Any) -> RolloutBatch:
         """`run` for blocking code (scripts, notebooks with a running loop included)."""

@@ -17,11 +17,16 @@ their advantages compare answers to the same situation. Each episode becomes one
 prompt, then the model's answers interleaved with the env's feedback, which is masked out of the
 loss (`env_mask`). The episode's total env reward is the `env_reward` reward function; reward
 components from the env's rubric and episode statistics are logged as `openenv/...` metrics.
+
+With `branch_at=K` (servers that offer the "fork" extension) a group instead plays K turns once
+and forks into `num_generations` children at that state (`RolloutEngine.run_branched`): the
+rows then differ only by the decisions after the branch. The shared prefix's answers are masked
+out of the loss, as the group's rewards say nothing about them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +72,16 @@ class OpenEnvRollout:
         on_batch: Callable[[RolloutBatch], None] | None = None,
         servers: int = 1,
         provider_options: dict[str, Any] | None = None,
+        branch_at: int | Sequence[int] | None = None,
     ) -> None:
         if not callable(parse_action):
             raise ConfigurationError("parse_action is required: it turns the model's text into an action")
+        branch = [branch_at] if isinstance(branch_at, int) else list(branch_at) if branch_at is not None else None
+        if branch is not None and (not branch or any(not isinstance(k, int) or k < 0 for k in branch)):
+            raise ConfigurationError(
+                f"branch_at must be a turn count >= 0 or a non-empty list of them, got {branch_at!r}"
+            )
+        self.branch_at = branch
         if isinstance(turn_format, str) and turn_format not in ("auto", "chat", "text"):
             raise ConfigurationError(
                 "turn_format must be 'auto', 'chat', 'text', or a callable(tokenizer) -> TurnFormat"
@@ -149,7 +161,12 @@ class OpenEnvRollout:
             prompt=self._prompt_fn(prompts, fmt),
             **self.engine_options,
         )
-        batch = run_blocking(engine.run(seeds=seeds))
+        if self.branch_at is None:
+            batch = run_blocking(engine.run(seeds=seeds))
+        else:  # group k of the run branches at branch_at[k % len(branch_at)]
+            groups, first = len(prompts) // group, self._groups_done - len(prompts) // group
+            at = [self.branch_at[(first + g) % len(self.branch_at)] for g in range(groups)]
+            batch = run_blocking(engine.run_branched(groups, group, prefix_steps=at, seeds=seeds[::group]))
         self.last_batch = batch
         out = self._to_trl(batch, fmt, policy)
         self._log(trainer, batch, "train" if training else "eval")
@@ -211,6 +228,8 @@ class OpenEnvRollout:
             else:
                 last = record.turns[-1]
                 transcript.add_completion(last.completion_ids or [], last.logprobs)
+                if len(record.turns) == record.extra.get("branch_turn"):  # the shared prefix's last answer
+                    record.extra["prefix_tokens"] = len(transcript.completion_ids)
                 record.extra["history"].append((record.extra["last_text"], last.completion or ""))
                 transcript.add_feedback(
                     fmt.feedback(instruction, record.extra["history"], text, last.completion_ids or [])
@@ -308,7 +327,8 @@ class OpenEnvRollout:
             out["prompt_ids"].append(transcript.prompt_ids)
             out["completion_ids"].append(transcript.completion_ids)
             out["logprobs"].append(transcript.logprobs)
-            out["env_mask"].append(transcript.env_mask)
+            shared = record.extra.get("prefix_tokens", 0)  # a branched group's common answers: no signal
+            out["env_mask"].append([0] * shared + transcript.env_mask[shared:])
             out["env_reward"].append(float(record.total_reward))
             out["episode_length"].append(record.length)
             out["turn_completions"].append([t.completion or "" for t in record.turns])
@@ -363,6 +383,10 @@ def openenv_grpo_kwargs(
         reset_kwargs, step_timeout_s, episode_timeout_s, max_attempts, client_cls,
         client_options: as for `RolloutEngine`.
         on_batch: called with each `RolloutBatch` (to save or inspect episode records).
+        branch_at: play each GRPO group from one shared mid-episode state: the group's first K
+            turns once, then `num_generations` forked children (servers must offer "fork"). An
+            int, or a list whose values the groups take in turn (`[0, 1]`: every other group
+            branches after its first turn). The prefix's answers are masked out of the loss.
 
     Returns:
         `{"rollout_func": OpenEnvRollout(...), "reward_funcs": [env_reward, *reward_funcs]}`.

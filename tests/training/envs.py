@@ -29,7 +29,9 @@ class CountObservation(Observation):
 
 class ScoredEnv(Environment[CountAction, CountObservation, State]):
     """Ends after `length` steps (reset option, default 3). A 'good' move scores 1 (correctness)
-    plus 0.5 (format); anything else scores 0 and 0.5."""
+    plus 0.5 (format); anything else scores 0 and 0.5. Forkable: its state is three numbers."""
+
+    SNAPSHOT_ATTRS = ("_n", "_length", "_seed")
 
     def __init__(self) -> None:
         self._n = 0

@@ -63,7 +63,8 @@ def _fake_run(folder: Path, seed: int, gain: float) -> None:
             }
         )
     )
-    (folder / "summary.json").write_text(json.dumps({"train_seconds": 480.0 + seed, "held_out_hands": 2000}))
+    summary = {"train_seconds": 480.0 + seed, "held_out_hands": 2000, "steps": 600}
+    (folder / "summary.json").write_text(json.dumps(summary))
 
 
 def test_a_seed_that_learned_nothing_shows_in_the_median_range_and_count(tmp_path: Path) -> None:
@@ -88,3 +89,78 @@ def test_a_seed_that_learned_nothing_shows_in_the_median_range_and_count(tmp_pat
     assert "above zero for 2 of 3 seeds" in table
     noisy = seeds._seed_record(3, tmp_path / "0", (0.5, 2.0), 500.0)
     assert noisy["noisy"] and not records[0]["noisy"]
+
+
+def _branching() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("grpo_branching", EXAMPLE / "branching.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_branching_table_is_the_one_results_branching_json_gives() -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE / "branching.py"), "--check"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((EXAMPLE / "results" / "branching.json").read_text())
+    assert doc["train_arguments"] == [], "the README compares the modes at the example's defaults"
+    plain, branched = doc["runs"]["plain"], doc["runs"]["branched"]
+    assert len(plain) == len(branched) == len(doc["branched_minus_plain"]) >= 3
+    assert (
+        [r["seed"] for r in plain] == [r["seed"] for r in branched] == [p["seed"] for p in doc["branched_minus_plain"]]
+    )
+    assert all(r["branch_at"] is None for r in plain) and all(r["branch_at"] == [0, 1] for r in branched)
+    # Equal optimizer steps and rows: the modes differ in what the env did, which the file says.
+    assert {r["episodes"] for r in plain + branched} == {600 * 512}
+    assert all(b["env_steps"] < p["env_steps"] for p, b in zip(plain, branched, strict=True))
+
+
+def test_branched_minus_plain_is_paired_over_the_same_hands(tmp_path: Path, monkeypatch) -> None:
+    branching = _branching()
+    hands = {
+        "plain": [1.0, -1.0, 0.0, 1.0],
+        "branched": [1.0, 1.0, 0.0, -1.0],
+        "plain_matched": [1.0, 1.0, 0.0, -1.5],
+    }
+    asked: list[tuple[str, list[str]]] = []
+
+    def fake_run(seed: int, mode: str, out: Path, extra: list[str]) -> dict[str, object]:
+        asked.append((mode, extra))
+        _fake_run(out, seed, {"plain": 0.05, "branched": 0.02, "plain_matched": 0.03}[mode])
+        evaluation = json.loads((out / "evaluation.json").read_text())
+        evaluation["policies"]["after"]["rewards"] = hands[mode]
+        (out / "evaluation.json").write_text(json.dumps(evaluation))
+        record = branching.seeds._seed_record(seed, out, (0.5, 0.6), 500.0)
+        steps = {"plain": 900, "branched": 700, "plain_matched": 705}[mode]
+        ended = {"plain": 0, "branched": 30, "plain_matched": 0}[mode]
+        at = {"plain": None, "branched": [0, 1], "plain_matched": None}[mode]
+        return {
+            **record,
+            "episodes": 8,
+            "env_steps": steps,
+            "resets": 100,
+            "groups_ended_before_branching": ended,
+            "branch_at": at,
+        }
+
+    monkeypatch.setattr(branching, "_run", fake_run)
+    monkeypatch.setattr(branching, "RESULTS", tmp_path / "branching.json")
+    doc = branching.run([4], tmp_path / "runs", [])
+    [paired] = doc["branched_minus_plain"]
+    assert paired["seed"] == 4 and paired["mean"] == 0.0  # (0 + 2 + 0 - 2) / 4, hand by hand
+    assert paired["ci95"][0] < 0 < paired["ci95"][1]
+    table = branching.table(json.loads((tmp_path / "branching.json").read_text()))
+    assert "| 4 | plain | +0.050 (+0.020 to +0.080) |" in table
+    assert "| 30 of 50 |" in table  # of the 100 groups, every other one was set to branch after a decision
+    assert "above zero for 0 of 1 seeds and below zero for 0" in table
+
+    # Plain again at the branched run's env steps: 700 of them, at 900 / 600 a step.
+    doc = branching.run_matched(tmp_path / "runs", [])
+    assert asked[-1] == ("plain_matched", ["--steps", "467"])
+    [matched] = doc["branched_minus_plain_matched"]
+    assert matched["mean"] == 0.125  # (0 + 0 + 0 + 0.5) / 4
+    table = branching.table(json.loads((tmp_path / "branching.json").read_text()))
+    assert "| 4 | plain, the branched run's env steps (467 optimizer steps) | +0.030" in table
+    assert "branched − plain at equal env steps +0.125" in table

@@ -85,11 +85,58 @@ def test_grpo_trains_on_an_env_with_reward_components(scored_url: str, tmp_path)
     assert transcript.logprobs[: len(first.completion_ids)] == first.logprobs
 
 
+def test_branched_groups_share_a_masked_prefix_and_sample_apart_after_it(scored_url: str, tmp_path) -> None:
+    """`branch_at`: a group plays its first K turns once and forks; its rows carry the same prefix,
+    masked out of the loss, and the policy samples each child on its own key after the branch."""
+    model, tokenizer = tiny_causal_lm(WORDS, hidden_size=32, layers=1)
+    before = [p.detach().clone() for p in model.parameters()]
+    batches = []
+    kwargs = openenv_grpo_kwargs(
+        scored_url,
+        parse_action=parse_move,
+        max_turns=3,
+        max_new_tokens=2,
+        on_batch=batches.append,
+        base_seed=800,
+        branch_at=[0, 2],  # groups take turns: fork at reset, fork after two turns
+    )
+    rollout = kwargs["rollout_func"]
+    trainer = _trainer(model, tokenizer, tmp_path, batch=8, prompts=24, kwargs=kwargs)
+    out = rollout(["Say good."] * 8, trainer)
+    batch = batches[0]
+    assert [r.seed for r in batch] == [800] * 4 + [801] * 4
+    assert [r.extra["branch_turn"] for r in batch] == [0] * 4 + [2] * 4
+    assert all(r.status == "done" and r.length == 3 for r in batch)
+    late = batch.records[4:]
+    shared = late[0].extra["prefix_tokens"]
+    assert shared == len(late[0].turns[0].completion_ids or []) + len(
+        tokenizer("\nseed 801: step 1\nAction:", add_special_tokens=False)["input_ids"]
+    ) + len(late[0].turns[1].completion_ids or [])
+    for row, record in zip(out["completion_ids"][4:], late, strict=True):
+        assert record.turns[:2] == late[0].turns[:2]  # one prefix, played once
+        assert row[:shared] == out["completion_ids"][4][:shared]
+        assert out["env_mask"][record.index][:shared] == [0] * shared  # the prefix earns no credit
+        assert 1 in out["env_mask"][record.index][shared:]  # the child's own answer does
+        assert out["env_reward"][record.index] == record.total_reward == sum(t.reward for t in record.turns)
+    assert "prefix_tokens" not in batch[0].extra and out["env_mask"][0][0] == 1  # branched at reset: nothing shared
+    # Children sample on keys of their own: their answers after the branch differ.
+    assert len({r.turns[2].completion for r in late}) > 1
+    assert len({r.turns[0].completion for r in batch.records[:4]}) > 1
+
+    trainer.train()  # the rows' shapes suit TRL, and it learns from them
+    assert len([h for h in trainer.state.log_history if "loss" in h]) == 3
+    assert any(not (a == b).all() for a, b in zip(before, model.parameters(), strict=True))
+    assert [r.seed for r in batches[1]] == [802] * 4 + [803] * 4  # seeds go on counting by group
+    assert [r.extra["branch_turn"] for r in batches[1]] == [0] * 4 + [2] * 4
+
+
 def test_bad_configuration_is_refused_up_front() -> None:
     with pytest.raises(ConfigurationError, match="server URL"):
         openenv_grpo_kwargs("blackjack_env", parse_action=parse_move)
     with pytest.raises(ConfigurationError, match="turn_format"):
         openenv_grpo_kwargs("http://127.0.0.1:1", parse_action=parse_move, turn_format="xml")
+    with pytest.raises(ConfigurationError, match="branch_at"):
+        openenv_grpo_kwargs("http://127.0.0.1:1", parse_action=parse_move, branch_at=[])
 
 
 def test_chat_format_appends_exactly_what_the_template_renders() -> None:
