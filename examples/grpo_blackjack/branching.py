@@ -34,7 +34,6 @@ import seeds  # noqa: E402  (this folder's modules)
 import strategy  # noqa: E402
 
 RESULTS = HERE / "results" / "branching.json"
-README = HERE / "README.md"
 BEGIN, END = "<!-- branching -->", "<!-- /branching -->"
 MODES = {"plain": [], "branched": ["--branch-at", "0", "1"]}
 
@@ -213,19 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         run(args.seeds, Path(args.runs), extra)
     if args.matched:
         run_matched(Path(args.runs), extra)
-    if not RESULTS.exists():
-        print(f"no {RESULTS} yet: run branching.py --seeds 0 1 2 first", file=sys.stderr)
-        return 1
-    text = README.read_text()
-    wanted = seeds._with_block(text, table(json.loads(RESULTS.read_text())), BEGIN, END)
-    if args.check:
-        if wanted != text:
-            print(f"{README} does not match {RESULTS}: run branching.py --render", file=sys.stderr)
-            return 1
-        return 0
-    if args.render or args.seeds:
-        README.write_text(wanted)
-    return 0
+    return seeds.publish(RESULTS, table, BEGIN, END, args.check, bool(args.render or args.seeds or args.matched))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,26 @@ def _with_block(text: str, block: str, begin: str = BEGIN, end: str = END) -> st
     return f"{head}{begin}\n{block}\n{end}{rest.partition(end)[2]}"
 
 
+def publish(
+    results: Path, block: Callable[[dict[str, Any]], str], begin: str, end: str, check: bool, write: bool
+) -> int:
+    """README's block from a results file: written when `write`, compared when `check` (1 if it differs)."""
+    script = Path(sys.argv[0]).name
+    if not results.exists():
+        print(f"no {results} yet: run {script} --seeds 0 1 2 first", file=sys.stderr)
+        return 1
+    text = README.read_text()
+    wanted = _with_block(text, block(json.loads(results.read_text())), begin, end)
+    if check:
+        if wanted != text:
+            print(f"{README} does not match {results}: run {script} --render", file=sys.stderr)
+            return 1
+        return 0
+    if write:
+        README.write_text(wanted)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -204,20 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(own)
     if args.seeds:
         run(args.seeds, Path(args.runs), extra)
-    if not (RESULTS / "seeds.json").exists():
-        print(f"no {RESULTS / 'seeds.json'} yet: run seeds.py --seeds 0 1 2 first", file=sys.stderr)
-        return 1
-    doc = json.loads((RESULTS / "seeds.json").read_text())
-    text = README.read_text()
-    wanted = _with_block(text, table(doc))
-    if args.check:
-        if wanted != text:
-            print(f"{README} does not match {RESULTS / 'seeds.json'}: run seeds.py --render", file=sys.stderr)
-            return 1
-        return 0
-    if args.render or args.seeds:
-        README.write_text(wanted)
-    return 0
+    return publish(RESULTS / "seeds.json", table, BEGIN, END, args.check, bool(args.render or args.seeds))
 
 
 if __name__ == "__main__":

@@ -16,12 +16,16 @@ from tests.support.servers import ROOT
 EXAMPLE = ROOT / "examples" / "grpo_blackjack"
 
 
-def _seeds() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("grpo_seeds", EXAMPLE / "seeds.py")
+def _example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"grpo_{name}", EXAMPLE / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _seeds() -> ModuleType:
+    return _example("seeds")
 
 
 def test_the_readme_table_is_the_one_results_seeds_json_gives() -> None:
@@ -92,11 +96,7 @@ def test_a_seed_that_learned_nothing_shows_in_the_median_range_and_count(tmp_pat
 
 
 def _branching() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("grpo_branching", EXAMPLE / "branching.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _example("branching")
 
 
 def test_the_readme_branching_table_is_the_one_results_branching_json_gives() -> None:
