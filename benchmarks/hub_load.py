@@ -110,7 +110,9 @@ def with_python(base: str, path: str, concurrency: int, seconds: float) -> dict[
         samples: list[float] = []
         bad = 0
         deadline = time.perf_counter() + seconds
-        async with httpx.AsyncClient(base_url=base, limits=httpx.Limits(max_connections=concurrency)) as client:
+        async with httpx.AsyncClient(
+            base_url=base, limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        ) as client:
 
             async def one() -> None:
                 nonlocal bad
