@@ -5,7 +5,7 @@
 #   bash benchmarks/run_all.sh rollouts cli_latency   # only these
 #
 # Each benchmark writes benchmarks/results/<name>.json (numbers, machine, versions, settings, event
-# loops); then `benchmarks/tables.py` renders README.md and docs/providers.md from those files.
+# loops); then `benchmarks/tables.py` renders README.md, docs/providers.md and docs/security.md from those files.
 # Run it on a quiet machine: the numbers are only as good as the machine was idle.
 # Needs .venv (bash scripts/bootstrap); makes upstream's venv (scripts/upstream-venv) and starts the
 # Docker engine (scripts/docker-engine) for cold_start and hub's build step. A benchmark that fails
@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-ALL=(step_throughput rollouts sessions_scale forks cli_latency env_steps hub hub_load live cold_start)
+ALL=(step_throughput rollouts sessions_scale forks cli_latency env_steps hub hub_load live cold_start sandbox_runtime)
 SELECTED=("$@")
 [ ${#SELECTED[@]} -gt 0 ] || SELECTED=("${ALL[@]}")
 for name in "${SELECTED[@]}"; do
@@ -47,4 +47,4 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "run_all: failed: ${failed[*]}" >&2
   exit 1
 fi
-echo "run_all: every results file written and the tables rendered; check \`git diff README.md docs/providers.md benchmarks/results\`" >&2
+echo "run_all: every results file written and the tables rendered; check \`git diff README.md docs benchmarks/results\`" >&2

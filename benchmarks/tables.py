@@ -1,6 +1,6 @@
 """The published performance tables, generated from the results files the benchmarks write.
 
-    python benchmarks/tables.py           # rewrite the tables in README.md and docs/providers.md
+    python benchmarks/tables.py           # rewrite the tables in README.md, docs/providers.md and docs/security.md
     python benchmarks/tables.py --check   # exit 1, showing the difference, when a page is stale
 
 A table lives between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` in a page and is rendered
@@ -23,7 +23,7 @@ from typing import Any
 import _results
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = (ROOT / "README.md", ROOT / "docs" / "providers.md")
+PAGES = (ROOT / "README.md", ROOT / "docs" / "providers.md", ROOT / "docs" / "security.md")
 BLOCK = re.compile(
     r"(?P<open><!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(?P<close><!-- /bench:(?P=name) -->)", re.S
 )
@@ -410,6 +410,29 @@ def sessions_scale(doc: Doc) -> str:
     return servers.rstrip() + "\n\n" + clients
 
 
+def sandbox_runtime(doc: Doc) -> str:
+    res, s = doc["results"], doc["machine"]["settings"]
+    runc, runsc = res["runc"], res["runsc"]
+    rows = [
+        f"| {name} | {r['cold_start']['p50_s']:.2f} s | {r['step']['p50_ms']:.2f} ms (p90 {r['step']['p90_ms']:.2f}) |"
+        for name, r in (("runc", runc), ("runsc (gVisor, ptrace platform)", runsc))
+    ]
+    rows.append(
+        f"| runsc / runc | {runsc['cold_start']['p50_s'] / runc['cold_start']['p50_s']:.1f}{X} | "
+        f"{runsc['step']['p50_ms'] / runc['step']['p50_ms']:.1f}{X} |"
+    )
+    return _table(
+        "echo_env started the way the Hub starts untrusted code, under each runtime "
+        "(`benchmarks/sandbox_runtime.py`; cold start: the start call to the first reset reply; step: one round trip):",
+        ["runtime", "cold start (p50)", "step (p50)"],
+        rows,
+        _provenance(
+            doc,
+            f"{_rounds(s)}, interleaved, {s['steps']} steps a round",
+        ),
+    )
+
+
 RENDERERS: dict[str, Callable[[Doc], str]] = {
     "step_throughput": step_throughput,
     "rollouts": rollouts,
@@ -421,6 +444,7 @@ RENDERERS: dict[str, Callable[[Doc], str]] = {
     "live": live,
     "forks": forks,
     "sessions_scale": sessions_scale,
+    "sandbox_runtime": sandbox_runtime,
 }
 
 

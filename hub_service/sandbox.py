@@ -23,6 +23,7 @@ import threading
 from typing import Any
 
 from hub_service.settings import HubSettings
+from openenv.client.providers._runtime import GVISOR
 
 __all__ = [
     "BRIDGE_NAME",
@@ -38,6 +39,7 @@ __all__ = [
     "grant",
     "hub_instance",
     "reap_leftovers",
+    "smoke_process_cap",
     "smoke_run_options",
 ]
 
@@ -90,6 +92,20 @@ def _block_host_access(bridge: str) -> None:
         log.warning("could not keep containers on %s off the host's services: %s", bridge, exc)
 
 
+_GVISOR_THREADS_PER_PROCESS = 32  # host threads of gVisor's sandbox per process inside (ptrace platform)
+_GVISOR_MB_PER_PROCESS = 32  # memory gVisor holds per forked server process (measured: 15-30 MB)
+
+
+def smoke_process_cap(settings: HubSettings) -> int:
+    """How many processes a confined container may run. Under runc: `smoke_pids`. Under gVisor it
+    is also bounded by the memory limit: the sandbox keeps state of its own for each process (a
+    forked Python server cost it 15-30 MB here, where runc shares the pages), so 256 forks of a
+    server would meet a 1 GB limit and kill the container before the process cap stopped them."""
+    if settings.sandbox_runtime != GVISOR:
+        return settings.smoke_pids
+    return max(8, min(settings.smoke_pids, (_bytes(settings.smoke_memory) >> 20) // _GVISOR_MB_PER_PROCESS))
+
+
 def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: bool = True) -> dict[str, Any]:
     """Keyword arguments of the Docker host config for a smoke-test container."""
     from docker.types import Ulimit
@@ -108,6 +124,13 @@ def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: 
         "tmpfs": {"/tmp": f"rw,size={settings.smoke_tmpfs_mb}m,mode=1777"},
         "read_only": read_only,
     }
+    if settings.sandbox_runtime == GVISOR:
+        # Under gVisor the container's processes live inside its own kernel, which counts them
+        # against RLIMIT_NPROC (per container, not per host uid as under runc); the host's pids limit
+        # then only bounds gVisor's own threads, several per process the code starts.
+        cap = smoke_process_cap(settings)
+        options["ulimits"].append(Ulimit(name="nproc", soft=cap, hard=cap))
+        options["pids_limit"] = cap * _GVISOR_THREADS_PER_PROCESS
     if network:
         options["network_mode"] = network
     return options
@@ -169,6 +192,7 @@ def confined_provider(
         user=SMOKE_USER,
         run_options={**smoke_run_options(settings, network, read_only=read_only), **(overrides or {})},
         labels={**(labels or {}), HUB_LABEL: hub_instance(settings)},
+        runtime=settings.sandbox_runtime,
     )
 
 

@@ -101,6 +101,13 @@ class HubSettings(BaseSettings):
     smoke_file_size_mb: int = Field(default=256, ge=1, description="Largest file a smoke container may write.")
     smoke_tmpfs_mb: int = Field(default=256, ge=1)
     smoke_isolated_network: bool = Field(default=True, description="Smoke containers reach nothing but their own port.")
+    sandbox_runtime: str = Field(
+        default="runc",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="The engine's OCI runtime for containers of code the Hub did not write (smoke tests, play "
+        "sessions): 'runc', or 'runsc' for gVisor (a kernel of its own between the code and the host's; "
+        "scripts/docker-engine registers it). Checked on the host for every container: the smoke log says what it got.",
+    )
 
     # Trust checks (hub_service/pipeline/trust.py), run at the end of the smoke stage on its server
     trust_check_timeout_s: float = Field(

@@ -18,7 +18,7 @@ from tests.support.servers import ROOT
 
 BENCH = ROOT / "benchmarks"
 RESULTS = sorted((BENCH / "results").glob("*.json"))
-PAGES = [ROOT / "README.md", ROOT / "docs" / "providers.md"]
+PAGES = [ROOT / "README.md", ROOT / "docs" / "providers.md", ROOT / "docs" / "security.md"]
 # Benchmarks with upstream openenv-core among their contestants.
 UPSTREAM_CONTESTANTS = {"step_throughput", "rollouts", "cli_latency", "cold_start", "sessions_scale"}
 
@@ -44,7 +44,7 @@ def test_the_pages_match_the_results_files() -> None:
 
 def test_every_table_names_a_benchmark_and_every_results_file_has_a_table() -> None:
     blocks = [name for page in PAGES for name in re.findall(r"<!-- bench:([a-z_]+) -->", page.read_text())]
-    assert blocks, "no <!-- bench:NAME --> blocks in README.md or docs/providers.md"
+    assert blocks, "no <!-- bench:NAME --> blocks in README.md, docs/providers.md or docs/security.md"
     assert len(blocks) == len(set(blocks)), f"a benchmark's table appears twice: {blocks}"
     for name in blocks:
         assert (BENCH / f"{name}.py").is_file(), f"the block bench:{name} names no benchmark"

@@ -233,3 +233,14 @@ def test_upstream_on_our_transport_settings_really_runs_without_compression(upst
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
     assert lines["defaults"].startswith("permessage-deflate"), lines
     assert lines["ours"].startswith("none ") and "--http httptools" in lines["ours"], lines
+
+
+@pytest.mark.docker
+def test_sandbox_runtime_benchmark_runs(tmp_path: Path) -> None:
+    from tests.support.systems import require_runsc
+
+    require_runsc()
+    doc = _run("sandbox_runtime", "--rounds 1 --steps 20", tmp_path=tmp_path)
+    for runtime in ("runc", "runsc"):
+        result = doc["results"][runtime]
+        assert result["cold_start"]["n"] == 1 and result["step"]["n"] == 20 and result["step"]["p50_ms"] > 0

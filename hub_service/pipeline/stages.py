@@ -142,10 +142,16 @@ def smoke(
     if built.builder != "docker":
         return asyncio.run(_abortable(_smoke(settings, built, folder, log, abort), abort))
     from openenv.client.providers._docker import docker_client
+    from openenv.client.providers._runtime import require_runtime
+    from openenv.errors import ProviderUnavailableError
     from openenv.images import engine_epoch
 
     try:
-        epoch = engine_epoch(docker_client())
+        client = docker_client()
+        epoch = engine_epoch(client)
+        require_runtime(client.api, settings.sandbox_runtime)
+    except ProviderUnavailableError as exc:  # the host's set-up, not the env: wait until it is fixed
+        raise Transient(f"{exc}; the smoke test waits for it", code=Transient.NO_ENGINE) from exc
     except Exception as exc:  # no engine to run the container on
         raise Transient(
             f"no Docker engine answers ({exc}); the smoke test waits for one", code=Transient.NO_ENGINE
@@ -237,7 +243,7 @@ async def _start(
         abort.on_abort(provider.stop)  # the container goes with an aborted stage, even if this loop is stuck
         start = time.monotonic()
         try:
-            return provider, await provider.astart(), start
+            url = await provider.astart()
         except OpenEnvError as exc:
             if read_only and _wrote_on_read_only_root(exc):
                 log("the server wrote outside /tmp on a read-only root; trying again with a writable root")
@@ -252,6 +258,29 @@ async def _start(
                 log(f"server| {line}")
             await provider.astop()
             raise StageFailed(f"the server did not start: {exc}") from exc
+        if built.builder == "docker":
+            await _check_runtime(settings, provider, log)
+        return provider, url, start
+
+
+async def _check_runtime(settings: HubSettings, provider: Any, log: StageLog) -> None:
+    """Log the runtime the container really runs under (checked on the host); a container that was
+    meant for gVisor but runs on the host's kernel is stopped, and the test waits: the host's fault.
+
+    Raises:
+        Transient: the engine did not run the container under gVisor although told to.
+    """
+    from openenv.client.providers._runtime import GVISOR
+
+    observed = await asyncio.to_thread(provider.observed_runtime)
+    log(observed.line)
+    if settings.sandbox_runtime == GVISOR and observed.gvisor is False:
+        await provider.astop()
+        raise Transient(
+            f"the engine was told to run the container under gVisor ({GVISOR}) but it runs on the host's kernel "
+            f"({observed.evidence}); check the engine's runtimes (docker info); the smoke test waits",
+            code=Transient.NO_ENGINE,
+        )
 
 
 def _wrote_on_read_only_root(exc: Exception) -> bool:

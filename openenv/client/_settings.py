@@ -15,6 +15,7 @@
 | OPENENV_BASE_IMAGE | (the Dockerfile's) | `ARG BASE_IMAGE` when `from_hub` builds an image |
 | OPENENV_SPACE_WAKE_TIMEOUT_S | 300 | how long `from_hub` waits for a sleeping Space |
 | OPENENV_REGISTRY_USER / OPENENV_REGISTRY_PASSWORD | (docker's config.json) | credentials for pulling a Hub's images |
+| OPENENV_CONTAINER_RUNTIME | (the engine's default) | the OCI runtime `DockerProvider` runs containers under, e.g. `runsc` (gVisor) |
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit
 __all__ = [
     "base_image",
     "cache_dir",
+    "container_runtime",
     "extra_labels",
     "hf_endpoint",
     "hf_token",
@@ -123,6 +125,11 @@ def registry_auth() -> dict[str, str] | None:
     if not user:
         return None
     return {"username": user, "password": os.environ.get("OPENENV_REGISTRY_PASSWORD", "")}
+
+
+def container_runtime() -> str | None:
+    """The engine's runtime for containers a client starts (OPENENV_CONTAINER_RUNTIME), or None: the engine's default."""
+    return os.environ.get("OPENENV_CONTAINER_RUNTIME", "").strip() or None
 
 
 def trust_remote_code() -> bool:

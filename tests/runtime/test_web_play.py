@@ -134,7 +134,7 @@ def _play_to_the_end(page: Any, game: Game) -> int:
             expect(buttons.first).to_be_visible()
             expect(page.locator("#custom")).not_to_have_attribute("open", "")
             if game.play == "keys":  # a key shown on a button, as a person would press it (WASD too)
-                marks = page.locator("#choices button.choice kbd").all_inner_texts()
+                marks = page.locator("#choices button.choice:enabled kbd").all_inner_texts()
                 assert marks, "direction-like actions get keys"
                 key = KEYS.get(marks[turn % len(marks)], marks[turn % len(marks)])
                 page.keyboard.press(WASD.get(key, key) if turn % 2 else key)
@@ -143,7 +143,11 @@ def _play_to_the_end(page: Any, game: Game) -> int:
                 page.locator("#choices button.choice", has_text="stand").click() if any(
                     "stand" in t for t in labels
                 ) else buttons.first.click()
-        expect(page.locator("#steps")).not_to_have_text(before, timeout=SLOW_MS)
+        try:
+            expect(page.locator("#steps")).not_to_have_text(before, timeout=SLOW_MS)
+        except AssertionError as e:
+            said = {k: page.locator(k).inner_text() for k in ("#conn", "#error")}
+            raise AssertionError(f"{game.env}: turn {turn} did not step; the page said {said}") from e
     raise AssertionError(f"{game.env}: no end after 40 turns")
 
 

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["in_ci", "require_system"]
+__all__ = ["in_ci", "require_runsc", "require_system"]
 
 
 def in_ci() -> bool:
@@ -29,3 +29,17 @@ def require_system(system: str, reason: str) -> NoReturn:
             pytrace=False,
         )
     pytest.skip(message)
+
+
+def require_runsc() -> None:
+    """Stop the test unless the Docker engine has gVisor's runtime `runsc` (scripts/docker-engine registers it)."""
+    try:
+        import docker
+
+        runtimes = docker.from_env().info().get("Runtimes") or {}
+    except Exception as exc:  # no engine, no SDK
+        require_system("Docker", f"no engine answers ({exc})")
+    if "runsc" not in runtimes:
+        require_system(
+            "gVisor", f"the engine has no runtime 'runsc' (it has {sorted(runtimes)}): run `bash scripts/docker-engine`"
+        )

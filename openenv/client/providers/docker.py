@@ -21,6 +21,7 @@ from typing import Any
 from openenv.client import _settings
 from openenv.client.providers import lifecycle
 from openenv.client.providers._docker import docker_client, docker_errors
+from openenv.client.providers._runtime import ObservedRuntime, observed_runtime, require_runtime
 from openenv.client.providers.base import Provider
 from openenv.errors import ConfigurationError, ProviderStartError
 
@@ -57,6 +58,10 @@ class DockerProvider(Provider):
         run_options: extra keyword arguments for the engine's container config
             (`docker.APIClient.create_host_config`), e.g. `{"mem_limit": "1g", "cpu_quota": 50000}`.
         docker_client: a `docker.DockerClient` (default: from DOCKER_HOST / the local socket).
+        runtime: the engine's OCI runtime for the container, e.g. "runsc" (gVisor: the container's
+            programs run on a kernel of gVisor's, not the host's); default OPENENV_CONTAINER_RUNTIME,
+            else the engine's default. Refused before anything runs when the engine lacks it;
+            `observed_runtime()` says what the container really got.
         **kwargs: `Provider` options (startup_timeout_s, stop_timeout_s, labels, name).
     """
 
@@ -76,6 +81,7 @@ class DockerProvider(Provider):
         user: str | None = None,  # run as this user ("uid:gid"), e.g. "1000:1000" as a Space does
         digest: str | None = None,
         auth_config: dict[str, str] | None = None,
+        runtime: str | None = None,
         **kwargs: Any,
     ) -> None:
         if not image or not isinstance(image, str):
@@ -103,6 +109,7 @@ class DockerProvider(Provider):
         self.pull = pull
         self.run_options = dict(run_options or {})
         self.user = user
+        self.runtime = runtime if runtime is not None else _settings.container_runtime()
         self._client = docker_client
         self.container_id: str | None = None
 
@@ -203,6 +210,10 @@ class DockerProvider(Provider):
 
     def _launch(self) -> list[str]:
         api = self.client.api
+        options = dict(self.run_options)
+        if self.runtime:
+            require_runtime(api, self.runtime)
+            options["runtime"] = self.runtime
         self._ensure_image()
         key = f"{self.port}/tcp"
         labels = lifecycle.owner_labels(self.image, self.labels)
@@ -212,10 +223,10 @@ class DockerProvider(Provider):
 
             host_port = free_port(self.host)
             env.update(HOST=self.host, PORT=str(host_port))
-            host_config = api.create_host_config(network_mode="host", **self.run_options)
+            host_config = api.create_host_config(network_mode="host", **options)
             ports = None
         else:
-            host_config = api.create_host_config(port_bindings={key: (self.host, None)}, **self.run_options)
+            host_config = api.create_host_config(port_bindings={key: (self.host, None)}, **options)
             ports = [self.port]
         try:
             created = api.create_container(
@@ -276,8 +287,24 @@ class DockerProvider(Provider):
         except docker_errors().NotFound:
             return ""
 
+    def observed_runtime(self) -> ObservedRuntime:
+        """The runtime the running container really got, checked on this host where the engine runs here.
+
+        Raises:
+            ProviderStartError: the container is not running.
+        """
+        if self.container_id is None:
+            raise ProviderStartError(f"{self.name} is not running; start it first")
+        return observed_runtime(self.client.api, self.container_id)
+
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "image": self.image, "digest": self.digest, "container": self.container_id}
+        return {
+            **super().describe(),
+            "image": self.image,
+            "digest": self.digest,
+            "container": self.container_id,
+            "runtime": self.runtime,
+        }
 
 
 def _image_exists(api: Any, image: str) -> bool:

@@ -21,6 +21,9 @@
   const pending = [];
   let steps = 0, ret = 0;
   let canRender = false, lastObs = null, done = false, viewSeq = 0, choices = null, formFolded = false;
+  // True from an observation until the buttons for it arrive: until then the buttons and keys on
+  // the page are the previous state's, and a press would be judged against them.
+  let stale = false;
 
   // -- schema → form ------------------------------------------------------------------------
   function deref(s) {
@@ -181,7 +184,10 @@
     done = !!data.done;
     $("step").disabled = done;
     $("over").hidden = !done;
-    for (const b of $("choices").querySelectorAll("button")) b.disabled = done;
+    setChoicesEnabled();
+  }
+  function setChoicesEnabled() {
+    for (const b of $("choices").querySelectorAll("button")) b.disabled = done || stale;
   }
 
   // -- picture and buttons (POST /web/view: the server's sanitizer and action_choices) ------------
@@ -194,7 +200,10 @@
       view = await r.json();
       if (!r.ok) throw new Error(view.detail || `HTTP ${r.status}`);
     } catch (e) {
-      if (seq === viewSeq && !keepError) showError("could not show the picture: " + e.message);
+      if (seq !== viewSeq) return;
+      if (!keepError) showError("could not show the picture: " + e.message);
+      stale = false;  // keep the old buttons usable rather than leave the page stuck
+      setChoicesEnabled();
       return;
     }
     if (seq !== viewSeq) return;  // a newer observation is already on its way
@@ -205,6 +214,7 @@
     } else if (!canRender || frame === null) {
       $("frame").hidden = true;
     }
+    stale = false;
     showChoices(view.choices);
     $("frame").dataset.steps = at;  // the picture and buttons now show the state after `at` steps
   }
@@ -217,7 +227,7 @@
     if (choices === null) { $("custom").open = true; return; }
     if (!formFolded) { $("custom").open = false; formFolded = true; }
     for (const c of choices) {
-      const b = el("button", { type: "button", class: "choice", disabled: done, title: JSON.stringify(c.action) }, c.label);
+      const b = el("button", { type: "button", class: "choice", disabled: done || stale, title: JSON.stringify(c.action) }, c.label);
       if (c.key) b.append(el("kbd", {}, KEY_NAMES[c.key] || c.key));
       b.addEventListener("click", () => play(c.action));
       box.append(b);
@@ -231,7 +241,7 @@
   }
   const WASD = { w: "ArrowUp", a: "ArrowLeft", s: "ArrowDown", d: "ArrowRight" };
   document.addEventListener("keydown", (ev) => {
-    if (!choices || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (!choices || stale || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     const t = ev.target;
     if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(t.tagName))) return;
     let hit = choices.find((c) => c.key === ev.key);
@@ -283,6 +293,7 @@
       const data = frame.data || {};
       if (req.kind === "reset") { steps = 0; ret = 0; $("history").replaceChildren(); }
       else { steps += 1; ret += Number(data.reward) || 0; }
+      stale = true;  // until updateView brings this state's buttons
       showObservation(data);
       if (req.kind === "step") {
         $("history").append(el("li", {}, `${JSON.stringify(req.action)} → reward ${data.reward === null || data.reward === undefined ? "–" : num(data.reward)}${data.done ? ", done" : ""}`));

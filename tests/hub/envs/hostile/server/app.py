@@ -46,7 +46,27 @@ def _connect(host: str, port: int) -> str:
         return f"blocked-{errno.errorcode.get(exc.errno or 0, type(exc).__name__)}"
 
 
+def _kernel_log() -> str:
+    """The kernel's log (what dmesg prints), first line: a container's own kernel answers under
+    gVisor; the host's refuses an unprivileged reader."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(1 << 14)
+        n = libc.klogctl(3, buf, len(buf))  # SYSLOG_ACTION_READ_ALL
+    except (OSError, AttributeError) as exc:
+        return f"blocked-{type(exc).__name__}"
+    if n < 0:
+        return f"blocked-{errno.errorcode.get(ctypes.get_errno(), '?')}"
+    lines = buf.raw[:n].decode(errors="replace").splitlines()
+    return lines[0] if lines else "empty"
+
+
 def attack() -> None:
+    with open("/proc/version") as f:
+        probe("kernel", f.read().strip())
+    probe("kernel-log", _kernel_log())
     env_dump = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
     probe("environ", env_dump.replace("\n", " "))
     try:

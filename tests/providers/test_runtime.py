@@ -1,0 +1,41 @@
+"""The container runtime a client asks for: refused before anything runs when the engine lacks it,
+and checked on the host once the container runs (gVisor's sandbox, or the image's own program)."""
+
+from __future__ import annotations
+
+import pytest
+from echo_env import EchoAction, EchoEnv
+
+from openenv.client.providers import DockerProvider
+from openenv.errors import ProviderUnavailableError
+from tests.support.systems import require_runsc
+
+pytestmark = pytest.mark.docker
+
+
+async def test_a_runtime_the_engine_lacks_is_refused_before_anything_runs(echo_image: str, docker_engine) -> None:
+    provider = DockerProvider(echo_image, runtime="no-such-runtime")
+    with pytest.raises(
+        ProviderUnavailableError, match=r"the container engine has no runtime 'no-such-runtime' \(it has"
+    ):
+        await provider.astart()
+    assert provider.container_id is None
+    assert not provider.client.containers.list(all=True, filters={"name": provider.name})
+
+
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+async def test_the_runtime_a_container_got_is_seen_on_the_host(
+    echo_image: str, docker_engine, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if runtime == "runsc":
+        require_runsc()
+    monkeypatch.setenv("OPENENV_CONTAINER_RUNTIME", runtime)  # the client-wide setting
+    provider = DockerProvider(echo_image)
+    async with provider:
+        async with EchoEnv(provider.base_url) as env:
+            await env.reset()
+            assert (await env.step(EchoAction(message="hi"))).observation.echoed_message == "hi"
+        seen = provider.observed_runtime()
+        assert seen.claimed == runtime
+        assert seen.gvisor is (runtime == "runsc"), seen.evidence
+        assert provider.describe()["runtime"] == runtime
