@@ -1,9 +1,12 @@
 """The Hub's firewall rules, kept in chains of its own so that stopping leaves the host as it was.
 
 Each Hub process that confines containers (the server, each pipeline worker) gets one chain of the
-filter table, `OPENENV-HUB-<pid>`, made when a rule is first needed and jumped to from INPUT by one
-rule whose comment names the owning process (`openenv-hub owner=host:pid:start`). The rules that
-keep containers off the host's own services go into that chain, never into INPUT itself. When the
+filter table, `OPENENV-HUB-<pid>`, made when a rule is first needed and jumped to from INPUT and
+from FORWARD by rules whose comment names the owning process (`openenv-hub owner=host:pid:start`).
+The rules that keep containers off the host's own services (new connections from a bridge to a
+local address), and, where the engine's network itself cannot, off everything else too (new
+connections from a bridge, forwarded or not: Podman's smoke network), go into that chain, never
+into INPUT or FORWARD themselves. When the
 process ends (normally, or on SIGTERM through the Hub's handlers) the jump and the chain go;
 `collect_leftovers` (run when a Hub starts, and by `openenv hub gc`) removes those of processes
 that were killed outright. Rules that other software put in INPUT are never touched, and a chain
@@ -30,7 +33,8 @@ log = logging.getLogger("hub_service.firewall")
 CHAIN_PREFIX = "OPENENV-HUB-"
 _COMMENT = "openenv-hub owner="
 _lock = threading.Lock()
-_made: set[str] = set()  # interfaces whose rule this process has put in its chain
+_made: set[str] = set()  # "<interface>:<host|anywhere>" rules this process has put in its chain
+_PARENTS = ("INPUT", "FORWARD")  # the built-in chains that jump to a Hub process's chain
 _exit_hook = False
 
 
@@ -39,17 +43,23 @@ def chain_name(pid: int | None = None) -> str:
     return f"{CHAIN_PREFIX}{pid or os.getpid()}"
 
 
-def block_new_connections_from(interface: str) -> bool:
-    """Drop new connections from `interface` to the host itself (replies to connections the host
-    opened stay allowed), in this process's chain; returns whether the rule is in force. Needs root
-    and iptables; without them nothing is changed and a warning says so."""
+def block_new_connections_from(interface: str, *, anywhere: bool = False) -> bool:
+    """Drop new connections from `interface` to the host itself, or (`anywhere`) to any address,
+    forwarded ones too (replies to connections the host opened stay allowed), in this process's
+    chain; returns whether the rule is in force. Needs root and iptables; without them nothing is
+    changed and a warning says so."""
     iptables = shutil.which("iptables")
     if iptables is None or os.geteuid() != 0:
-        log.warning("cannot block containers on %s from the host's own services (needs root and iptables)", interface)
+        log.warning(
+            "cannot block containers on %s from %s (needs root and iptables)",
+            interface,
+            "reaching anything" if anywhere else "the host's own services",
+        )
         return False
     global _exit_hook
     with _lock:
-        if interface in _made:
+        key = f"{interface}:{'anywhere' if anywhere else 'host'}"
+        if key in _made:
             return True
         chain = chain_name()
         if not _made:
@@ -57,13 +67,14 @@ def block_new_connections_from(interface: str) -> bool:
             if not _exit_hook:
                 atexit.register(release)  # a Hub that stops takes its rules with it
                 _exit_hook = True
-        rule = ["-i", interface, "-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"]
+        to = [] if anywhere else ["-m", "addrtype", "--dst-type", "LOCAL"]  # the host's own addresses
+        rule = ["-i", interface, *to, "-m", "conntrack", "--ctstate", "NEW", "-j", "DROP"]
         if _iptables(iptables, "-C", chain, *rule).returncode != 0:
             added = _iptables(iptables, "-A", chain, *rule)
             if added.returncode != 0:
                 log.warning("could not add the iptables rule for %s: %s", interface, added.stderr.strip())
                 return False
-        _made.add(interface)
+        _made.add(key)
         return True
 
 
@@ -106,10 +117,12 @@ def _ensure_chain(iptables: str, chain: str) -> None:
     made = _iptables(iptables, "-N", chain)
     if made.returncode != 0 and _iptables(iptables, "-S", chain).returncode != 0:
         raise OSError(f"could not make the iptables chain {chain}: {made.stderr.strip()}")
-    if not _jumps(iptables, chain):
-        jump = _iptables(iptables, "-I", "INPUT", "1", *_jump_spec(chain))
-        if jump.returncode != 0:
-            raise OSError(f"could not jump to {chain} from INPUT: {jump.stderr.strip()}")
+    have = {rule[1] for rule in _jumps(iptables, chain)}
+    for parent in _PARENTS:
+        if parent not in have:
+            jump = _iptables(iptables, "-I", parent, "1", *_jump_spec(chain))
+            if jump.returncode != 0:
+                raise OSError(f"could not jump to {chain} from {parent}: {jump.stderr.strip()}")
 
 
 def _jump_spec(chain: str) -> list[str]:
@@ -117,10 +130,11 @@ def _jump_spec(chain: str) -> list[str]:
 
 
 def _jumps(iptables: str, chain: str, listing: str | None = None) -> list[list[str]]:
-    """The rules of INPUT that jump to `chain`, as `-A INPUT ...` argument lists."""
+    """The rules of INPUT and FORWARD that jump to `chain`, as `-A INPUT ...` argument lists."""
     if listing is None:
-        listing = _iptables(iptables, "-S", "INPUT").stdout
-    rules = [shlex.split(line) for line in listing.splitlines() if line.startswith("-A INPUT ")]
+        listing = "\n".join(_iptables(iptables, "-S", parent).stdout for parent in _PARENTS)
+    starts = tuple(f"-A {parent} " for parent in _PARENTS)
+    rules = [shlex.split(line) for line in listing.splitlines() if line.startswith(starts)]
     return [r for r in rules if r[-2:] == ["-j", chain]]
 
 

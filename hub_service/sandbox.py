@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from hub_service.settings import HubSettings
-from openenv.client.providers._runtime import GVISOR
+from openenv.engines.runtimes import GVISOR
 
 __all__ = [
     "BRIDGE_NAME",
@@ -51,43 +51,39 @@ SMOKE_ENV = {"HOME": "/tmp"}  # a writable home for libraries that cache under ~
 BRIDGE_NAME = "oe-hub-smoke0"
 HUB_LABEL = "org.openenv.hub.instance"
 _lock = threading.Lock()
-_ready: set[str] = set()
-_default_bridge: list[str] = []  # the engine's default bridge, looked up once
+_ready: dict[str, str] = {}  # "<engine>:<network>" -> the host interface of a network made or found
+_default_bridge: dict[str, str] = {}  # the engine's default bridge, looked up once per engine
 
 
 def ensure_smoke_network(client: Any, name: str = SMOKE_NETWORK) -> str:
-    """Create (once) the isolated bridge network smoke containers join; returns its name."""
+    """Create (once) the isolated network smoke containers join (`ContainerEngine.ensure_isolated_network`:
+    no route out); returns its name."""
+    from openenv.engines import engine
+
+    eng = engine()
     with _lock:
-        if name not in _ready:
-            existing = client.networks.list(names=[name])
-            if not any(n.name == name for n in existing):
-                client.networks.create(
-                    name,
-                    driver="bridge",
-                    options={
-                        "com.docker.network.bridge.enable_ip_masquerade": "false",  # no route out
-                        "com.docker.network.bridge.enable_icc": "false",  # containers cannot talk to each other
-                        "com.docker.network.bridge.name": BRIDGE_NAME,
-                    },
-                    labels={"org.openenv.hub": "smoke-network"},
-                )
-            _ready.add(name)
+        key = f"{eng.kind}:{name}"
+        if key not in _ready:
+            _ready[key] = eng.ensure_isolated_network(client, name, BRIDGE_NAME, {"org.openenv.hub": "smoke-network"})
+        bridge = _ready[key]
     # Asked every time (it remembers what it made): a Hub that stopped took its rules with it.
-    _block_host_access(BRIDGE_NAME)
+    _block_host_access(bridge, anywhere=eng.isolation_needs_firewall)
     return name
 
 
-def _block_host_access(bridge: str) -> None:
-    """Drop new connections from the bridge to the host itself (its services on 0.0.0.0), in the
-    Hub's own firewall chain (hub_service/firewall.py), removed again when the Hub stops.
+def _block_host_access(bridge: str, *, anywhere: bool = False) -> None:
+    """Drop new connections from the bridge to the host itself (its services on 0.0.0.0), or with
+    `anywhere` to any address (an engine whose isolated network still routes out), in the Hub's own
+    firewall chain (hub_service/firewall.py), removed again when the Hub stops.
 
     Replies to the Hub's own connections into containers stay allowed (they are ESTABLISHED).
-    Needs root and iptables; without them the network still has no route out, and we say so.
+    Needs root and iptables; without them the log says so: Docker's network still has no route
+    out, Podman's then does (rootless Podman: docs/deploy.md).
     """
     from hub_service.firewall import block_new_connections_from
 
     try:
-        block_new_connections_from(bridge)
+        block_new_connections_from(bridge, anywhere=anywhere)
     except OSError as exc:  # the smoke network still has no route out; the operator hears why
         log.warning("could not keep containers on %s off the host's services: %s", bridge, exc)
 
@@ -178,11 +174,10 @@ def confined_provider(
     """A DockerProvider for `image`, whose server listens on `port` in the container, with every
     confinement above (smoke tests and play sessions); `overrides` replace resource limits (see
     `grant`)."""
-    import docker
-
     from openenv.client.providers import DockerProvider
+    from openenv.engines import engine
 
-    network = ensure_smoke_network(docker.from_env()) if settings.smoke_isolated_network else None
+    network = ensure_smoke_network(engine().client()) if settings.smoke_isolated_network else None
     return DockerProvider(
         image,
         port=port,
@@ -227,18 +222,21 @@ def block_host_from_default_bridge() -> None:
     BuildKit in docker 20.10 offers RUN steps only the networks `default`, `none` and `host`, so the
     rule goes on the default bridge (docker0): the internet stays reachable (it is forwarded, not
     delivered to the host), replies to connections the host opens stay allowed."""
+    from openenv.engines import engine
+
+    eng = engine()
     with _lock:
-        bridge = _default_bridge[0] if _default_bridge else None
+        bridge = _default_bridge.get(eng.kind)
         if bridge is None:
             try:
-                import docker
-
-                options = docker.from_env().networks.get("bridge").attrs.get("Options") or {}
+                bridge = eng.default_bridge(eng.client())
             except Exception as exc:  # no engine: the build fails on its own, with a clearer message
                 log.warning("cannot look up the engine's default bridge to keep builds off the host: %s", exc)
                 return
-            bridge = options.get("com.docker.network.bridge.name", "docker0")
-            _default_bridge.append(bridge)
+            if bridge is None:
+                log.warning("the %s has no default bridge to keep builds off the host", eng.label)
+                return
+            _default_bridge[eng.kind] = bridge
     _block_host_access(bridge)
 
 

@@ -164,26 +164,27 @@ def image_tag(settings: HubSettings, owner: str, name: str, sha: str) -> str:
 
 
 def docker_available() -> bool:
-    try:
-        import docker
+    """Whether the container engine (`openenv.engines`, Docker unless set otherwise) answers."""
+    from openenv.engines import engine
 
-        docker.from_env(timeout=5).ping()
+    try:
+        engine().new_client(timeout=5).close()
     except Exception:  # no SDK, no engine, no permission: all mean "not available here"
         return False
     return True
 
 
 def image_size_mb(tag: str) -> float:
-    import docker
+    from openenv.engines import engine
 
-    return float(docker.from_env().images.get(tag).attrs.get("Size", 0)) / 2**20
+    return float(engine().client().images.get(tag).attrs.get("Size", 0)) / 2**20
 
 
 def _remove_image(tag: str) -> None:
-    import docker
+    from openenv.engines import engine
 
     try:
-        docker.from_env().images.remove(tag, force=True)
+        engine().client().images.remove(tag, force=True)
     except Exception:  # removal is tidying up; the verdict stands either way
         log.warning("could not remove oversized image %s", tag, exc_info=True)
 

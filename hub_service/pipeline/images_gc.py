@@ -76,10 +76,11 @@ def prune_env_images(settings: HubSettings, factory: sessionmaker[Session], env_
         doomed = _doomed(session, env, settings.keep_images_per_env) if env is not None else []
     if not doomed:
         return []
-    import docker
     from docker.errors import APIError, ImageNotFound
 
-    client = docker.from_env()
+    from openenv.engines import engine
+
+    client = engine().new_client(ping=False)
     removed: dict[int, str] = {}
     try:
         for version_id, ref in doomed:

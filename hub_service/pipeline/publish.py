@@ -22,6 +22,7 @@ from typing import Any
 
 from hub_service.pipeline.stages import BuildOutput, StageLog, Transient
 from hub_service.settings import HubSettings
+from openenv.images._signs import pushed_digest
 
 __all__ = ["REGISTRY", "Pushed", "push_tested_image", "registry_repository"]
 
@@ -85,11 +86,12 @@ def push_tested_image(
         raise Transient(f"the docker SDK is missing ({exc})", code=Transient.NO_ENGINE) from exc
     repository = registry_repository(settings.registry, owner, name)
     registry_ref = f"{repository}:{sha}"
+    from openenv.engines import engine
+
     try:
-        client = docker.from_env(timeout=int(settings.registry_timeout_s))
-        client.ping()
-    except Exception as exc:  # DockerException, requests' errors: no engine here
-        raise Transient(f"no Docker engine answers to push the image ({exc})", code=Transient.NO_ENGINE) from exc
+        client = engine().new_client(timeout=settings.registry_timeout_s)
+    except Exception as exc:  # ProviderUnavailableError: no engine here
+        raise Transient(f"no container engine answers to push the image ({exc})", code=Transient.NO_ENGINE) from exc
     try:
         stage_log(f"pushing {built.image_ref} to {registry_ref}")
         client.api.tag(built.image_ref, repository, tag=sha)
@@ -137,9 +139,7 @@ def _push(api: Any, repository: str, tag: str, auth: dict[str, str] | None, time
                     continue
                 if message.get("error"):
                     error = str(message["error"])
-                aux = message.get("aux")
-                if isinstance(aux, dict) and isinstance(aux.get("Digest"), str):
-                    digest = aux["Digest"]
+                digest = pushed_digest(message) or digest
             outcome["result"] = (digest, error)
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc

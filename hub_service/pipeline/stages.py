@@ -142,14 +142,14 @@ def smoke(
     if built.builder != "docker":
         return asyncio.run(_abortable(_smoke(settings, built, folder, log, abort), abort))
     from openenv.client.providers._docker import docker_client
-    from openenv.client.providers._runtime import require_runtime
+    from openenv.engines import engine
     from openenv.errors import ProviderUnavailableError
     from openenv.images import engine_epoch
 
     try:
         client = docker_client()
         epoch = engine_epoch(client)
-        require_runtime(client.api, settings.sandbox_runtime)
+        engine().runtime_options(client.api, settings.sandbox_runtime)
     except ProviderUnavailableError as exc:  # the host's set-up, not the env: wait until it is fixed
         raise Transient(f"{exc}; the smoke test waits for it", code=Transient.NO_ENGINE) from exc
     except Exception as exc:  # no engine to run the container on
@@ -270,7 +270,7 @@ async def _check_runtime(settings: HubSettings, provider: Any, log: StageLog) ->
     Raises:
         Transient: the engine did not run the container under gVisor although told to.
     """
-    from openenv.client.providers._runtime import GVISOR
+    from openenv.engines.runtimes import GVISOR
 
     observed = await asyncio.to_thread(provider.observed_runtime)
     log(observed.line)

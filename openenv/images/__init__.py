@@ -315,7 +315,18 @@ def _remove_quietly(client: Any, tag: str) -> None:
 
 
 def _choose_builder(builder: str, text: str, dockerfile_rel: str) -> tuple[str, ...] | None:
-    """The BuildKit command to build with, or None for the classic builder."""
+    """The BuildKit command to build with, or None for the engine's API (Docker's classic builder;
+    Podman's buildah, which reads BuildKit's syntax itself)."""
+    from openenv.engines import engine
+
+    eng = engine()
+    if not eng.buildkit:
+        if builder == "buildkit":
+            raise ImageBuildError(
+                f"builder='buildkit' needs Docker; the {eng.label} builds through its API (builder='auto')",
+                reason=ImageBuildError.NO_BUILDKIT,
+            )
+        return None
     kit = buildkit_command() if builder != "classic" else None
     if kit is None and builder == "buildkit":
         raise ImageBuildError(

@@ -24,29 +24,32 @@ LABEL_PREFIX = "org.openenv"
 
 
 def docker_client() -> Any:
+    """The selected engine's client (`openenv.engines`), for a build.
+
+    Raises:
+        ImageBuildError: the docker SDK is missing (SDK) or no engine answers (NO_ENGINE).
+    """
+    from openenv.engines import engine
+    from openenv.errors import ProviderUnavailableError
+
     try:
-        import docker
+        import docker  # noqa: F401
     except ImportError as exc:
         raise ImageBuildError(
             "building images needs the docker SDK: pip install 'openenv-hub[docker]'", reason=ImageBuildError.SDK
         ) from exc
     try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:
-        raise ImageBuildError(
-            f"no Docker engine reachable ({exc}); start Docker, or check DOCKER_HOST", reason=ImageBuildError.NO_ENGINE
-        ) from exc
-    return client
+        return engine().new_client()
+    except ProviderUnavailableError as exc:
+        raise ImageBuildError(str(exc), reason=ImageBuildError.NO_ENGINE) from exc
 
 
 def engine_epoch(client: Any) -> str | None:
-    """When the engine last started (None when it cannot tell): the engine makes its default
-    `bridge` network anew at every start, so a different value means it restarted in between."""
-    try:
-        return str(client.networks.get("bridge").attrs.get("Created") or "") or None
-    except Exception:  # no such network (bridge disabled), or no engine: cannot tell
-        return None
+    """A value that changes whenever the engine restarts (None when it cannot tell): see
+    `ContainerEngine.epoch` (Docker makes its default `bridge` network anew at every start)."""
+    from openenv.engines import engine
+
+    return engine().epoch(client)
 
 
 def engine_age_s(client: Any) -> float | None:

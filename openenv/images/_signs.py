@@ -10,11 +10,27 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["FailedStep", "failed_step", "step_exit_codes"]
+__all__ = ["FailedStep", "failed_step", "pushed_digest", "step_exit_codes"]
 
 # "executor failed running [/bin/sh -c ...]: exit code: 3" (BuildKit 0.8, Docker 20.10) or
 # 'process "/bin/sh -c ..." did not complete successfully: exit code: 3' (newer).
 _STEP_EXIT = re.compile(r"(?:executor failed running \[.*?\]|did not complete successfully): exit code: (\d+)", re.S)
+
+
+# Podman's push stream says what Docker's puts in `aux`, only in words: "<tag>: digest: sha256:... size: N".
+_PUSHED = re.compile(r"(?:^|\s)digest: (sha256:[0-9a-f]{64}) size: \d+")
+
+
+def pushed_digest(message: dict[str, object]) -> str | None:
+    """The digest the registry gave a pushed image, from one message of the engine's push stream
+    (Docker: `aux.Digest`; Podman: its status line), or None. The stream is the engine's own: a
+    Space's build output never reaches it."""
+    aux = message.get("aux")
+    if isinstance(aux, dict) and isinstance(aux.get("Digest"), str):
+        return str(aux["Digest"])
+    status = message.get("status")
+    found = _PUSHED.search(status) if isinstance(status, str) else None
+    return found.group(1) if found else None
 
 
 def step_exit_codes(text: str) -> list[int]:

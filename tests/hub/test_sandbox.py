@@ -21,7 +21,7 @@ from hub_service.indexer.sources import FetchRefused, LocalSource, check_tree
 from hub_service.pipeline.worker import Worker
 from hub_service.sandbox import smoke_process_cap
 from tests.support.servers import ROOT
-from tests.support.systems import require_runsc, require_system
+from tests.support.systems import require_runsc, require_system, use_podman
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 HOSTILE = ROOT / "tests" / "hub" / "envs" / "hostile"
@@ -31,14 +31,18 @@ def probes(smoke_log: str) -> dict[str, str]:
     return dict(re.findall(r"server\| PROBE (\S+) (.*)", smoke_log))
 
 
-@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+@pytest.mark.parametrize(("engine_kind", "runtime"), [("docker", "runc"), ("docker", "runsc"), ("podman", "runc")])
 def test_hostile_space_is_contained_and_secrets_never_leak(
-    clean_factory, hub_settings, monkeypatch, tmp_path: Path, runtime: str
+    clean_factory, hub_settings, monkeypatch, tmp_path: Path, engine_kind: str, runtime: str
 ) -> None:
+    """The whole pipeline on a hostile env, on each engine and runtime (Podman picks its runtime
+    in its service's set-up, not per container: scripts/podman-engine)."""
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
         require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`")
     if runtime == "runsc":
         require_runsc()
+    if engine_kind == "podman":
+        use_podman(monkeypatch)
     marker = f"sekret{uuid.uuid4().hex}"
     secrets = {f"hf_{marker}", f"maint_{marker}", f"webhook_{marker}", f"sk-{marker}"}
     monkeypatch.setenv("HF_TOKEN", f"hf_{marker}")
@@ -93,9 +97,9 @@ def test_hostile_space_is_contained_and_secrets_never_leak(
     assert "PROBE forkbomb" in logs["smoke"]
 
     # Never leaked: not in the container's environment, not in any log, not in the image.
-    import docker
+    from openenv.engines import engine
 
-    image = docker.from_env().images.get(version.image_ref)
+    image = engine().client().images.get(version.image_ref)
     places = {
         "container environ": found["environ"] + found.get("pid1-environ", ""),
         **{f"{stage} log": text for stage, text in logs.items()},
@@ -154,3 +158,23 @@ def test_a_runtime_the_engine_lacks_makes_the_smoke_test_wait_not_fail(hub_setti
     assert caught.value.code == Transient.NO_ENGINE
     assert "the container engine has no runtime 'no-such-runtime' (it has " in str(caught.value)
     assert "the smoke test waits for it" in str(caught.value)
+
+
+def test_play_sessions_get_the_sandbox_runtime_and_limits_of_smoke_tests(hub_settings) -> None:
+    """Play sessions start through the same `confined_provider` as smoke tests: the runtime setting
+    and, under gVisor, the process cap held to the memory limit reach them too."""
+    from hub_service.sandbox import confined_provider, smoke_process_cap
+
+    settings = hub_settings.model_copy(
+        update={"sandbox_runtime": "runsc", "smoke_memory": "512m", "smoke_isolated_network": False}
+    )
+    provider = confined_provider(settings, "openenv-test/never-run:1", startup_timeout_s=5)
+    assert provider.runtime == "runsc"
+    nproc = [u for u in provider.run_options["ulimits"] if u["Name"] == "nproc"]
+    assert smoke_process_cap(settings) == 16 and [(u["Soft"], u["Hard"]) for u in nproc] == [(16, 16)]
+    assert provider.run_options["pids_limit"] == 16 * 32
+    runc = confined_provider(
+        settings.model_copy(update={"sandbox_runtime": "runc"}), "openenv-test/never-run:1", startup_timeout_s=5
+    )
+    assert runc.runtime == "runc" and runc.run_options["pids_limit"] == settings.smoke_pids
+    assert not [u for u in runc.run_options["ulimits"] if u["Name"] == "nproc"]  # per host uid under runc: not set

@@ -8,7 +8,7 @@ from echo_env import EchoAction, EchoEnv
 
 from openenv.client.providers import DockerProvider
 from openenv.errors import ProviderUnavailableError
-from tests.support.systems import require_runsc
+from tests.support.systems import require_runsc, use_podman
 
 pytestmark = pytest.mark.docker
 
@@ -39,3 +39,16 @@ async def test_the_runtime_a_container_got_is_seen_on_the_host(
         assert seen.claimed == runtime
         assert seen.gvisor is (runtime == "runsc"), seen.evidence
         assert provider.describe()["runtime"] == runtime
+
+
+async def test_podman_refuses_a_runtime_other_than_its_services_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Podman's Docker-compatible API ignores a container's runtime (asked for runsc, a container ran
+    under runc): a container that asks for one other than the service's default is refused, not
+    run unconfined."""
+    use_podman(monkeypatch)
+    provider = DockerProvider("openenv-test/never-run:1", runtime="no-such-runtime")
+    with pytest.raises(
+        ProviderUnavailableError, match=r"Podman's API service runs every container under its default runtime \(runc\)"
+    ):
+        await provider.astart()
+    assert provider.container_id is None

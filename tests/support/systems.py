@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["in_ci", "require_runsc", "require_system"]
+__all__ = ["in_ci", "require_runsc", "require_system", "use_podman"]
 
 
 def in_ci() -> bool:
@@ -43,3 +43,20 @@ def require_runsc() -> None:
         require_system(
             "gVisor", f"the engine has no runtime 'runsc' (it has {sorted(runtimes)}): run `bash scripts/docker-engine`"
         )
+
+
+def use_podman(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point `openenv.engines` at Podman's API service (scripts/podman-engine, which scripts/test
+    starts) for this test; returns its CONTAINER_HOST."""
+    host = os.environ.get("OPENENV_TEST_PODMAN_HOST", "")
+    if not host:
+        require_system("Podman", "OPENENV_TEST_PODMAN_HOST is not set: run through `bash scripts/test`")
+    try:
+        import docker
+
+        docker.DockerClient(base_url=host).ping()
+    except Exception as exc:
+        require_system("Podman", f"its API service at {host} does not answer ({exc}): run `bash scripts/podman-engine`")
+    monkeypatch.setenv("OPENENV_CONTAINER_ENGINE", "podman")
+    monkeypatch.setenv("CONTAINER_HOST", host)
+    return host

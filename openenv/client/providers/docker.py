@@ -21,8 +21,9 @@ from typing import Any
 from openenv.client import _settings
 from openenv.client.providers import lifecycle
 from openenv.client.providers._docker import docker_client, docker_errors
-from openenv.client.providers._runtime import ObservedRuntime, observed_runtime, require_runtime
 from openenv.client.providers.base import Provider
+from openenv.engines import engine
+from openenv.engines.runtimes import ObservedRuntime, observed_runtime
 from openenv.errors import ConfigurationError, ProviderStartError
 
 __all__ = ["DockerProvider", "ImageDigestError", "container_name"]
@@ -212,8 +213,8 @@ class DockerProvider(Provider):
         api = self.client.api
         options = dict(self.run_options)
         if self.runtime:
-            require_runtime(api, self.runtime)
-            options["runtime"] = self.runtime
+            options.update(engine().runtime_options(api, self.runtime))
+        options = engine().container_options(options)
         self._ensure_image()
         key = f"{self.port}/tcp"
         labels = lifecycle.owner_labels(self.image, self.labels)

@@ -8,6 +8,7 @@ import contextlib
 import errno
 import os
 import socket
+import sys
 import time
 from typing import Any
 
@@ -20,7 +21,9 @@ except ImportError:
 
 
 def probe(name: str, outcome: str) -> None:
-    print(f"PROBE {name} {outcome}", flush=True)
+    # One write per line: Podman's log reader joins a line written apart from its newline to the next.
+    sys.stdout.write(f"PROBE {name} {outcome}\n")
+    sys.stdout.flush()
 
 
 def _gateway() -> str | None:

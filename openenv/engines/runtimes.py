@@ -72,7 +72,10 @@ class ObservedRuntime:
 def observed_runtime(api: Any, container_id: str) -> ObservedRuntime:
     """Which runtime container `container_id` really runs under, checked on this host where it can be."""
     info = api.inspect_container(container_id)
-    claimed = str((info.get("HostConfig") or {}).get("Runtime") or "runc")
+    claimed = str((info.get("HostConfig") or {}).get("Runtime") or "")
+    runtimes = engine_runtimes(api)
+    if claimed not in runtimes:  # Podman says "oci": the engine's default runtime
+        claimed = str(api.info().get("DefaultRuntime") or claimed or "runc")
     pid = int((info.get("State") or {}).get("Pid") or 0)
     if pid <= 0:
         return ObservedRuntime(claimed, None, "the engine gave no process id: the container is not running")
@@ -80,7 +83,7 @@ def observed_runtime(api: Any, container_id: str) -> ObservedRuntime:
         seen = os.stat(f"/proc/{pid}/exe")
     except OSError:  # the engine runs elsewhere (DOCKER_HOST), or the process is gone
         return ObservedRuntime(claimed, None, f"process {pid} is not visible here; the engine's word is all there is")
-    runsc_path = str(engine_runtimes(api).get(GVISOR, {}).get("path") or shutil.which(GVISOR) or "")
+    runsc_path = str(runtimes.get(GVISOR, {}).get("path") or shutil.which(GVISOR) or "")
     try:
         runsc = os.stat(runsc_path) if runsc_path else None
     except OSError:
