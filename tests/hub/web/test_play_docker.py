@@ -20,24 +20,34 @@ from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline.worker import Worker
 from hub_service.play.sessions import PlayManager
-from hub_service.sandbox import HUB_LABEL, hub_instance
+from hub_service.sandbox import HUB_LABEL, hub_instance, smoke_process_cap
 from hub_service.settings import HubSettings
+from openenv.engines.runtimes import observed_runtime
 from tests.support.images import remove_tagged
 from tests.support.servers import ROOT
-from tests.support.systems import require_system
+from tests.support.systems import require_runsc, require_system
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-@pytest.fixture()
-def docker_settings(clean_factory: sessionmaker[Session], hub_settings: HubSettings) -> Iterator[HubSettings]:
-    """A Hub whose Docker pipeline built and smoke-tested echo_env."""
+@pytest.fixture(params=["runc", "runsc"])
+def docker_settings(
+    clean_factory: sessionmaker[Session], hub_settings: HubSettings, request: pytest.FixtureRequest
+) -> Iterator[HubSettings]:
+    """A Hub whose Docker pipeline built and smoke-tested echo_env, under each sandbox runtime."""
     if not os.environ.get("OPENENV_TEST_BASE_IMAGE"):
         require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`")
+    if request.param == "runsc":
+        require_runsc()
     import docker
 
     settings = hub_settings.model_copy(
-        update={"builder": "docker", "play_instance_linger_s": 0.0, "image_prefix": f"openenv-hub-play-{os.getpid()}"}
+        update={
+            "builder": "docker",
+            "play_instance_linger_s": 0.0,
+            "image_prefix": f"openenv-hub-play-{os.getpid()}",
+            "sandbox_runtime": request.param,
+        }
     )
     root = Path(settings.local_source)
     root.mkdir(parents=True, exist_ok=True)
@@ -75,7 +85,12 @@ async def test_a_visitor_plays_on_the_built_image_in_a_confined_container(
         [container] = _play_containers(docker_settings)
         config = container.attrs["HostConfig"]
         assert container.attrs["Config"]["User"] == "1000:1000" and config["ReadonlyRootfs"]
-        assert config["CapDrop"] == ["ALL"] and config["PidsLimit"] == docker_settings.smoke_pids
+        runtime = docker_settings.sandbox_runtime
+        assert config["CapDrop"] == ["ALL"] and config["Runtime"] == runtime
+        cap = smoke_process_cap(docker_settings)
+        assert config["PidsLimit"] == (cap * 32 if runtime == "runsc" else docker_settings.smoke_pids)
+        seen = observed_runtime(container.client.api, container.id)  # on the host, not the engine's word
+        assert seen.gvisor is (runtime == "runsc"), seen.evidence
         assert container.attrs["Config"]["Image"] == version.image_ref
         published = [b["HostIp"] for binds in (config["PortBindings"] or {}).values() for b in binds]
         assert published and set(published) == {"127.0.0.1"}
