@@ -178,3 +178,31 @@ def test_play_sessions_get_the_sandbox_runtime_and_limits_of_smoke_tests(hub_set
     )
     assert runc.runtime == "runc" and runc.run_options["pids_limit"] == settings.smoke_pids
     assert not [u for u in runc.run_options["ulimits"] if u["Name"] == "nproc"]  # per host uid under runc: not set
+
+
+def test_a_container_meant_for_gvisor_on_the_host_kernel_is_stopped_and_the_test_waits(hub_settings) -> None:
+    """What the host saw overrules what the engine claimed: the smoke test does not go on."""
+    import asyncio
+
+    from hub_service.pipeline.stages import _check_runtime
+    from hub_service.queue.errors import Transient
+    from openenv.engines.runtimes import ObservedRuntime
+
+    class Provider:  # what `_check_runtime` uses of a DockerProvider: its observation and its stop
+        stopped = False
+
+        def observed_runtime(self) -> ObservedRuntime:
+            return ObservedRuntime("runsc", False, "its first process on this host, pid 42, is the image's own program")
+
+        async def astop(self) -> None:
+            self.stopped = True
+
+    provider, lines = Provider(), []
+    settings = hub_settings.model_copy(update={"sandbox_runtime": "runsc"})
+    with pytest.raises(Transient) as caught:
+        asyncio.run(_check_runtime(settings, provider, lines.append))
+    assert provider.stopped and caught.value.code == Transient.NO_ENGINE
+    assert "told to run the container under gVisor (runsc) but it runs on the host's kernel" in str(caught.value)
+    assert lines == [
+        "container runtime: runsc (the host's kernel; its first process on this host, pid 42, is the image's own program)"
+    ]
