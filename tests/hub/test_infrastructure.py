@@ -23,7 +23,6 @@ from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline.worker import Worker
 from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
-from openenv.client.providers import _docker
 from tests.support.dockerd import engine_past_its_start_up
 from tests.support.servers import ROOT
 from tests.support.socket_relay import SocketRelay
@@ -56,10 +55,9 @@ def test_no_engine_makes_the_revision_wait_then_it_passes_when_the_engine_answer
     _base_image()
     sock_dir = Path(tempfile.mkdtemp(prefix="oe-engine-"))
     relay = SocketRelay(sock_dir / "docker.sock")
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{relay.path}")  # nobody answers there yet
-    monkeypatch.setattr(
-        _docker, "_client", None
-    )  # the process's cached client: made anew for this engine, put back after
+    # Nobody answers there yet. `openenv.engines` keeps one engine (and client) per host, so this
+    # one is made anew for the relay and the process's usual engine is left as it was.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{relay.path}")
     settings = hub_settings.model_copy(
         update={"builder": "docker", "infra_retry_s": 60.0, "infra_retry_max_s": 600.0, "infra_probe_s": 0.1}
     )
