@@ -13,6 +13,10 @@ own environment (tokens, database URL, secrets) is passed to either.
 Every container the Hub starts carries `HUB_LABEL` (which Hub: a digest of its database URL) besides
 the client's owner label (host, pid and start time of the process that started it); `reap_leftovers`
 removes the Hub's containers whose owner died (a worker killed mid-smoke, a Hub killed outright).
+
+Containers, networks and the default bridge are reached through the container-engine port,
+`openenv.engines` (Docker or Podman, `OPENENV_CONTAINER_ENGINE`); the OCI runtime of untrusted
+containers is `HubSettings.sandbox_runtime` (runc, or gVisor's runsc), checked on the host.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Building environment images with the Docker engine: with BuildKit where a client for it is
-installed (what Spaces build with: `RUN --mount=type=cache`, heredocs), else the classic builder.
+"""Building environment images on the container engine (`openenv.engines`): on Docker with BuildKit
+where a client for it is installed (what Spaces build with: `RUN --mount=type=cache`, heredocs),
+else the classic builder; on Podman through its API, where buildah reads BuildKit's syntax itself.
 
 An env's Dockerfile installs the runtime with `pip install "${OPENENV_SDK}"`, which defaults to the
 published package. When this SDK runs from a source checkout (this repository), `build_image`

@@ -9,6 +9,8 @@ The container's port is published on 127.0.0.1 only, on a port the engine picks 
 free port). Containers carry `org.openenv.*` labels (owner, start time, env) so `openenv ps`
 and `lifecycle.gc()` find what a crashed client left behind. The image's own HEALTHCHECK is
 not waited for: the provider polls `/health` itself, much more often than a healthcheck runs.
+The engine is the one `openenv.engines` selects (Docker, or Podman's Docker-compatible API, by
+OPENENV_CONTAINER_ENGINE); `runtime=` picks the OCI runtime (runc, gVisor's runsc).
 """
 
 from __future__ import annotations
