@@ -131,9 +131,6 @@ class ContainerEngine:
         require_runtime(api, runtime)
         return {"runtime": runtime}
 
-    def describe(self) -> dict[str, Any]:
-        return {"engine": self.kind, "host": self.host, "buildkit": self.buildkit}
-
 
 class DockerEngine(ContainerEngine):
     """Docker (dockerd): BuildKit builds through the docker CLI; DOCKER_HOST or the local socket."""

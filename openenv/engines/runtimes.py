@@ -23,9 +23,10 @@ __all__ = ["GVISOR", "ObservedRuntime", "engine_runtimes", "observed_runtime", "
 GVISOR = "runsc"  # the name scripts/docker-engine registers gVisor under
 
 
-def engine_runtimes(api: Any) -> dict[str, dict[str, Any]]:
-    """The runtimes the engine knows, by name (`docker info`'s Runtimes: path and runtimeArgs)."""
-    found = api.info().get("Runtimes") or {}
+def engine_runtimes(api: Any, engine_info: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The runtimes the engine knows, by name (`docker info`'s Runtimes: path and runtimeArgs),
+    from `engine_info` when the caller has it already."""
+    found = (engine_info if engine_info is not None else api.info()).get("Runtimes") or {}
     return {str(name): dict(spec or {}) for name, spec in found.items()}
 
 
@@ -73,9 +74,10 @@ def observed_runtime(api: Any, container_id: str) -> ObservedRuntime:
     """Which runtime container `container_id` really runs under, checked on this host where it can be."""
     info = api.inspect_container(container_id)
     claimed = str((info.get("HostConfig") or {}).get("Runtime") or "")
-    runtimes = engine_runtimes(api)
+    engine_info = api.info()  # asked once: the runtimes and the default
+    runtimes = engine_runtimes(api, engine_info)
     if claimed not in runtimes:  # Podman says "oci": the engine's default runtime
-        claimed = str(api.info().get("DefaultRuntime") or claimed or "runc")
+        claimed = str(engine_info.get("DefaultRuntime") or claimed or "runc")
     pid = int((info.get("State") or {}).get("Pid") or 0)
     if pid <= 0:
         return ObservedRuntime(claimed, None, "the engine gave no process id: the container is not running")
