@@ -67,6 +67,18 @@ def session_client(ctx: TrustContext) -> Any:
     )
 
 
+_RELEASE_GRACE_S = 5.0  # how long a check's new session may wait for those closed before to be released
+
+
+async def first_reset(client: Any, seed: int) -> Any:
+    """The reset that opens a check's session: a server may still be releasing the session the
+    check before closed, so CAPACITY_REACHED is waited out for at most _RELEASE_GRACE_S
+    (`reset_when_free`), not counted against the env."""
+    from openenv.validation.episode import reset_when_free
+
+    return (await reset_when_free(client, _RELEASE_GRACE_S, seed=seed))[0]
+
+
 async def _close_all(clients: list[Any]) -> None:
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 
@@ -109,7 +121,7 @@ async def _play(ctx: TrustContext, actions: list[dict[str, Any]]) -> list[dict[s
 
     client = session_client(ctx)
     try:
-        outcomes = [_outcome(await client.reset(seed=SEED))]
+        outcomes = [_outcome(await first_reset(client, SEED))]
         for action in actions:
             try:
                 result = await client.step(action)
@@ -373,9 +385,6 @@ async def _ramp(ctx: TrustContext, server_max: int | None) -> dict[str, Any]:
     return {"sessions_held": held, "ramp": ramp, "stopped_because": stopped}
 
 
-_RELEASE_GRACE_S = 5.0  # how long a session of the ramp may wait for those of the level before to be released
-
-
 async def _level(ctx: TrustContext, n: int, actions: list[dict[str, Any]]) -> tuple[list[float], list[str]]:
     """Hold `n` sessions at once, reset and step each concurrently; their latencies and errors.
 
@@ -413,25 +422,15 @@ async def _level(ctx: TrustContext, n: int, actions: list[dict[str, Any]]) -> tu
 
 
 async def _open(ctx: TrustContext, seed: int) -> Any:
-    """A session that has reset, retried while the server says it is full (CAPACITY_REACHED) for
+    """A session that has reset, waiting while the server says it is full (CAPACITY_REACHED) for
     at most _RELEASE_GRACE_S: sessions closed a moment ago may not be released yet."""
-    from openenv.errors import CapacityReachedError
-
-    ends = time.monotonic() + _RELEASE_GRACE_S
-    while True:
-        client = session_client(ctx)
-        try:
-            await client.connect()
-            await client.reset(seed=seed)
-            return client
-        except CapacityReachedError:
-            await client.close()
-            if time.monotonic() >= ends:
-                raise
-            await asyncio.sleep(0.1)
-        except BaseException:
-            await client.close()
-            raise
+    client = session_client(ctx)
+    try:
+        await first_reset(client, seed)
+    except BaseException:
+        await client.close()
+        raise
+    return client
 
 
 def _p99(values: list[float]) -> float | None:

@@ -21,6 +21,7 @@ from hub_service.pipeline.trust import (
     _first_difference,
     _outcome,
     _without,
+    first_reset,
     random_actions,
     session_client,
     unlinked,
@@ -37,7 +38,7 @@ async def fork_check(ctx: TrustContext) -> dict[str, Any]:
         await client.connect()
         if "fork" not in client.server_extensions:
             return {"verdict": "not_offered", "reason": "the server does not announce the fork extension"}
-        await client.reset(seed=SEED)
+        await first_reset(client, SEED)
         snap = await client.snapshot()
         prefix = 0
         for action in random_actions(ctx, PREFIX_STEPS, seed=SEED + 1):

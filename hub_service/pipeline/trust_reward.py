@@ -12,6 +12,7 @@ from typing import Any
 from hub_service.pipeline.trust import (
     SEED,
     TrustContext,
+    first_reset,
     is_number,
     is_refusal,
     random_actions,
@@ -42,7 +43,7 @@ async def reward_check(ctx: TrustContext) -> dict[str, Any]:
         for episode in range(s.reward_check_episodes):
             if steps >= s.reward_check_max_steps or time.monotonic() >= ends:
                 break
-            await client.reset(seed=SEED + episode)
+            await first_reset(client, SEED + episode)  # a session closed just before may still be held
             total, taken, done = 0.0, 0, False
             while not done and taken < s.reward_check_episode_steps and steps < s.reward_check_max_steps:
                 if time.monotonic() >= ends:
@@ -85,7 +86,7 @@ async def _probes(ctx: TrustContext) -> dict[str, dict[str, Any]]:
         shown = {k: (f"<{len(v)} characters>" if isinstance(v, str) and len(v) > 40 else v) for k, v in action.items()}
         client = session_client(ctx)
         try:
-            await client.reset(seed=SEED)
+            await first_reset(client, SEED)
             result = await client.step(action)
         except EnvServerError as exc:
             if not is_refusal(exc):

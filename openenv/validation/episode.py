@@ -20,6 +20,7 @@ request an error answered, the observation's structure. No text a server writes 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -29,7 +30,16 @@ from typing import Any
 
 from openenv.validation.examples import SchemaExampleError, example_from_schema
 
-__all__ = ["REFUSAL_CODES", "Episode", "StepRecord", "Verdict", "judge", "play_episode", "schema_actions"]
+__all__ = [
+    "REFUSAL_CODES",
+    "Episode",
+    "StepRecord",
+    "Verdict",
+    "judge",
+    "play_episode",
+    "reset_when_free",
+    "schema_actions",
+]
 
 # Error codes with which a server refuses one action and keeps the session (PROTOCOL.md).
 REFUSAL_CODES = frozenset({"VALIDATION_ERROR", "EXECUTION_ERROR"})
@@ -75,6 +85,7 @@ class Episode:
     rewards: list[float] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)  # every step's round trip, refusals too
     state: Any = None
+    release_wait_s: float = 0.0  # how long the server answered CAPACITY_REACHED before the reset was taken
     verdict: Verdict = field(default_factory=lambda: Verdict(False, "NO_ACTION", "not played"))
 
     def steps(self) -> list[StepRecord]:
@@ -112,6 +123,45 @@ def judge(records: list[StepRecord]) -> Verdict:
 
 def _where(r: StepRecord) -> str:
     return f"step {r.index} ({r.sent})" if r.request == "step" else r.request
+
+
+async def reset_when_free(client: Any, grace_s: float, **options: Any) -> tuple[Any, float]:
+    """`client.reset(**options)`, tried again while the server answers CAPACITY_REACHED, for at most
+    `grace_s`; returns the reset's result and the seconds spent waiting before the attempt that
+    was taken.
+
+    A server releases a closed session a moment after the client has gone: upstream's releases it
+    only once the session's handler has finished, after an MCP env's tool session has ended. So a
+    session opened just after another one closed can be refused by a server that holds one session
+    at a time (upstream's default), and that says nothing about the env. Each refused try closes
+    its connection (a refusing server closes it too) and the next reset opens a new one, so
+    `client` must not own a provider that closing would stop.
+
+    Raises:
+        CapacityReachedError: the server still refused after `grace_s`; its text says how long.
+    """
+    from openenv.errors import CapacityReachedError
+
+    started = time.monotonic()
+    pause = 0.05
+    while True:
+        waited = time.monotonic() - started
+        try:
+            return await client.reset(**options), waited
+        except CapacityReachedError as exc:
+            if grace_s <= 0:
+                raise
+            await client.close()
+            if time.monotonic() - started >= grace_s:
+                raise CapacityReachedError(
+                    f"{exc} (still refused {grace_s:g}s after the session before was closed: "
+                    "the server does not release closed sessions)",
+                    code=exc.code,
+                    data=exc.data,
+                    url=exc.url,
+                ) from exc
+            await asyncio.sleep(pause)
+            pause = min(0.5, pause * 2)
 
 
 def schema_actions(action_schema: dict[str, Any], n: int) -> list[Any]:
@@ -180,8 +230,12 @@ async def play_episode(
     *,
     seed: int | None = 0,
     on_record: Callable[[StepRecord], None] | None = None,
+    release_grace_s: float = 0.0,
 ) -> Episode:
     """reset, then `steps` steps, then state, on a connected `GenericEnvClient`; judged by `judge`.
+
+    `release_grace_s`: how long the reset may wait for the server to release a session closed
+    just before (`reset_when_free`); the reset's record times the attempt that was taken.
 
     For an MCP env (its action is a tool call) the tools are listed first (`tools/list`) and each
     step calls one of them in turn, with arguments built from its input schema. Never raises for
@@ -199,12 +253,13 @@ async def play_episode(
 
     t0 = time.perf_counter()
     try:
-        first = await client.reset(seed=seed) if seed is not None else await client.reset()
+        first, waited = await reset_when_free(client, release_grace_s, **({"seed": seed} if seed is not None else {}))
     except EnvClientError as exc:
         outcome, code = _error_outcome(exc)
         add(StepRecord(0, "reset", "", "died" if outcome == "died" else "internal", _said(exc, client), code, _ms(t0)))
         return _judged(episode)
-    add(StepRecord(0, "reset", "", "ok", _observed(first), None, _ms(t0)))
+    episode.release_wait_s = round(waited, 3)
+    add(StepRecord(0, "reset", "", "ok", _observed(first), None, round(_ms(t0) - waited * 1000, 3)))
 
     try:
         actions = await _actions(client, action_schema, steps, episode, add)

@@ -249,13 +249,16 @@ async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> N
         if not isinstance(schema, dict):
             schema = {"type": "object"}
         # The same episode and verdict rule as the Hub's smoke stage (openenv/validation/episode.py).
-        episode = await play_episode(client, schema, EPISODE_STEPS, seed=None)
+        # The session of a check before (the Hub's own episode) may still be being released.
+        episode = await play_episode(client, schema, EPISODE_STEPS, seed=None, release_grace_s=run.timeout_s)
         reset = episode.records[0]
         if reset.outcome != "ok":
             run.record(RESET, problem(f"reset failed: {reset.got}", code=reset.code), started)
             run.skip_rest([STEP, STATE, LATENCY], "the session did not reset")
             return
-        run.record(RESET, ok("reset returned an observation", observation=reset.got), started)
+        waited = episode.release_wait_s
+        said = f" (after {waited:.2f}s of CAPACITY_REACHED while the server released a session)" if waited else ""
+        run.record(RESET, ok(f"reset returned an observation{said}", observation=reset.got), started)
         verdict = episode.verdict
         details: dict[str, Any] = {"verdict": verdict.code, "steps": episode.as_data()}
         if episode.tools is not None:
@@ -317,6 +320,36 @@ async def _latency(run: _Run, client: GenericEnvClient, steps: int, budget_ms: f
         run.record(LATENCY, problem(f"median step {p50:.0f} ms is over {budget_ms:g} ms", **details), started)
 
 
+def _code(reply: Any) -> str | None:
+    """An error frame's code (None for any other reply)."""
+    return reply.get("data", {}).get("code") if isinstance(reply, dict) and reply.get("type") == "error" else None
+
+
+async def _probe_session(run: _Run, frame: bytes) -> tuple[Connection, Any]:
+    """A new session and its reply to `frame`, opened again while the server answers
+    CAPACITY_REACHED (for at most the run's timeout): it may still be releasing the episode's
+    session, closed a moment ago (see `reset_when_free`). The last connection and reply (or the
+    client error the frame met) are returned."""
+    ends = time.monotonic() + run.timeout_s
+    pause = 0.05
+    while True:
+        conn = await Connection.open(
+            ws_url_for(run.url), headers=run.headers, timeout_s=run.timeout_s, max_message_bytes=16 << 20
+        )
+        try:
+            reply: Any = loads(await conn.call(frame, run.timeout_s))
+        except EnvClientError as exc:  # the probe's own outcome (the session ended, or no reply): judged by the caller
+            return conn, exc
+        except BaseException:
+            await conn.close()
+            raise
+        if _code(reply) != "CAPACITY_REACHED" or time.monotonic() >= ends:
+            return conn, reply
+        await conn.close()
+        await asyncio.sleep(pause)
+        pause = min(0.5, pause * 2)
+
+
 async def _error_handling(run: _Run) -> None:
     started = time.perf_counter()
     probes = [
@@ -325,19 +358,31 @@ async def _error_handling(run: _Run) -> None:
         (b'{"type": "step", "data": {"__openenv_validate_unknown_field__": 1}}', "VALIDATION_ERROR"),
     ]
     try:
-        conn = await Connection.open(
-            ws_url_for(run.url), headers=run.headers, timeout_s=run.timeout_s, max_message_bytes=16 << 20
-        )
+        conn, first = await _probe_session(run, probes[0][0])
     except EnvClientError as exc:
         run.record(ERRORS, problem(f"could not open a second session: {exc}"), started)
         return
+    if _code(first) == "CAPACITY_REACHED":
+        await conn.close()
+        run.record(
+            ERRORS,
+            problem(
+                f"the server still refused a new session (CAPACITY_REACHED) {run.timeout_s:g}s after the episode's "
+                "session was closed: it does not release closed sessions"
+            ),
+            started,
+        )
+        return
     wrong: list[str] = []
     try:
-        for frame, code in probes:
-            reply = loads(await conn.call(frame, run.timeout_s))
-            got = (
-                reply.get("data", {}).get("code") if isinstance(reply, dict) and reply.get("type") == "error" else None
-            )
+        for i, (frame, code) in enumerate(probes):
+            if i > 0:
+                reply = loads(await conn.call(frame, run.timeout_s))
+            elif isinstance(first, EnvClientError):
+                raise first
+            else:
+                reply = first
+            got = _code(reply)
             if got != code:
                 wrong.append(f"{frame[:30]!r} got {got or str(reply)[:60]!r}, expected {code}")
         reply = loads(await conn.call(STATE_REQUEST, run.timeout_s))

@@ -154,3 +154,54 @@ def test_stochastic_is_read_from_the_validation_block() -> None:
     assert read_declared({"validation": {"reward": {"range": [0, 1]}}}).stochastic is False
     wrong = read_declared({"validation": {"stochastic": "sometimes"}})
     assert wrong.stochastic is False and wrong.problems == [("validation.stochastic", "must be true or false")]
+
+
+@pytest.mark.interop
+@pytest.mark.timeout(600)
+def test_every_check_waits_while_an_upstream_server_releases_the_session_closed_before(
+    upstream010_python: str, tmp_path: Path
+) -> None:
+    """Upstream's tools_env (tests/fixtures/upstream) holds a closed session's place for a second,
+    one session at a time: each check's new session waits for it (`first_reset`), so no check is
+    left unchecked, and none is flagged, for the wait."""
+    import asyncio
+
+    import httpx
+
+    from hub_service.pipeline.trust import TrustContext
+    from hub_service.pipeline.trust_checks import run_checks
+    from tests.support.servers import ProcessServer
+
+    shapes = ROOT / "tests" / "fixtures" / "upstream"
+    server = ProcessServer(
+        [upstream010_python, "-m", "uvicorn", "server.app:app"],
+        cwd=shapes / "tools_env",
+        env={"PYTHONPATH": str(shapes)},
+    )
+    lines: list[str] = []
+    try:
+        url = server.wait(timeout=400)
+        settings = HubSettings(data_dir=tmp_path, **TRUST_ON, capacity_leak_sessions=3)
+        ctx = TrustContext(
+            settings,
+            url,
+            None,  # a server of its own: no memory to read
+            httpx.get(url + "/schema", timeout=30).json()["action"],
+            read_declared(None),
+            None,
+            {"cold_start_s": 1.0, "step_p50_ms": 1.0, "step_p95_ms": 1.0},
+            lines.append,
+        )
+        out = asyncio.run(run_checks(ctx))
+    finally:
+        server.stop()
+    log = "\n".join(lines)
+    assert out["determinism"]["verdict"] == "deterministic", log
+    assert out["determinism"]["fork"]["verdict"] == "not_offered", log  # upstream's server has no fork extension
+    # Its tool calls carry no reward, which the reward check says; it ran, its sessions were taken.
+    assert out["reward_check"]["verdict"] == "flagged" and "numeric reward" in out["reward_check"]["flags"][0], log
+    assert len(out["reward_check"]["baseline_returns"]) >= 2, log
+    card = out["capacity"]
+    assert card["sessions_held"] == 1 and card["ramp"][0]["errors"] == 0, card  # one at a time, as it declares
+    assert not any("leak" in note for note in card.get("notes", [])), card
+    assert "CAPACITY_REACHED" not in log, log

@@ -8,6 +8,7 @@ raises inside every step is the case only an episode shows, and the test pins th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -15,7 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from openenv import GenericEnvClient
+from openenv.errors import CapacityReachedError
 from openenv.validation import validate_url
+from openenv.validation.episode import reset_when_free
 from tests.support.servers import ROOT, ProcessServer, free_port
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -93,3 +97,36 @@ def test_both_validators_agree_where_both_can_see_the_case(upstream010_python: s
             assert failed == [], failed  # upstream's criteria are all about HTTP routes, which this env serves
     assert seen == EXPECTED
     assert (upstream[dead][0], validate_url(dead, timeout_s=2).exit_code == 0) == (False, False)
+
+
+def test_a_session_opened_while_upstream_releases_the_last_one_waits_for_it(servers: dict[str, str]) -> None:
+    """tools_env's tool session takes a second to end, and upstream's server (one session at a time,
+    its default) holds the place until then: a client that reconnects at once is refused. The
+    checks' sessions (`reset_when_free`) wait for the place instead of failing the env."""
+    url = servers["tools_env"]
+
+    async def scenario() -> tuple[float, dict[str, object]]:
+        first = GenericEnvClient(url)
+        await first.reset()
+        await first.close()
+        at_once = GenericEnvClient(url)
+        with pytest.raises(CapacityReachedError) as refused:
+            await at_once.reset()
+        await at_once.close()
+        assert refused.value.max_sessions == 1
+        patient = GenericEnvClient(url)
+        try:
+            result, waited = await reset_when_free(patient, 10.0, seed=1)
+        finally:
+            await patient.close()
+        return waited, result.observation
+
+    waited, observation = asyncio.run(scenario())
+    assert 0.2 < waited < 5.0, waited  # the rest of the second the place was held
+    assert observation["metadata"]["question"] == "How much did ACME gain in 2024?"
+    # The runtime checks' episode opens right after `patient` closed, and their bad-frame session
+    # right after the episode's closed: both wait, and every check passes.
+    report = validate_url(url, latency_steps=3)
+    assert report.exit_code == 0, [(c.id, c.message) for c in report.problems()]
+    errors = report.results("runtime.errors")[0]
+    assert errors.status == "pass", errors.message
