@@ -34,6 +34,11 @@ __all__ = ["PlayManager", "PlaySession", "resolve_target"]
 
 log = logging.getLogger("hub_service.play")
 
+# How long a reset waits while the env's server still answers CAPACITY_REACHED: a server frees a
+# closed session's place a moment after (openenv/validation/episode.py, reset_when_free), and a
+# visitor who starts again at once on a one-session env must not be told it is full.
+PLAY_RELEASE_GRACE_S = 3.0
+
 
 @dataclass
 class PlaySession:
@@ -86,10 +91,14 @@ class PlaySession:
 
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start an episode (`options`: the env's own reset arguments); returns {"observation", "reward", "done"}."""
+        from openenv.validation.episode import reset_when_free
+
         async with self.lock:
             self.touch()
             with self._naming_the_cap():
-                result = await self.client.reset(**(options or {}), **({"seed": seed} if seed is not None else {}))
+                result, _ = await reset_when_free(
+                    self.client, PLAY_RELEASE_GRACE_S, **(options or {}), **({"seed": seed} if seed is not None else {})
+                )
             self.history, self.episode_return = [], 0.0
             self.last = _payload(result)
             return self.last

@@ -125,7 +125,7 @@ def _where(r: StepRecord) -> str:
     return f"step {r.index} ({r.sent})" if r.request == "step" else r.request
 
 
-async def reset_when_free(client: Any, grace_s: float, **options: Any) -> tuple[Any, float]:
+async def reset_when_free(client: Any, grace_s: float, /, **options: Any) -> tuple[Any, float]:
     """`client.reset(**options)`, tried again while the server answers CAPACITY_REACHED, for at most
     `grace_s`; returns the reset's result and the seconds spent waiting before the attempt that
     was taken.

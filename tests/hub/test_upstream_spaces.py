@@ -233,6 +233,23 @@ def test_resolve_play_and_from_hub_use_the_envs_own_port_without_huggingface(
     result = asyncio.run(play())
     assert "observation" in result
 
+    # A visitor who closes a session and starts again at once, on the same server (still running:
+    # it lingers), of an env that holds one session at a time and a closed one's place for a second
+    # (tools_env): the new session waits for the place instead of being told the env is full.
+    async def again() -> dict[str, Any]:
+        manager = PlayManager(settings.model_copy(update={"play_instance_linger_s": 60.0}), upstream_hub.factory)
+        try:
+            first = await manager.open("tab", "visitor", "alice", "tools_env")
+            await first.reset()
+            assert await manager.close("tab") == 1
+            second = await manager.open("tab", "visitor", "alice", "tools_env")
+            assert second.instance is first.instance
+            return await second.reset()
+        finally:
+            await manager.aclose()
+
+    assert asyncio.run(again())["observation"]["metadata"]["question"] == "How much did ACME gain in 2024?"
+
 
 # The shapes of issue 29 through the same pipeline on PostgreSQL (the module's Hub above runs on SQLite). Their
 # images come from the layers built above (the same files), so this costs their smoke tests, not new builds.
