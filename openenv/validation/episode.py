@@ -138,7 +138,8 @@ async def reset_when_free(client: Any, grace_s: float, /, **options: Any) -> tup
     `client` must not own a provider that closing would stop.
 
     Raises:
-        CapacityReachedError: the server still refused after `grace_s`; its text says how long.
+        CapacityReachedError: the server still refused after `grace_s`; its text says how long it
+            waited (the code cannot tell a session never released from places others hold).
     """
     from openenv.errors import CapacityReachedError
 
@@ -154,8 +155,8 @@ async def reset_when_free(client: Any, grace_s: float, /, **options: Any) -> tup
             await client.close()
             if time.monotonic() - started >= grace_s:
                 raise CapacityReachedError(
-                    f"{exc} (still refused {grace_s:g}s after the session before was closed: "
-                    "the server does not release closed sessions)",
+                    f"{exc} (still refused after waiting {grace_s:g}s for a session closed before to be "
+                    "released: it was not, or other clients hold every place)",
                     code=exc.code,
                     data=exc.data,
                     url=exc.url,

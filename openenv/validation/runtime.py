@@ -368,7 +368,7 @@ async def _error_handling(run: _Run) -> None:
             ERRORS,
             problem(
                 f"the server still refused a new session (CAPACITY_REACHED) {run.timeout_s:g}s after the episode's "
-                "session was closed: it does not release closed sessions"
+                "session was closed: it did not release that session, or other clients hold every place"
             ),
             started,
         )
