@@ -89,6 +89,11 @@ class HubSettings(BaseSettings):
             "Wall-clock limit of each of the fetch, validate and build stages (keep it above build_timeout_s)."
         ),
     )
+    first_work_budget_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="hub.time_to_first_work (RFC 008): the most a revision's cold start may take, from its container's start to its first reset's reply.",
+    )
     smoke_reply_max_mb: float = Field(
         default=4.0, gt=0, description="Largest HTTP reply (e.g. /schema) the smoke test reads from an env server."
     )

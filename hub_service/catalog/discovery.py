@@ -84,6 +84,9 @@ def discovery_search_text(record: Any) -> str:
     return f"{text} {tokens}".strip()
 
 
+_RFC008_PINS = frozenset({"generator_seed", "dataset_version", "generator_model"})
+
+
 def validation_parts(manifest: Any) -> dict[str, Any]:
     """The manifest `validation:` parts that describe the env: capabilities, types, task_distribution.
 
@@ -94,18 +97,28 @@ def validation_parts(manifest: Any) -> dict[str, Any]:
     if not isinstance(block, dict):
         return {}
     out: dict[str, Any] = {}
-    capabilities = _names(block.get("capabilities"))
+    declared = block.get("capabilities")
+    if isinstance(declared, dict):  # RFC 008's mapping: the capabilities it turns on, and its declared tools
+        capabilities = [str(k)[:64] for k, v in list(declared.items())[:64] if v is True]
+        capabilities += _names(declared.get("declared_tools"))
+    else:  # a list of capability names, as some Spaces write it
+        capabilities = _names(declared)
     if capabilities:
         out["capabilities"] = capabilities
     types = block.get("types")
-    if isinstance(types, dict):
+    if isinstance(types, dict) and isinstance(types.get("tags"), list):  # RFC 008's `types: {tags: [...]}`
+        if _names(types["tags"]):
+            out["types"] = _names(types["tags"])
+    elif isinstance(types, dict):
         kinds = {str(k)[:64]: v[:200] for k, v in list(types.items())[:32] if isinstance(v, str)}
         if kinds:
             out["types"] = kinds
     elif _names(types):
         out["types"] = _names(types)
     tasks = block.get("task_distribution")
-    if isinstance(tasks, dict):
+    if isinstance(tasks, dict) and set(tasks) <= _RFC008_PINS:
+        pass  # RFC 008's pins of how tasks are made (a seed, a dataset version), not task weights
+    elif isinstance(tasks, dict):
         weights = {
             str(k)[:64]: v
             for k, v in list(tasks.items())[:64]

@@ -110,6 +110,9 @@ class EnvVersion(Base):
     discovery: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     validation: Mapped[dict[str, Any] | None] = mapped_column(default=None)  # the validate report
     validation_status: Mapped[str | None] = mapped_column(String(16), default=None)  # pass | warn | fail
+    # The RFC 008 report (ValidationReportV2, hub lane): the static level from the validate stage,
+    # every level once the smoke stage ran (hub_service/pipeline/rfc008.py).
+    rfc008: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     build_status: Mapped[str | None] = mapped_column(String(16), default=None)
     builder: Mapped[str | None] = mapped_column(String(16), default=None)  # docker | process
     image_ref: Mapped[str | None] = mapped_column(String(512), default=None)

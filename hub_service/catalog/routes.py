@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
@@ -145,12 +145,25 @@ def get_version(request: Request, owner: str, name: str, revision: str, db: DB) 
 
 
 @router.get("/envs/{owner}/{name}/report", summary="The validation report of a revision (latest by default)")
-def get_report(request: Request, owner: str, name: str, db: DB, revision: str | None = None) -> Response:
+def get_report(
+    request: Request,
+    owner: str,
+    name: str,
+    db: DB,
+    revision: str | None = None,
+    format: Literal["v1", "rfc008"] = "v1",
+) -> Response:
+    """`format=rfc008`: the RFC 008 report (ValidationReportV2, hub lane); `v1`: this SDK's report."""
     env = service.get_env(db, owner, name)
     version = service.get_version(db, env, revision)
-    if version.validation is None:
-        raise NotFound(f"{env.repo_id}@{version.sha[:12]} has not been validated yet (state: {version.state})")
-    return etag_json(request, version.validation)
+    report = version.rfc008 if format == "rfc008" else version.validation
+    if report is None:
+        missing = "no RFC 008 report" if format == "rfc008" else "no validation report"
+        raise NotFound(
+            f"{env.repo_id}@{version.sha[:12]} has {missing} yet (state: {version.state}; a revision checked "
+            "before the Hub made RFC 008 reports gets one when it runs again: openenv hub rerun)"
+        )
+    return etag_json(request, report)
 
 
 @router.get(

@@ -85,12 +85,12 @@ class JobRunner:
         owner, name, sha, trusted = info["owner"], info["name"], info["sha"], info["trusted"]
         try:
             folder = self._stage(claim, StageName.FETCH, lambda lg, ab: self._fetch(info, workdir, lg))
-            report = self._stage(
+            validated = self._stage(
                 claim,
                 StageName.VALIDATE,
                 lambda lg, ab: stages.validate(folder, f"{owner}/{name}", lg, run_code=trusted),
             )
-            self._validated(claim, folder, report)
+            self._validated(claim, folder, validated)
             built = self._stage(
                 claim,
                 StageName.BUILD,
@@ -98,9 +98,11 @@ class JobRunner:
             )
             self._built(claim, built)
             smoke = self._stage(
-                claim, StageName.SMOKE, lambda lg, ab: stages.smoke(self.settings, built, folder, lg, ab)
+                claim,
+                StageName.SMOKE,
+                lambda lg, ab: stages.smoke(self.settings, built, folder, lg, ab, validated=validated),
             )
-            self._smoked(claim, report, smoke)
+            self._smoked(claim, validated.report, smoke)
             # registry push: hub_service/pipeline/publish.py (before the verdict; a registry in trouble: Transient)
             self._stage(
                 claim,
@@ -141,10 +143,12 @@ class JobRunner:
                 "ref": version.ref,
             }
 
-    def _validated(self, claim: jobs.Claim, folder: Path, report: dict[str, Any]) -> None:
+    def _validated(self, claim: jobs.Claim, folder: Path, validated: stages.Validated) -> None:
+        report = validated.report
         self._update(
             claim.version_id,
             validation=report,
+            rfc008=validated.rfc008,
             validation_status=report.get("status"),
             manifest=report.get("manifest"),
             readme=_readme(folder),
@@ -176,6 +180,7 @@ class JobRunner:
             reward_check=smoke.reward_check,
             validation=merged,
             validation_status=merged.get("status"),
+            **({"rfc008": smoke.rfc008} if smoke.rfc008 is not None else {}),
         )
         rejected = f", {smoke.rejected} of its actions rejected by the env" if smoke.rejected else ""
         self._event(
@@ -226,6 +231,7 @@ class JobRunner:
                         "validation": exc.report,
                         "validation_status": exc.report.get("status"),
                         "manifest": exc.report.get("manifest"),
+                        "rfc008": exc.rfc008,
                     },
                 ),
             )

@@ -32,11 +32,13 @@ class StageFailed(Exception):
 
 
 class ValidationFailed(StageFailed):
-    """Validation failed; `report` is the report, kept even though the stage failed."""
+    """Validation failed; `report` is the report, and `rfc008` its RFC 008 report, kept even though
+    the stage failed."""
 
-    def __init__(self, reason: str, report: dict[str, Any]) -> None:
+    def __init__(self, reason: str, report: dict[str, Any], rfc008: dict[str, Any] | None = None) -> None:
         super().__init__(reason)
         self.report = report
+        self.rfc008 = rfc008
 
 
 class StageLog:

@@ -31,6 +31,7 @@ __all__ = [
     "StageFailed",
     "StageLog",
     "Transient",
+    "Validated",
     "ValidationFailed",
     "build",
     "docker_available",
@@ -43,8 +44,16 @@ __all__ = [
 # -- validate ------------------------------------------------------------------------------------
 
 
-def validate(folder: Path, repo_id: str, log: StageLog, *, run_code: bool) -> dict[str, Any]:
-    """Static checks of the fetched files (`openenv validate`'s report).
+@dataclass
+class Validated:
+    repo_id: str
+    report: dict[str, Any]  # this SDK's report (`openenv validate --legacy-report`)
+    rfc008: dict[str, Any] | None  # the RFC 008 report's static level (hub_service/pipeline/rfc008.py)
+
+
+def validate(folder: Path, repo_id: str, log: StageLog, *, run_code: bool) -> Validated:
+    """Static checks of the fetched files (`openenv validate`'s report), and the static level of
+    RFC 008 from them.
 
     Args:
         run_code: whether the checks may import the env's code on this machine (trusted sources
@@ -60,6 +69,7 @@ def validate(folder: Path, repo_id: str, log: StageLog, *, run_code: bool) -> di
         log(f"{result.status:4s} {result.id}: {result.message}")
     log(f"status: {report.status}")
     data = report.model_dump(mode="json")
+    rfc008 = _rfc008_static(folder, data, repo_id, run_code, log)
     if report.status in ("fail", "unsupported", "error"):
         problems = [c for c in report.problems() if c.status == "fail"] or report.problems()
         reason = (
@@ -68,8 +78,27 @@ def validate(folder: Path, repo_id: str, log: StageLog, *, run_code: bool) -> di
             or report.error
             or report.status
         )
-        raise ValidationFailed(f"validation {report.status}: {reason}", data)
-    return data
+        raise ValidationFailed(f"validation {report.status}: {reason}", data, rfc008)
+    return Validated(repo_id, data, rfc008)
+
+
+def _rfc008_static(
+    folder: Path, legacy: dict[str, Any], repo_id: str, run_code: bool, log: StageLog
+) -> dict[str, Any] | None:
+    from hub_service.pipeline.rfc008 import static_report
+
+    if not (folder / "openenv.yaml").is_file():
+        return None  # not a package: there is no RFC 008 report to make
+    try:
+        report = static_report(folder, legacy, repo_id, run_code=run_code)
+    except Exception as exc:  # the report is kept beside the Hub's verdict, never in its way
+        log(f"RFC 008 report could not be made: {type(exc).__name__}: {exc}")
+        return None
+    log(f"RFC 008 (policy {report['policy_version']}, static level): {report['verdict']}")
+    for r in report["results"]:
+        if r["status"] != "pass":
+            log(f"  {r['status']:5s} {r['check_id']}: {(r['evidence'] or [''])[0]}")
+    return report
 
 
 def _validate_options(run_code: bool, repo_id: str) -> dict[str, Any]:
@@ -121,10 +150,17 @@ class SmokeOutput:
     capacity: dict[str, Any] | None = None
     determinism: dict[str, Any] | None = None
     reward_check: dict[str, Any] | None = None
+    rfc008: dict[str, Any] | None = None  # every level of RFC 008, in the hub lane
 
 
 def smoke(
-    settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog, abort: Abort | None = None
+    settings: HubSettings,
+    built: BuildOutput,
+    folder: Path,
+    log: StageLog,
+    abort: Abort | None = None,
+    *,
+    validated: Validated | None = None,
 ) -> SmokeOutput:
     """Start the built env, drive it like a client would, time it, stop it.
 
@@ -133,6 +169,8 @@ def smoke(
     --url`. Records the cold start (start → first reset reply) and step latency.
 
     `abort` (fired by the runner at the stage's deadline) cancels the test and stops the server.
+    With `validated` (the validate stage's output), the RFC 008 report of every level is made
+    against the running server too (`SmokeOutput.rfc008`).
 
     Raises:
         StageFailed: the server does not start, answers wrongly, crashes or hangs.
@@ -140,7 +178,7 @@ def smoke(
     """
     abort = abort or Abort()
     if built.builder != "docker":
-        return asyncio.run(_abortable(_smoke(settings, built, folder, log, abort), abort))
+        return asyncio.run(_abortable(_smoke(settings, built, folder, log, abort, validated), abort))
     from openenv.client.providers._docker import docker_client
     from openenv.engines import engine
     from openenv.errors import ProviderUnavailableError
@@ -157,7 +195,7 @@ def smoke(
             f"no Docker engine answers ({exc}); the smoke test waits for one", code=Transient.NO_ENGINE
         ) from exc
     try:
-        return asyncio.run(_abortable(_smoke(settings, built, folder, log, abort), abort))
+        return asyncio.run(_abortable(_smoke(settings, built, folder, log, abort, validated), abort))
     except StageFailed as exc:
         trouble = _engine_trouble(epoch)
         if trouble is not None:
@@ -290,7 +328,14 @@ def _wrote_on_read_only_root(exc: Exception) -> bool:
     return "Read-only file system" in str(exc)
 
 
-async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: StageLog, abort: Abort) -> SmokeOutput:
+async def _smoke(
+    settings: HubSettings,
+    built: BuildOutput,
+    folder: Path,
+    log: StageLog,
+    abort: Abort,
+    validated: Validated | None = None,
+) -> SmokeOutput:
     from openenv import GenericEnvClient
     from openenv.validation.episode import play_episode
 
@@ -357,6 +402,7 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
         trust = await run_checks(
             TrustContext(settings, url, provider, action_schema, declared, built.image_ref, dict(figures), log)
         )
+        rfc008 = await _rfc008_all(settings, folder, url, cold_start, validated, log) if validated else None
         return SmokeOutput(
             cold_start_s=figures["cold_start_s"],
             step_p50_ms=figures["step_p50_ms"],
@@ -370,6 +416,7 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
             capacity=trust["capacity"],
             determinism=trust["determinism"],
             reward_check=trust["reward_check"],
+            rfc008=rfc008,
         )
     except StageFailed:
         raise
@@ -379,6 +426,37 @@ async def _smoke(settings: HubSettings, built: BuildOutput, folder: Path, log: S
         if not log_shown:
             await _show_server_log(provider, log)
         await provider.astop()
+
+
+async def _rfc008_all(
+    settings: HubSettings, folder: Path, url: str, first_work_s: float, validated: Validated, log: StageLog
+) -> dict[str, Any] | None:
+    """The RFC 008 report of every level, checked against the running container (`url`)."""
+    from hub_service.pipeline.rfc008 import hub_report
+
+    if validated.rfc008 is None:
+        return None  # not a package the RFC reads (see the validate stage's log)
+    try:
+        report = await asyncio.to_thread(
+            hub_report,
+            folder,
+            validated.report,
+            validated.repo_id,
+            url,
+            first_work_s=first_work_s,
+            budget_s=settings.first_work_budget_s,
+        )
+    except Exception as exc:  # the report is kept beside the smoke verdict, never in its way
+        log(f"RFC 008 report could not be made: {type(exc).__name__}: {exc}")
+        return None
+    counts = {s: sum(1 for r in report["results"] if r["status"] == s) for s in ("pass", "fail", "skip", "error")}
+    log(
+        f"RFC 008 (policy {report['policy_version']}, hub lane, levels {report['levels_run']}): {report['verdict']}, {counts}"
+    )
+    for r in report["results"]:
+        if r["status"] in ("fail", "error"):
+            log(f"  {r['status']:5s} {r['check_id']}: {(r['evidence'] or [''])[0]}")
+    return report
 
 
 async def _show_server_log(provider: Any, log: StageLog) -> None:

@@ -26,7 +26,7 @@ _STAGE_HELP = {
     "fetch": "The Hub service could not download this revision. Push again, or ask a maintainer to re-run the check.",
     "validate": "Run `openenv validate . --json` in the Space's folder to see the same checks.",
     "build": "The image does not build. Run `openenv build .` (or `docker build .`) locally and fix the first error of the build log.",
-    "smoke": "The server did not survive the smoke test (start → reset → step → state). Run `openenv validate . --run` to reproduce it locally.",
+    "smoke": "The server did not survive the smoke test (start → reset → step → state). Run `openenv validate . --level semantic` to reproduce it locally.",
     "worker": "The check could not finish for reasons outside the Space. A maintainer can re-run it.",
 }
 
@@ -43,6 +43,7 @@ class ReportView:
     report_url: str
     validation: dict[str, Any] | None = None
     validation_status: str | None = None
+    rfc008: dict[str, Any] | None = None  # the RFC 008 report (hub lane), when one was made
     build_status: str | None = None
     smoke_status: str | None = None
     failure_stage: str | None = None
@@ -99,6 +100,7 @@ def render(view: ReportView) -> str:
     warnings = _warnings(view)
     if warnings:
         parts += ["", f"<details><summary>{len(warnings)} warning(s)</summary>", "", *warnings, "", "</details>"]
+    parts += _rfc008(view)
     if view.state == VersionState.PASSED:
         parts += ["", *_latency(view)]
     parts += ["", _links(view)]
@@ -166,6 +168,46 @@ def _warnings(view: ReportView) -> list[str]:
         + (f" — {_escape(c['remediation'])}" if c.get("remediation") else "")
         for c in _checks(view, "warn")[:20]
     ]
+
+
+_RFC008_MARK = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail"}
+
+
+def _rfc008(view: ReportView) -> list[str]:
+    """The RFC 008 report in short: its verdict, each check that failed with its evidence and fix,
+    and the ids it could not check (its results are the Space's words too: every one is escaped)."""
+    report = view.rfc008 if isinstance(view.rfc008, dict) else None
+    results = [r for r in (report or {}).get("results") or [] if isinstance(r, dict)]
+    if report is None or not results:
+        return []
+    levels = ", ".join(str(lv) for lv in report.get("levels_run") or [])
+    verdict = _RFC008_MARK.get(str(report.get("verdict")), _code(report.get("verdict"), 20))
+    passed = sum(1 for r in results if r.get("status") == "pass")
+    lines = [
+        "",
+        f"**RFC 008 checks** (policy {_code(report.get('policy_version'), 20)}, {_escape(report.get('lane'), 10)} lane, "
+        f"levels {_escape(levels, 20)}): {verdict}, {passed} of {len(results)} passed",
+    ]
+    failed = [r for r in results if r.get("status") in ("fail", "error")]
+    if failed:
+        lines += ["", "| check | result | evidence | fix |", "|---|---|---|---|"]
+        for r in failed[:30]:
+            evidence = (r.get("evidence") or [""])[0]
+            lines.append(
+                f"| {_code(r.get('check_id'), 60)} | {_escape(r.get('status'), 10)} | {_escape(evidence, 300)} | "
+                f"{_escape(r.get('remediation') or '', 300)} |"
+            )
+    skipped = [r for r in results if r.get("status") == "skip"]
+    if skipped:
+        lines += [
+            "",
+            f"<details><summary>{len(skipped)} not checked</summary>",
+            "",
+            *(f"- {_code(r.get('check_id'), 60)}: {_code((r.get('evidence') or [''])[0], 200)}" for r in skipped[:60]),
+            "",
+            "</details>",
+        ]
+    return lines
 
 
 def _latency(view: ReportView) -> list[str]:

@@ -331,6 +331,7 @@ def _view(session: Session, settings: HubSettings, check: PullRequestCheck) -> R
         report_url=base,
         validation=version.validation,
         validation_status=version.validation_status,
+        rfc008=version.rfc008,
         build_status=version.build_status,
         smoke_status=version.smoke_status,
         failure_stage=version.failure_stage,

@@ -75,16 +75,17 @@ class Output:
             print(text, file=self.human, flush=True)
 
     def mark(self, kind: str, text: str, detail: str | None = None) -> None:
-        """A line with a status mark: kind is ok, warn, fail, skip or info; `detail` goes below, indented."""
+        """A line with a status mark: kind is ok, warn, fail, skip or info; `detail` goes below, each of
+        its lines indented."""
         if self.console is not None:
             symbol, style = _MARKS[kind]
             self.console.print(f"[{style}]{symbol}[/{style}] {_escape(text)}")
-            if detail:
-                self.console.print(f"    [dim]{_escape(detail)}[/dim]")
+            for line in (detail or "").splitlines():
+                self.console.print(f"    [dim]{_escape(line)}[/dim]")
         else:
             print(f"{_PLAIN[kind]} {text}", file=self.human, flush=True)
-            if detail:
-                print(f"     {detail}", file=self.human, flush=True)
+            for line in (detail or "").splitlines():
+                print(f"     {line}", file=self.human, flush=True)
 
     def heading(self, text: str) -> None:
         if self.console is not None:

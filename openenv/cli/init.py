@@ -97,7 +97,7 @@ def render(dest: Path, name: str) -> list[str]:
         "__ENV_NAME__": name,
         "__ENV_CLASS__": class_prefix(name),
         "__ENV_TITLE__": " ".join(p.capitalize() for p in name.split("_") if p),
-        "__SDK_REQUIREMENT__": f"openenv-hub[server]>={__version__}",
+        "__SDK_REQUIREMENT__": f"openenv-hub[server]=={__version__}",
         "__SDK_VERSION__": __version__,
     }
     source = template_dir()

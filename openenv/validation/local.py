@@ -18,11 +18,11 @@ from typing import IO
 
 from openenv.errors import OpenEnvError
 from openenv.validation.registry import REGISTRY, define, ok, problem, to_result
-from openenv.validation.report import Report
+from openenv.validation.report import CheckResult, Report
 from openenv.validation.runtime import validate_url
 from openenv.validation.static import validate_folder
 
-__all__ = ["LocalServerError", "serve_locally", "validate"]
+__all__ = ["LocalServerError", "failed_to_start", "serve_folder", "serve_locally", "started_result", "validate"]
 
 STARTS = define(
     "runtime.starts",
@@ -167,36 +167,51 @@ def validate(
     return report
 
 
-def _run_locally(
-    root: Path, folder_report: Report, python: str | None, strict: bool, timeout_s: float, steps: int
-) -> Report:
+@contextlib.contextmanager
+def serve_folder(root: Path, folder_report: Report, *, python: str | None, timeout_s: float) -> Iterator[str]:
+    """Serve a validated folder locally the way its app imported (see `serve_locally`); yields its URL.
+
+    Raises:
+        LocalServerError: the app module was not found, or the server did not start.
+    """
     from openenv.manifest import Manifest, find_app_module
 
     manifest = Manifest.model_validate(folder_report.manifest)
     app_result = folder_report.results("app.module")
     if app_result and app_result[0].status == "fail":
-        return Report(
-            strict=strict,
-            checks=[to_result(REGISTRY[STARTS], problem("the app module was not found (see app.module)"))],
-        ).finish()
+        raise LocalServerError("the app module was not found (see app.module)")
     module = find_app_module(root, manifest.app_module) or manifest.app_module
     package = None
     imported = folder_report.results("app.import")
     if imported and imported[0].details.get("import_mode") == "package":  # serve it the way it imported
         module = str(imported[0].details["module"])
         package = module.split(".")[0]
+    with serve_locally(
+        root, f"{module}:{manifest.app_attr}", python=python, timeout_s=timeout_s, package=package
+    ) as url:
+        yield url
+
+
+def started_result(started: float, url: str) -> CheckResult:
+    """runtime.starts' result for a server that answers at `url`."""
+    return to_result(REGISTRY[STARTS], ok(f"serving on {url}"), round((time.perf_counter() - started) * 1000, 1))
+
+
+def failed_to_start(exc: LocalServerError, strict: bool) -> Report:
+    """The runtime report of a folder whose server did not start."""
+    return Report(strict=strict, checks=[to_result(REGISTRY[STARTS], problem(str(exc), log=exc.log))]).finish()
+
+
+def _run_locally(
+    root: Path, folder_report: Report, python: str | None, strict: bool, timeout_s: float, steps: int
+) -> Report:
     started = time.perf_counter()
     try:
-        with serve_locally(
-            root, f"{module}:{manifest.app_attr}", python=python, timeout_s=timeout_s, package=package
-        ) as url:
-            ok_result = to_result(
-                REGISTRY[STARTS], ok(f"serving on {url}"), round((time.perf_counter() - started) * 1000, 1)
-            )
+        with serve_folder(root, folder_report, python=python, timeout_s=timeout_s) as url:
+            ok_result = started_result(started, url)
             remote = validate_url(url, timeout_s=min(timeout_s, 30.0), latency_steps=steps, strict=strict)
     except LocalServerError as exc:
-        failed = to_result(REGISTRY[STARTS], problem(str(exc), log=exc.log))
-        return Report(strict=strict, checks=[failed]).finish()
+        return failed_to_start(exc, strict)
     remote.checks.insert(0, ok_result)
     remote.target.url = None  # a throwaway local URL is not the target
     return remote.finish()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import openenv
 from openenv.cli import main as cli_main
 from openenv.cli.init import class_prefix
 from tests.support.cli import Run
@@ -86,6 +87,11 @@ def test_init_makes_a_working_env_and_refuses_what_it_should(run_cli: Run, tmp_p
     assert "name: maze_env" in (env / "openenv.yaml").read_text() and "__ENV" not in "".join(
         p.read_text() for p in env.rglob("*.py")
     )
+    # The RFC 008 contract comes along: the oracle and canary plans, the image's labels, a pinned SDK.
+    assert {"validation/oracle.json", "validation/canaries.json"} <= set(made["files"])
+    dockerfile = (env / "Dockerfile").read_text()
+    assert 'org.opencontainers.image.title="maze_env"' in dockerfile and "__" not in dockerfile
+    assert f'ARG OPENENV_SDK="openenv-hub[server]=={openenv.__version__}"' in dockerfile
     again = run_cli("init", "maze_env")
     assert again.returncode == 2 and "already exists" in again.stderr
     for bad, why in (
@@ -114,24 +120,30 @@ def test_class_names_follow_echo_envs_convention() -> None:
 def test_validate_human_output_json_document_and_exit_codes(run_cli: Run, tmp_path: Path) -> None:
     assert run_cli("init", "ok_env").returncode == 0
     good = run_cli("validate", "ok_env")
-    assert good.returncode == 0 and "ok   manifest.schema" in good.stdout and "ok_env: PASS" in good.stdout
+    # every static check holds; the local lane cannot build twice, and that skip makes it a warn
+    assert good.returncode == 0 and "ok   static.manifest" in good.stdout and "ok_env: WARN" in good.stdout
+    assert "0 failed" in good.stdout and "skip static.reproducible_build" in good.stdout
     (tmp_path / "ok_env" / "openenv.yaml").write_text("spec_version: 1\nname: ok_env\nport: 99999\n")
     bad = run_cli("validate", "ok_env", "--json")
     assert bad.returncode == 1
     doc = json.loads(bad.stdout)  # stdout is exactly one JSON document
-    assert doc["status"] == "fail" and doc["exit_code"] == 1 and doc["report_version"] == 1
-    failed = [c for c in doc["checks"] if c["status"] == "fail"]
-    assert failed[0]["id"] == "manifest.schema" and failed[0]["line"] == 3 and failed[0]["file"] == "openenv.yaml"
+    assert doc["verdict"] == "fail" and doc["report_schema_version"] == "2" and doc["manifest"] is None
+    failed = {r["check_id"]: r for r in doc["results"] if r["status"] == "fail"}
+    assert failed["static.manifest"]["evidence"] == ["openenv.yaml has no `validation:` block"]
+    [problem] = [p for p in failed["static.layout"]["measured"]["problems"] if p["check"] == "manifest.schema"]
+    assert problem["line"] == 3 and problem["file"] == "openenv.yaml"
     human = run_cli("validate", "ok_env", "-q")
     assert (
-        "FAIL manifest.schema" in human.stdout
+        "FAIL static.layout" in human.stdout
         and "openenv.yaml:3:" in human.stdout
         and "fix: use a port number" in human.stdout
     )
     assert "ok   " not in human.stdout
     not_env = run_cli("validate", str(tmp_path / "hf-home"), "--json")
-    assert not_env.returncode == 2 and json.loads(not_env.stdout)["status"] == "unsupported"
+    assert not_env.returncode == 2 and not_env.stdout == "" and "is not a folder" in not_env.stderr
     assert run_cli("validate", "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "2").returncode == 1
+    legacy = run_cli("validate", "ok_env", "--legacy-report", "--json")  # version 1, for one more release
+    assert legacy.returncode == 1 and json.loads(legacy.stdout)["report_version"] == 1
 
 
 def test_rich_output_when_asked_and_plain_otherwise(run_cli: Run) -> None:
@@ -139,7 +151,7 @@ def test_rich_output_when_asked_and_plain_otherwise(run_cli: Run) -> None:
     fancy = run_cli("validate", "fancy_env", env={"NO_COLOR": "", "OPENENV_COLOR": "always"})
     assert fancy.returncode == 0 and "\x1b[" in fancy.stdout and "✓" in fancy.stdout
     plain = run_cli("validate", "fancy_env")
-    assert "\x1b[" not in plain.stdout and "ok   manifest.present" in plain.stdout
+    assert "\x1b[" not in plain.stdout and "ok   static.manifest" in plain.stdout
 
 
 def test_schema_command_prints_the_published_schemas(run_cli: Run) -> None:
@@ -163,7 +175,9 @@ def test_serve_runs_the_env_and_refuses_a_busy_port(run_cli: Run, tmp_path: Path
         busy = run_cli("serve", "live_env", "--port", str(port))
         assert busy.returncode == 1 and f"port {port} on 127.0.0.1 is already in use" in busy.stderr
         report = run_cli("validate", "--url", f"http://127.0.0.1:{port}", "--json", "--steps", "3")
-        assert report.returncode == 0 and json.loads(report.stdout)["target"]["name"] == "live_env"
+        doc = json.loads(report.stdout)
+        assert report.returncode == 0 and doc["target"] == f"http://127.0.0.1:{port}"
+        assert doc["results"][0] == {**doc["results"][0], "check_id": "runtime.startup", "status": "pass"}
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=15)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["lock_file", "resolve_record", "validate_report"]
+__all__ = ["lock_file", "resolve_record", "validate_report", "validate_report_v2"]
 
 
 def _exact(model: type[BaseModel], data: dict[str, Any], where: str = "") -> None:
@@ -46,3 +46,13 @@ def validate_report(text: str) -> None:
     _exact(Target, data["target"], "target")
     for check in data["checks"]:
         _exact(CheckResult, check, "a check")
+
+
+def validate_report_v2(text: str) -> None:
+    """docs/validate.md's RFC 008 report is a `ValidationReportV2` whose results are `ResultV2`s."""
+    from openenv.validation.rfc008 import ResultV2, ValidationReportV2
+
+    data = json.loads(text)
+    _exact(ValidationReportV2, data)
+    for result in data["results"]:
+        _exact(ResultV2, result, "a result")

@@ -11,6 +11,7 @@ import re
 import pytest
 import yaml
 
+import openenv
 from openenv import EnvClient
 from tests.envs.conftest import serve_env
 from tests.envs.images import ENV_NAMES
@@ -32,7 +33,8 @@ def test_env_folder_is_shaped_like_a_space(name: str) -> None:
     meta = front_matter((folder / "README.md").read_text())
     assert meta["sdk"] == "docker" and meta["app_port"] == 8000 and "openenv" in meta["tags"]
     dockerfile = (folder / "Dockerfile").read_text()
-    assert "ARG BASE_IMAGE=python:3.11-slim" in dockerfile and 'ARG OPENENV_SDK="openenv-hub[server]"' in dockerfile
+    assert "ARG BASE_IMAGE=python:3.11-slim" in dockerfile
+    assert f'ARG OPENENV_SDK="openenv-hub[server]=={openenv.__version__}"' in dockerfile
     assert "server/requirements.txt" in dockerfile and (folder / "server" / "requirements.txt").is_file()
     package = importlib.import_module(name)
     clients = [

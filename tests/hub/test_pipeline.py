@@ -162,6 +162,36 @@ def test_trusted_local_env_builds_and_runs_as_a_process(clean_factory, hub_setti
     assert trail[0][1] == "local crawl" and all(c.startswith("pipeline job ") for _, c in trail[1:])
 
 
+def test_every_revision_keeps_its_rfc008_report_in_the_hub_lane(clean_factory, hub_settings: HubSettings) -> None:
+    """A revision that passes has every level of RFC 008 checked against its running server, and
+    the hub lane's time to first work measured; one that fails validation keeps the static level.
+    Both come from the API with `format=rfc008`."""
+    settings = hub_settings.model_copy(update={"builder": "process"})
+    root = make_envs(Path(settings.local_source), "blackjack_env", "bad_manifest")
+    index_source(clean_factory, LocalSource(root, trusted=True))
+    assert sorted(Worker(settings, clean_factory).run_until_idle()) == ["failed", "passed"]
+    v = verdicts(clean_factory)
+    good, bad = v["blackjack_env"].rfc008, v["bad_manifest"].rfc008
+    assert good is not None and bad is not None
+    statuses = {r["check_id"]: r["status"] for r in good["results"]}
+    assert (good["lane"], good["levels_run"], good["policy_version"]) == ("hub", [1, 2, 3], "v2")
+    for check in ("static.manifest", "runtime.startup", "runtime.episode_determinism", "semantic.oracle_max"):
+        assert statuses[check] == "pass", (check, good["results"])
+    [first_work] = [r for r in good["results"] if r["check_id"] == "hub.time_to_first_work"]
+    assert first_work["status"] == "pass" and first_work["measured"]["seconds"] == round(
+        v["blackjack_env"].cold_start_s, 3
+    )
+    assert statuses["hub.cosign_signature"] == statuses["statistical.headroom"] == "skip"  # not run yet: said so
+    assert [k for k, s in statuses.items() if s in ("fail", "error")] == [] and good["verdict"] == "warn"
+    assert bad["levels_run"] == [1] and bad["verdict"] == "fail"
+    assert {r["check_id"]: r["status"] for r in bad["results"]}["static.manifest"] == "fail"
+    with serve_app(create_app(settings, run_migrations=False)) as url:
+        served = httpx.get(f"{url}/api/v1/envs/local/blackjack_env/report", params={"format": "rfc008"}).json()
+        assert served == good
+        legacy = httpx.get(f"{url}/api/v1/envs/local/blackjack_env/report").json()
+        assert legacy["report_version"] == 1  # this SDK's report stays the default for one release
+
+
 def test_untrusted_code_is_never_run_as_a_process(clean_factory, hub_settings: HubSettings) -> None:
     settings = hub_settings.model_copy(update={"builder": "process"})
     root = make_envs(Path(settings.local_source), "echo_env")

@@ -20,6 +20,16 @@ except ImportError:  # `uvicorn server.app:app` from the env's folder
 READY = "Echo environment ready!"
 
 
+# Characters that earn reward: 0.1 each, so a step's reward is at most 100 (openenv.yaml's declared
+# range). A longer message is echoed whole and earns the most.
+REWARDED_CHARS = 1000
+
+
+def reward_for(length: int) -> float:
+    """A step's reward for a message of `length` characters: 0.1 each, up to REWARDED_CHARS."""
+    return 0.1 * min(length, REWARDED_CHARS)
+
+
 class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
     """Echoes each message back; reward is 0.1 per character."""
 
@@ -57,7 +67,9 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
         self._steps += 1
         self._total_length += length
         done = self._max_steps is not None and self._steps >= self._max_steps
-        return EchoObservation(echoed_message=action.message, message_length=length, reward=0.1 * length, done=done)
+        return EchoObservation(
+            echoed_message=action.message, message_length=length, reward=reward_for(length), done=done
+        )
 
     @tool
     def echo_message(self, message: str) -> str:
@@ -79,12 +91,12 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
 
     def after_tool_call(self, action: CallToolAction, observation: CallToolObservation) -> CallToolObservation:
         # A tool call sent as a step counts as a step and is rewarded like an EchoAction: 0.1 per
-        # character echoed. (Calls over JSON-RPC are not steps and do not come here.)
+        # character echoed, up to REWARDED_CHARS. (Calls over JSON-RPC are not steps and do not come here.)
         message = action.arguments.get("message")
         length = len(message) if observation.error is None and isinstance(message, str) else 0
         self._steps += 1
         self._total_length += length
-        observation.reward = 0.1 * length
+        observation.reward = reward_for(length)
         return observation
 
     @property

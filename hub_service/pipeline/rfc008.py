@@ -1,0 +1,79 @@
+"""The Hub's RFC 008 report of a revision: the local lane's checks, run as `openenv validate` runs
+them, and the hub lane's, which only a hub can run (RFC 008 leaves that lane to hub operators).
+
+The validate stage writes the static level; the smoke stage writes the whole report once the
+revision's container answers: the runtime and semantic levels are checked against it (the
+declared plans replayed there), and the hub lane adds what the Hub measured. A hub-lane check
+the Hub does not run yet says so (`skip`), never `pass`. The Hub's own verdict (its stages) is
+not decided by this report yet: the report is kept beside it, for the API, the bot and the site.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from openenv.validation.report import Report
+from openenv.validation.rfc008 import Level, ResultV2, ValidationReportV2, load_policy, validate_package
+
+__all__ = ["hub_report", "static_report"]
+
+_NOT_YET = "not run by this Hub yet"
+
+
+def static_report(folder: Path, legacy: dict[str, Any], repo_id: str, *, run_code: bool) -> dict[str, Any]:
+    """The static level of `folder`, from the validate stage's own report of it (no second import)."""
+    report, _ = validate_package(
+        folder, space_id=repo_id, import_app=run_code, folder_report=Report.model_validate(legacy)
+    )
+    return _in_hub_lane(report, {}).model_dump(mode="json")
+
+
+def hub_report(
+    folder: Path, legacy: dict[str, Any], repo_id: str, url: str, *, first_work_s: float, budget_s: float
+) -> dict[str, Any]:
+    """Every level of the revision whose container answers at `url`, in the hub lane."""
+    report, _ = validate_package(
+        folder,
+        url=url,
+        level=Level.SEMANTIC,
+        space_id=repo_id,
+        import_app=False,
+        folder_report=Report.model_validate(legacy),
+    )
+    on_time = first_work_s <= budget_s
+    measured = {
+        "hub.time_to_first_work": ResultV2(
+            check_id="hub.time_to_first_work",
+            status="pass" if on_time else "fail",
+            measured={"seconds": round(first_work_s, 3), "budget_s": budget_s},
+            evidence=[
+                f"{first_work_s:.2f} s from the container's start to its first reset's reply "
+                f"({'within' if on_time else 'over'} the Hub's {budget_s:g} s)"
+            ],
+            remediation=None
+            if on_time
+            else "make start-up and the first reset cheaper (load data lazily, or at build time)",
+        )
+    }
+    return _in_hub_lane(report, measured).model_dump(mode="json")
+
+
+def _in_hub_lane(report: ValidationReportV2, measured: dict[str, ResultV2]) -> ValidationReportV2:
+    policy = load_policy(report.policy_version)
+    ran = set(report.levels_run)
+    results = list(report.results)
+    for check_id, entry in policy.lane("hub").items():
+        if entry.lane != "hub":
+            continue
+        if check_id in measured:
+            results.append(measured[check_id])
+        elif entry.level in ran or (entry.level == Level.STATISTICAL and Level.SEMANTIC in ran):
+            results.append(ResultV2(check_id=check_id, status="skip", evidence=[_NOT_YET]))
+    return report.model_copy(
+        update={
+            "lane": "hub",
+            "results": results,
+            "verdict": policy.verdict(((r.check_id, r.status) for r in results), "hub"),
+        }
+    )
