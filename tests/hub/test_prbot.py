@@ -56,7 +56,7 @@ def test_a_broken_pull_request_gets_one_comment_that_later_pushes_edit(live: Liv
     # the RFC 008 report's static level, by check id: what failed, its evidence and its fix
     assert "**RFC 008 checks** (policy `v2`, hub lane, levels 1): ❌ fail" in text
     assert "| `static.manifest` | fail | openenv.yaml has no \\`validation:\\` block |" in text
-    assert "| `static.layout` | fail | manifest.schema: openenv.yaml:6: port: input should be a valid integer" in text
+    assert "| `static.layout` | fail | manifest.schema: openenv.yaml:5: app: 'server/app.py' is not valid here" in text
     assert f"https://hub.example.org/api/v1/envs/{REPO}/versions/{head}" in text and f"{head}/logs/validate" in text
     version = _version(live, head)
     assert (version.ref, version.state, version.failure_stage) == (f"refs/pr/{num}", "failed", "validate")

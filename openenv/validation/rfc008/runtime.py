@@ -208,6 +208,13 @@ def _get(s: RuntimeSubject, path: str, body: Any = None) -> tuple[int, Any]:
         return 0, str(exc)
 
 
+def _held(check_id: str, problems: list[str], holds: str, fix: str, **measured: Any) -> ResultV2:
+    """`pass` with `holds` when nothing was found, else `fail` with the problems (20 at most) and `fix`."""
+    if problems:
+        return _r(check_id, "fail", problems[:20], fix, **measured)
+    return _r(check_id, "pass", [holds], **measured)
+
+
 def _r(check_id: str, status: str, evidence: list[str], remediation: str | None = None, **measured: Any) -> ResultV2:
     return ResultV2.model_validate(
         {"check_id": check_id, "status": status, "evidence": evidence, "remediation": remediation, "measured": measured}
@@ -342,11 +349,11 @@ def _reward_well_formed(run: _Run) -> ResultV2:
         seen += 1
         if type(reward) not in (int, float) or not math.isfinite(reward) or not low <= reward <= high:
             problems.append(f"exchange {i} ({op}): reward {reward!r} is not a finite number in [{low:g}, {high:g}]")
-    return _r(
+    return _held(
         cid,
-        "fail" if problems else "pass",
-        problems[:20] or [f"{seen} rewards, each a finite number in the declared range [{low:g}, {high:g}]"],
-        "return rewards within validation.reward.range, or declare the range the env really has" if problems else None,
+        problems,
+        f"{seen} rewards, each a finite number in the declared range [{low:g}, {high:g}]",
+        "return rewards within validation.reward.range, or declare the range the env really has",
         rewards=seen,
     )
 
@@ -381,11 +388,11 @@ def _observation_schema(run: _Run) -> ResultV2:
     if importlib.util.find_spec("jsonschema") is None:
         return _r(cid, "skip", ["needs the jsonschema library: pip install 'openenv-hub[cli]'"])
     problems += _schema_problems(obs_schema, observations)
-    return _r(
+    return _held(
         cid,
-        "fail" if problems else "pass",
-        problems[:20] or [f"{len(observations)} observations follow the env's own observation schema"],
-        "make the observations match the Observation model /schema publishes" if problems else None,
+        problems,
+        f"{len(observations)} observations follow the env's own observation schema",
+        "make the observations match the Observation model /schema publishes",
         observations=len(observations),
     )
 
@@ -415,11 +422,11 @@ def _state_contract(run: _Run) -> ResultV2:
                 problems.append(f"exchange {i}: step_count {data.get('step_count')!r} after {steps} steps")
     if not states:
         problems.append("no state was answered")
-    return _r(
+    return _held(
         cid,
-        "fail" if problems else "pass",
-        problems[:20] or [f"{states} states: the episode_id the reset asked for, and the steps taken"],
-        "keep the reset's episode_id in State and count every step in step_count" if problems else None,
+        problems,
+        f"{states} states: the episode_id the reset asked for, and the steps taken",
+        "keep the reset's episode_id in State and count every step in step_count",
         states=states,
     )
 
@@ -545,13 +552,11 @@ def _tasks(run: _Run) -> ResultV2 | None:
         counts[split] = got if isinstance(got, int) else -1
         if got != want:
             problems.append(f"split {split!r}: declared {want} tasks, the server has {got} (status {status})")
-    return _r(
+    return _held(
         cid,
-        "fail" if problems else "pass",
-        problems or [f"every declared split has its declared count: {counts}"],
-        "declare the task counts the Task API serves (validation.capabilities.declared_task_count)"
-        if problems
-        else None,
+        problems,
+        f"every declared split has its declared count: {counts}",
+        "declare the task counts the Task API serves (validation.capabilities.declared_task_count)",
         served=counts,
     )
 

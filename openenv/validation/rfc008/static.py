@@ -340,7 +340,7 @@ def _reproducible_build(s: StaticSubject) -> ResultV2:
     return _result(
         "static.reproducible_build",
         "skip",
-        ["not run by `openenv validate`: the Hub builds each revision twice in its lane and compares the digests"],
+        ["needs two builds of the image to compare, which no validator of ours makes yet"],
     )
 
 
