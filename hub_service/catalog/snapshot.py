@@ -31,6 +31,7 @@ from hub_service.catalog.discovery import validation_parts
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.states import EnvStatus, VersionState
 from hub_service.settings import _DNS, HubSettings
+from openenv.validation.rfc008 import check_summary
 
 __all__ = ["MEDIA_TYPE", "PROFILE", "canonical", "publisher_of", "stream_snapshot", "stream_snapshot_async"]
 
@@ -61,6 +62,7 @@ _VERSION_COLUMNS = (
     EnvVersion.discovery,
     EnvVersion.registry_ref,
     EnvVersion.image_digest,
+    EnvVersion.rfc008,
 )
 
 
@@ -328,4 +330,7 @@ def _hub(settings: HubSettings, env: EnvRecord, version: EnvVersion, manifest: d
     parts = validation_parts(manifest)
     if parts:
         hub["validation"] = parts
+    checks = check_summary(version.rfc008) if version.rfc008 else None
+    if checks:  # the RFC 008 report in 60 bytes: `openenv discover --check ID` filters on it
+        hub["checks"] = checks
     return hub

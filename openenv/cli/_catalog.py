@@ -102,11 +102,21 @@ def _text(entry: dict[str, Any]) -> str:
     return " ".join(p for p in parts if isinstance(p, str))
 
 
-def search(snapshot: dict[str, Any], query: str, *, tags: list[str] | None = None, limit: int = 20) -> list[Match]:
-    """Entries sharing words with `query` (every entry for an empty one), best first.
+def search(
+    snapshot: dict[str, Any],
+    query: str,
+    *,
+    tags: list[str] | None = None,
+    checks: list[str] | None = None,
+    limit: int = 20,
+) -> list[Match]:
+    """Entries sharing words with `query` (every entry for an empty one), best first; with
+    `checks`, only those whose Hub report says each of these RFC 008 check ids passed.
 
     The score is the share of the query's words an entry has, 0 to 100; ties go by id.
     """
+    from openenv.validation.rfc008 import read_check_summary
+
     wanted = _words(query)
     found = []
     for entry in snapshot["entries"]:
@@ -114,6 +124,10 @@ def search(snapshot: dict[str, Any], query: str, *, tags: list[str] | None = Non
             continue
         if tags and not set(tags) <= set(entry.get("tags") or []):
             continue
+        if checks:
+            statuses = read_check_summary(Match(entry, 0).hub.get("checks"))
+            if any(statuses.get(c) != "pass" for c in checks):
+                continue
         shared = wanted & _words(_text(entry))
         if wanted and not shared:
             continue

@@ -27,6 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--hub", metavar="URL", help="the OpenEnv Hub service (default: OPENENV_HUB_URL)")
     where.add_argument("--catalog", type=Path, metavar="FILE", help="a snapshot file instead of a Hub")
     parser.add_argument("--tag", action="append", default=[], help="only envs with this tag (repeatable)")
+    parser.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only envs whose Hub report passed this RFC 008 check, e.g. semantic.oracle_max (repeatable)",
+    )
     parser.add_argument("--limit", type=int, default=20, metavar="N", help="results at most (default 20)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document")
 
@@ -37,6 +44,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
     if not 1 <= args.limit <= 1000:
         raise CliError("--limit must be between 1 and 1000", exit_code=2)
+    _known_checks(args.check)
     if args.catalog is not None:
         snapshot = _catalog.load_file(args.catalog.expanduser())
     else:
@@ -47,7 +55,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             )
         with out.status(f"reading the catalog of {hub}"):
             snapshot = _catalog.load_hub(hub)
-    matches = _catalog.search(snapshot, args.query, tags=args.tag, limit=args.limit)
+    matches = _catalog.search(snapshot, args.query, tags=args.tag, checks=args.check, limit=args.limit)
     if args.json:
         out.json({"snapshot": snapshot.get("digest"), "results": [_result(m) for m in matches]})
         return 0
@@ -65,8 +73,22 @@ def run(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def _known_checks(ids: list[str]) -> None:
+    import difflib
+
+    from openenv.validation.rfc008 import load_policy
+
+    known = list(load_policy().entries)
+    for check_id in ids:
+        if check_id not in known:
+            near = difflib.get_close_matches(check_id, known, n=1)
+            hint = f"did you mean {near[0]}?" if near else "docs/validate.md lists the 46 check ids"
+            raise CliError(f"--check {check_id}: no such RFC 008 check", hint, exit_code=2)
+
+
 def _result(match: Any) -> dict[str, Any]:
     hub, entry = match.hub, match.entry
+    checks = hub.get("checks") if isinstance(hub.get("checks"), dict) else {}
     return {
         "id": match.id,
         "score": match.score,
@@ -77,4 +99,5 @@ def _result(match: Any) -> dict[str, Any]:
         "representative_queries": entry.get("representativeQueries") or [],
         "identifier": entry.get("identifier"),
         "resolve": hub.get("resolve"),
+        "verdict": checks.get("verdict"),  # the RFC 008 verdict of the Hub's report, when it has one
     }

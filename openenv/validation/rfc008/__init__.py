@@ -15,7 +15,13 @@ from openenv.validation.rfc008.policy import (
     load_policy,
     parse_level,
 )
-from openenv.validation.rfc008.report import ResultV2, ValidationReportV2, source_digest
+from openenv.validation.rfc008.report import (
+    ResultV2,
+    ValidationReportV2,
+    check_summary,
+    read_check_summary,
+    source_digest,
+)
 from openenv.validation.rfc008.run import UnsupportedTarget, validate_package
 
 __all__ = [
@@ -31,9 +37,11 @@ __all__ = [
     "ResultV2",
     "UnsupportedTarget",
     "ValidationReportV2",
+    "check_summary",
     "load_policy",
     "normalize",
     "parse_level",
+    "read_check_summary",
     "source_digest",
     "validate_package",
 ]

@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from openenv.validation.rfc008.manifest import NormalizedManifest, NormalizedManifestV2
 from openenv.validation.rfc008.policy import Lane, Level, ResultStatus, Verdict
 
-__all__ = ["REPORT_SCHEMA_VERSION", "ResultV2", "ValidationReportV2", "source_digest"]
+__all__ = [
+    "REPORT_SCHEMA_VERSION",
+    "ResultV2",
+    "ValidationReportV2",
+    "check_summary",
+    "read_check_summary",
+    "source_digest",
+]
 
 REPORT_SCHEMA_VERSION: Literal["2"] = "2"
 
@@ -92,3 +99,36 @@ def source_digest(root: Path) -> str:
                 digest.update(chunk)
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+# One letter a status, in a check summary.
+_CODE = {"pass": "p", "fail": "f", "skip": "s", "error": "e"}
+_STATUS = {v: k for k, v in _CODE.items()}
+
+
+def check_summary(report: dict[str, Any]) -> dict[str, str] | None:
+    """A report in short, for catalogs: its policy, verdict and each check's status as one letter
+    in the policy's order (`p` pass, `f` fail, `s` skip, `e` error, `-` not in the report).
+    None for what is not a report of a known policy."""
+    from openenv.validation.rfc008.policy import POLICY_VERSIONS, load_policy
+
+    if not isinstance(report, dict) or report.get("policy_version") not in POLICY_VERSIONS:
+        return None
+    got = {r.get("check_id"): r.get("status") for r in report.get("results") or [] if isinstance(r, dict)}
+    ids = load_policy(str(report["policy_version"])).entries
+    return {
+        "policy": str(report["policy_version"]),
+        "verdict": str(report.get("verdict")),
+        "statuses": "".join(_CODE.get(str(got.get(cid)), "-") for cid in ids),
+    }
+
+
+def read_check_summary(summary: Any) -> dict[str, str]:
+    """Each check id's status from `check_summary`'s output (empty for anything else)."""
+    from openenv.validation.rfc008.policy import POLICY_VERSIONS, load_policy
+
+    if not isinstance(summary, dict) or summary.get("policy") not in POLICY_VERSIONS:
+        return {}
+    codes = str(summary.get("statuses") or "")
+    ids = list(load_policy(str(summary["policy"])).entries)
+    return {cid: _STATUS[c] for cid, c in zip(ids, codes, strict=False) if c in _STATUS}
