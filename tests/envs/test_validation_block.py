@@ -84,6 +84,7 @@ def test_every_level_holds_or_says_why_it_could_not_look(name: str) -> None:
         "runtime.state_contract",
         "runtime.seed_control",
         "runtime.episode_determinism",
+        "runtime.episode_isolation",
         "runtime.tool_declaration_accuracy",
         "semantic.oracle_max",
         "semantic.canary_floor",

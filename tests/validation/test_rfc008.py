@@ -289,3 +289,44 @@ def test_the_docs_table_lists_all_46_ids_as_the_policy_and_upstream_say(upstream
     implemented = out.stdout.split()
     assert len(implemented) == 6
     assert sorted(cid for cid, *_, status in rows if status == "implemented") == implemented
+
+
+def test_episode_isolation_fails_an_episode_that_another_session_changes() -> None:
+    """runtime.episode_isolation compares the plan played alone with the same plan played while a
+    second session plays: a difference fails it, naming the observation; a server that took the
+    second session only after the first ended (one place) could not show it, and the check skips."""
+    from openenv.validation.report import Report
+    from openenv.validation.rfc008.manifest import normalize
+    from openenv.validation.rfc008.runtime import Plan, RuntimeSubject, Transcript, _isolation, _Run
+
+    manifest = normalize(yaml.safe_load((ROOT / "envs" / "echo_env" / "openenv.yaml").read_text()))
+    subject = RuntimeSubject(
+        "http://127.0.0.1:9", ROOT / "envs" / "echo_env", manifest, Report(), load_policy(), Level.RUNTIME
+    )
+    plan = Plan.model_validate(
+        {
+            "plan_schema_version": "1",
+            "reset": {"episode_id": "e", "seed": 1},
+            "actions": [{"message": "a"}, {"message": "b"}],
+        }
+    )
+
+    def played(*echoed: str, waited: bool = False) -> Transcript:
+        t = Transcript(waited=waited)
+        for i, text in enumerate(echoed):
+            reply = {
+                "type": "observation",
+                "data": {"observation": {"echoed_message": text}, "reward": 0.1, "done": False},
+            }
+            t.exchanges.append(("reset" if i == 0 else "step", {"type": "step"}, reply))
+        return t
+
+    run = _Run(subject)
+    run.plan, run.main = plan, played("ready", "a", "b")
+    run.beside = (played("ready", "a", "b"), played("ready", ""))
+    assert _isolation(run).status == "pass"
+    run.beside = (played("ready", "a", "a"), played("ready", ""))  # the other session's state leaked in
+    leaked = _isolation(run)
+    assert leaked.status == "fail" and leaked.evidence[0].startswith("observation 2 differs when another episode runs")
+    run.beside = (played("ready", "a", "b"), played("ready", "", waited=True))
+    assert _isolation(run).status == "skip"

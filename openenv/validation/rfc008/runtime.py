@@ -106,6 +106,7 @@ class Transcript:
 
     exchanges: list[tuple[str, dict[str, Any], Any]] = field(default_factory=list)
     failure: str | None = None
+    waited: bool = False  # the server said CAPACITY_REACHED before it took the session
 
     def observations(self) -> list[tuple[int, str, Any]]:
         return [(i, op, reply) for i, (op, _, reply) in enumerate(self.exchanges) if op in ("reset", "step")]
@@ -168,6 +169,7 @@ async def _play(s: RuntimeSubject, plan: Plan) -> Transcript:
         code = reply.get("data", {}).get("code") if isinstance(reply, dict) and reply.get("type") == "error" else None
         if code != "CAPACITY_REACHED" or time.monotonic() > ends:
             break
+        t.waited = True
         await conn.close()
         await asyncio.sleep(0.2)
     try:
@@ -268,6 +270,7 @@ class _Run:
         self.canaries_error: str | None = None
         self.main: Transcript | None = None
         self.again: Transcript | None = None
+        self.beside: tuple[Transcript, Transcript] | None = None  # the plan, and another, played at once
         self.oracle_runs: list[Transcript] = []
         self.canary_runs: list[Transcript] = []
 
@@ -299,6 +302,15 @@ class _Run:
         if self.plan is not None:
             self.main = await _play(self.s, self.plan)
             self.again = await _play(self.s, self.plan)
+            other = (
+                self.canaries[0]
+                if self.canaries
+                else self.plan.model_copy(
+                    update={"reset": self.plan.reset.model_copy(update={"seed": self.plan.reset.seed + 1})}
+                )
+            )
+            first, second = await asyncio.gather(_play(self.s, self.plan), _play(self.s, other))
+            self.beside = (first, second)
         if self.s.level >= Level.SEMANTIC:
             if self.oracle is not None:
                 self.oracle_runs = [await _play(self.s, self.oracle) for _ in range(2)]
@@ -480,6 +492,38 @@ def _determinism(run: _Run) -> ResultV2:
         ],
         None if differ is None else "derive every random choice from reset's seed (or declare varying_fields)",
         observations=len(a),
+    )
+
+
+def _isolation(run: _Run) -> ResultV2:
+    cid = "runtime.episode_isolation"
+    if (early := _no_plan(run, cid)) is not None:
+        return early
+    assert run.main is not None and run.beside is not None
+    if run.s.stochastic:
+        return _r(cid, "skip", ["the env declares stochastic outcomes (validation.stochastic: true)"])
+    mine, other = run.beside
+    if mine.waited or other.waited:
+        return _r(cid, "skip", ["the server holds one session at a time, so no two episodes ran at once"])
+    if mine.failure or other.failure:
+        return _r(
+            cid, "fail", [f"a session beside another failed: {mine.failure or other.failure}"], "see runtime.startup"
+        )
+    alone, together = run.main.outcome(run.s.varying_fields), mine.outcome(run.s.varying_fields)
+    differ = next((i for i, (x, y) in enumerate(zip(alone, together, strict=False)) if x != y), None)
+    if differ is None and len(alone) != len(together):
+        differ = min(len(alone), len(together))
+    return _held(
+        cid,
+        []
+        if differ is None
+        else [
+            f"observation {differ} differs when another episode runs beside it: "
+            f"{str(alone[differ] if differ < len(alone) else None)[:200]} vs "
+            f"{str(together[differ] if differ < len(together) else None)[:200]}"
+        ],
+        f"the plan played while another episode ran in a second session gave the same {len(alone)} observations as alone",
+        "keep every episode's state in its Environment instance, never in module or class attributes",
     )
 
 
@@ -745,7 +789,7 @@ def runtime_results(s: RuntimeSubject) -> list[ResultV2]:
         "runtime.resource_bounds": lambda r: _unmeasured(
             "runtime.resource_bounds", "the env's memory, CPU and process use"
         ),
-        "runtime.episode_isolation": lambda r: _unmeasured("runtime.episode_isolation", "whether sessions share state"),
+        "runtime.episode_isolation": _isolation,
         "runtime.oracle_containment": lambda r: _unmeasured(
             "runtime.oracle_containment", "whether the agent can read the oracle"
         ),
