@@ -14,6 +14,8 @@ command that fails ends the benchmark with its output, never with a time.
                        (that function exists) and the lock `uv lock` writes, openenv-hub resolved
                        from this checkout. Ours checks far more (every static check, the app
                        imported in a child Python); the time is still what a user waits.
+- `validate <env> --level static` of upstream 0.10.0: RFC 008's static level, the same level as
+                       ours' `validate <env>` (ours runs all ten static check ids there, upstream's one).
 - `validate --url`:    both against the same server (`openenv serve` of that copy on a port from
                        the OS, polled on /health, running on uvloop): ours runs the runtime checks
                        with a live episode and 20 timed steps; upstream's checks its endpoint contract.
@@ -44,6 +46,7 @@ from _harness import ROOT, UPSTREAM_ENV, BenchmarkError, entry, run_checked, ser
 NAME = "cli_latency"
 OURS = Path(sys.executable).parent / "openenv"
 UPSTREAM = ROOT / ".cache" / "upstream-venv" / "bin" / "openenv"
+UPSTREAM_010 = ROOT / ".cache" / "upstream-venv-0.10.0" / "bin" / "openenv"
 ENTRY_POINT = 'server = "echo_env.server.app:main"'
 
 
@@ -87,6 +90,8 @@ def main() -> None:
     args = parser.parse_args()
     if not UPSTREAM.exists():
         raise BenchmarkError(f"no upstream CLI at {UPSTREAM}: run `bash scripts/upstream-venv` first")
+    if not UPSTREAM_010.exists():
+        raise BenchmarkError(f"no upstream 0.10.0 CLI at {UPSTREAM_010}: run `bash scripts/upstream-venv 0.10.0` first")
     _eventloop.require()
     ours_env = dict(os.environ)
     upstream_env = {**os.environ, **UPSTREAM_ENV}
@@ -98,6 +103,10 @@ def main() -> None:
             "upstream --help": ([str(UPSTREAM), "--help"], upstream_env),
             "ours validate echo_env": ([str(OURS), "validate", str(env)], ours_env),
             "upstream validate echo_env": ([str(UPSTREAM), "validate", str(env)], upstream_env),
+            "upstream 0.10.0 validate --level static": (
+                [str(UPSTREAM_010), "validate", str(env), "--level", "static"],
+                upstream_env,
+            ),
         }
         with serve([str(OURS), "serve", str(env), "--log-level", "warning"], cwd=work) as server:
             cases["ours validate --url"] = ([str(OURS), "validate", "--url", server.url], ours_env)

@@ -195,7 +195,14 @@ def cli_latency(doc: Doc) -> str:
             f"`uv.lock` and entry point it requires: {_duration(m['upstream validate echo_env'])}), and "
             f"`openenv validate --url` (a live episode, 20 timed steps) in {_duration(m['ours validate --url'])} "
             f"(upstream's, against the same server: {_duration(m['upstream validate --url'])}); each a fresh process, every "
-            "run checked to succeed (`benchmarks/cli_latency.py`).",
+            "run checked to succeed (`benchmarks/cli_latency.py`)."
+            + (
+                f" RFC 008's static level of that folder, ours (all ten static check ids) against upstream 0.10.0's "
+                f"(`--level static`, the one it implements): {_duration(m['ours validate echo_env'])} and "
+                f"{_duration(m['upstream 0.10.0 validate --level static'])}."
+                if "upstream 0.10.0 validate --level static" in m
+                else ""
+            ),
             "",
             _provenance(
                 doc,

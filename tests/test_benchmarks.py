@@ -113,12 +113,12 @@ def test_sessions_scale_benchmark_runs(upstream_python: str, tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_cli_latency_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
+def test_cli_latency_benchmark_runs(upstream_python: str, upstream010_python: str, tmp_path: Path) -> None:
     doc = _run("cli_latency", "--rounds 1", tmp_path=tmp_path)
     medians = doc["results"]["median_ms"]
     assert set(medians) == {
         f"{side} {case}" for side in ("ours", "upstream") for case in ("--help", "validate echo_env", "validate --url")
-    }
+    } | {"upstream 0.10.0 validate --level static"}
     assert all(ms > 0 for ms in medians.values())
     assert any("uv.lock" in added for added in doc["results"]["added_to_the_copy"])
 

@@ -30,9 +30,17 @@ def static_report(folder: Path, legacy: dict[str, Any], repo_id: str, *, run_cod
 
 
 def hub_report(
-    folder: Path, legacy: dict[str, Any], repo_id: str, url: str, *, first_work_s: float, budget_s: float
+    folder: Path,
+    legacy: dict[str, Any],
+    runtime: dict[str, Any] | None,
+    repo_id: str,
+    url: str,
+    *,
+    first_work_s: float,
+    budget_s: float,
 ) -> dict[str, Any]:
-    """Every level of the revision whose container answers at `url`, in the hub lane."""
+    """Every level of the revision whose container answers at `url`, in the hub lane, from the
+    validate stage's report (`legacy`) and the smoke stage's runtime checks (`runtime`)."""
     report, _ = validate_package(
         folder,
         url=url,
@@ -40,6 +48,7 @@ def hub_report(
         space_id=repo_id,
         import_app=False,
         folder_report=Report.model_validate(legacy),
+        url_report=Report.model_validate(runtime) if runtime is not None else None,
     )
     on_time = first_work_s <= budget_s
     measured = {

@@ -402,7 +402,9 @@ async def _smoke(
         trust = await run_checks(
             TrustContext(settings, url, provider, action_schema, declared, built.image_ref, dict(figures), log)
         )
-        rfc008 = await _rfc008_all(settings, folder, url, cold_start, validated, log) if validated else None
+        rfc008 = (
+            await _rfc008_all(settings, folder, url, cold_start, validated, runtime_report, log) if validated else None
+        )
         return SmokeOutput(
             cold_start_s=figures["cold_start_s"],
             step_p50_ms=figures["step_p50_ms"],
@@ -429,7 +431,13 @@ async def _smoke(
 
 
 async def _rfc008_all(
-    settings: HubSettings, folder: Path, url: str, first_work_s: float, validated: Validated, log: StageLog
+    settings: HubSettings,
+    folder: Path,
+    url: str,
+    first_work_s: float,
+    validated: Validated,
+    runtime_report: dict[str, Any] | None,
+    log: StageLog,
 ) -> dict[str, Any] | None:
     """The RFC 008 report of every level, checked against the running container (`url`)."""
     from hub_service.pipeline.rfc008 import hub_report
@@ -441,6 +449,7 @@ async def _rfc008_all(
             hub_report,
             folder,
             validated.report,
+            runtime_report,
             validated.repo_id,
             url,
             first_work_s=first_work_s,

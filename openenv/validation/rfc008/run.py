@@ -59,6 +59,7 @@ def validate_package(
     timeout_s: float = 60.0,
     sbom_path: Path | None = None,
     folder_report: Report | None = None,
+    url_report: Report | None = None,
 ) -> tuple[ValidationReportV2, Report]:
     """Validate a package folder (and/or a running server) up to `level`, in the local lane.
 
@@ -72,6 +73,8 @@ def validate_package(
         sbom_path: where `static.sbom` writes its CycloneDX document.
         folder_report: this SDK's static report of the folder, when the caller has it already
             (the Hub's validate stage); it is made here otherwise.
+        url_report: this SDK's runtime report of the server at `url`, when the caller has it
+            already (the Hub's smoke stage); it is made here otherwise.
         Others: as for `openenv.validation.validate`.
 
     Returns:
@@ -132,7 +135,7 @@ def validate_package(
     if level >= Level.RUNTIME:
         levels += [lv for lv in (Level.RUNTIME, Level.SEMANTIC) if lv <= level]
         results += _runtime(
-            root, url, manifest, legacy, level, chosen.version, token, python, timeout_s, declared_extra
+            root, url, manifest, legacy, level, chosen.version, token, python, timeout_s, declared_extra, url_report
         )
     report = ValidationReportV2(
         target=str(root) if root is not None else str(url),
@@ -158,6 +161,7 @@ def _runtime(
     python: str | None,
     timeout_s: float,
     declared: dict[str, object],
+    url_report: Report | None,
 ) -> list[ResultV2]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     request_s = min(timeout_s, 30.0)
@@ -179,7 +183,7 @@ def _runtime(
         return runtime_results(subject)
 
     if url is not None:
-        return grade(url, validate_url(url, token=token, timeout_s=request_s), False)
+        return grade(url, url_report or validate_url(url, token=token, timeout_s=request_s), False)
     assert root is not None
     started = time.perf_counter()
     if folder.manifest is None:
