@@ -14,7 +14,7 @@ class EchoAction(Action):
 
 
 class EchoObservation(Observation):
-    """The echoed message and its length; reward is 0.1 × length, at most 100."""
+    """The echoed message and its length; reward is 0.1 × length up to 1,000 characters, else 0."""
 
     echoed_message: str = Field(description="The message, as received.")
     message_length: int = Field(default=0, ge=0, description="Length of the message in characters.")

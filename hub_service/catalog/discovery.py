@@ -98,18 +98,13 @@ def validation_parts(manifest: Any) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     declared = block.get("capabilities")
-    if isinstance(declared, dict):  # RFC 008's mapping: the capabilities it turns on, and its declared tools
-        capabilities = [str(k)[:64] for k, v in list(declared.items())[:64] if v is True]
-        capabilities += _names(declared.get("declared_tools"))
-    else:  # a list of capability names, as some Spaces write it
-        capabilities = _names(declared)
+    # a list of capability names, as some Spaces write it; RFC 008's mapping (verifier, oracle, ...)
+    # declares how the env is checked, not what it can do, and is shown by its report instead
+    capabilities = [] if isinstance(declared, dict) else _names(declared)
     if capabilities:
         out["capabilities"] = capabilities
     types = block.get("types")
-    if isinstance(types, dict) and isinstance(types.get("tags"), list):  # RFC 008's `types: {tags: [...]}`
-        if _names(types["tags"]):
-            out["types"] = _names(types["tags"])
-    elif isinstance(types, dict):
+    if isinstance(types, dict):
         kinds = {str(k)[:64]: v[:200] for k, v in list(types.items())[:32] if isinstance(v, str)}
         if kinds:
             out["types"] = kinds

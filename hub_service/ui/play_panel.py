@@ -228,18 +228,21 @@ def _unchanged(error: str) -> list[Any]:
     return [gr.skip(), gr.skip(), views.message(error, "error"), *([gr.skip()] * 5)]
 
 
-# After a reset or a step (in the browser, no call to the Hub): when the env's picture is not all
-# on the screen (a phone, where the seed and options boxes stack above it), it is scrolled to the
-# top, with the actions under it; a picture already in view is left where it is. Measured on the
-# screen of the page around the panel too (the env page frames it).
+# After a reset or a step (in the browser, no call to the Hub): when the env's picture or the Step
+# button under it is not all on the screen (a phone, where the seed and options boxes stack above
+# it), the picture is scrolled to the top, with the actions under it; a picture already in view with
+# its Step button is left where it is. Measured on the screen of the page around the panel too (the
+# env page frames it).
 PICTURE_IN_VIEW = """() => {
   const picture = document.getElementById("oe-play-frame");
   if (!picture) return;
-  let top = picture.getBoundingClientRect().top, view = window;
+  const step = document.getElementById("oe-play-step");
+  let shift = 0, view = window;
   try {
-    if (window.frameElement) { top += window.frameElement.getBoundingClientRect().top; view = window.parent; }
+    if (window.frameElement) { shift = window.frameElement.getBoundingClientRect().top; view = window.parent; }
   } catch (e) {}
-  const bottom = top + picture.getBoundingClientRect().height;
+  const top = picture.getBoundingClientRect().top + shift;
+  const bottom = Math.max(picture.getBoundingClientRect().bottom, step ? step.getBoundingClientRect().bottom : 0) + shift;
   if (top < -2 || bottom > view.innerHeight + 2) picture.scrollIntoView({block: "start"});
 }"""
 

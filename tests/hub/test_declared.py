@@ -81,7 +81,8 @@ def test_the_pipeline_uses_what_the_env_declares(clean_factory, hub_settings: Hu
     root = Path(hub_settings.local_source)
     shutil.copytree(ROOT / "envs" / "echo_env", root / "echo_env", ignore=shutil.ignore_patterns("__pycache__"))
     manifest = root / "echo_env" / "openenv.yaml"
-    manifest.write_text(manifest.read_text() + BLOCK)
+    text = manifest.read_text()
+    manifest.write_text(text[: text.index("\nvalidation:")] + "\n" + BLOCK)  # echo's own block, replaced
     settings = hub_settings.model_copy(update={"builder": "docker"})
     index_source(clean_factory, LocalSource(root, trusted=False))
     assert Worker(settings, clean_factory).run_until_idle() == ["passed"]  # a contract warning is not a failure
@@ -94,3 +95,7 @@ def test_the_pipeline_uses_what_the_env_declares(clean_factory, hub_settings: Hu
     assert "outside the declared range [0.0, 0.1]" in smoke and event.details["rewards_outside_declared_range"]
     checks = {c["id"]: c["status"] for c in version.validation["checks"]}
     assert checks["manifest.validation"] == "pass"
+    # the RFC 008 report says the same of the rewards, by check id
+    [rewards] = [r for r in version.rfc008["results"] if r["check_id"] == "runtime.reward_well_formed"]
+    assert rewards["status"] in ("fail", "skip")  # no plan declared here to replay: it cannot look
+    assert version.rfc008["lane"] == "hub"

@@ -20,14 +20,15 @@ except ImportError:  # `uvicorn server.app:app` from the env's folder
 READY = "Echo environment ready!"
 
 
-# Characters that earn reward: 0.1 each, so a step's reward is at most 100 (openenv.yaml's declared
-# range). A longer message is echoed whole and earns the most.
+# The longest message that earns reward: 0.1 a character, so a step's reward is at most 100
+# (openenv.yaml's declared range). A longer message is echoed whole and earns nothing: flooding the
+# env is not the way to its top reward.
 REWARDED_CHARS = 1000
 
 
 def reward_for(length: int) -> float:
-    """A step's reward for a message of `length` characters: 0.1 each, up to REWARDED_CHARS."""
-    return 0.1 * min(length, REWARDED_CHARS)
+    """A step's reward for a message of `length` characters: 0.1 each, 0 past REWARDED_CHARS."""
+    return 0.1 * length if length <= REWARDED_CHARS else 0.0
 
 
 class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
@@ -91,7 +92,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
 
     def after_tool_call(self, action: CallToolAction, observation: CallToolObservation) -> CallToolObservation:
         # A tool call sent as a step counts as a step and is rewarded like an EchoAction: 0.1 per
-        # character echoed, up to REWARDED_CHARS. (Calls over JSON-RPC are not steps and do not come here.)
+        # character echoed, nothing past REWARDED_CHARS. (Calls over JSON-RPC are not steps and do not come here.)
         message = action.arguments.get("message")
         length = len(message) if observation.error is None and isinstance(message, str) else 0
         self._steps += 1

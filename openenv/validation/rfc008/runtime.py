@@ -312,7 +312,9 @@ class _Run:
             first, second = await asyncio.gather(_play(self.s, self.plan), _play(self.s, other))
             self.beside = (first, second)
         if self.s.level >= Level.SEMANTIC:
-            if self.oracle is not None:
+            if self.oracle is not None and self.plan is self.oracle and self.main and self.again:
+                self.oracle_runs = [self.main, self.again]  # the runtime level played the oracle twice already
+            elif self.oracle is not None:
                 self.oracle_runs = [await _play(self.s, self.oracle) for _ in range(2)]
             self.canary_runs = [await _play(self.s, c) for c in self.canaries]
 
