@@ -257,37 +257,39 @@ def build_sbom(name: str, version: str | None, requirements: list[Installed]) ->
 
 
 def _sbom(s: StaticSubject) -> ResultV2:
+    """The image's components, each named with one version, as a CycloneDX document lists them; the
+    document itself is written (by the maintained library) when a path is given for it."""
     cid = "static.sbom"
     found = _requirements(s)
     if found is None:
         return _result(cid, "fail", ["no Dockerfile: no image to list"], remediation="add a Dockerfile")
-    try:
-        import cyclonedx  # noqa: F401
-    except ImportError:
-        return _result(cid, "skip", ["needs cyclonedx-python-lib: pip install 'openenv-hub[cli]'"])
     unnamed = [r for r in found if not r.local and (r.name is None or r.version is None)]
-    name = s.ctx.manifest.name if s.ctx.manifest else s.root.name
-    version = s.ctx.manifest.version if s.ctx.manifest else None
-    document = build_sbom(name, version, found)
-    if s.sbom_path is not None:
-        s.sbom_path.write_text(document + "\n", encoding="utf-8")
     components = sum(1 for r in found if r.name and r.version)
+    written = None
+    if s.sbom_path is not None and not unnamed:
+        try:
+            import cyclonedx  # noqa: F401
+        except ImportError:
+            return _result(cid, "skip", ["writing it needs cyclonedx-python-lib: pip install 'openenv-hub[cli]'"])
+        name = s.ctx.manifest.name if s.ctx.manifest else s.root.name
+        version = s.ctx.manifest.version if s.ctx.manifest else None
+        s.sbom_path.write_text(build_sbom(name, version, found) + "\n", encoding="utf-8")
+        written = str(s.sbom_path)
     return _result(
         cid,
         "fail" if unnamed else "pass",
         [
-            f"{r.where}: {r.spec} has no one version, so the bill of materials cannot name what the image holds"
+            f"{r.where}: {r.spec} has no one version, so a bill of materials cannot name what the image holds"
             for r in unnamed
         ]
         or [
-            f"CycloneDX 1.6 bill of materials: {components} components"
-            + (f", written to {s.sbom_path}" if s.sbom_path else "")
+            f"CycloneDX 1.6 bill of materials: {components} components" + (f", written to {written}" if written else "")
         ],
         remediation="pin every requirement (static.dependency_pinning)" if unnamed else None,
         format="CycloneDX",
         spec_version="1.6",
         components=components,
-        path=str(s.sbom_path) if s.sbom_path else None,
+        path=written,
     )
 
 
