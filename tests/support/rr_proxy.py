@@ -29,7 +29,17 @@ class RoundRobinProxy:
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
+        # Connections still piped when the proxy stops (clients keep theirs alive) end here, and
+        # the loop is closed: left pending, their tasks and sockets were destroyed later by the
+        # garbage collector, in whatever test ran then ("Task was destroyed but it is pending!",
+        # unraisable exception warnings that failed that test).
         server.close()
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.run_until_complete(server.wait_closed())
+        self._loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # This connection's own order, from the next backend round: other connections advance the
