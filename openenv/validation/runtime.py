@@ -143,10 +143,17 @@ def _said(body: Any) -> str:
     return f" {body}" if isinstance(body, _Oversized) else ""
 
 
-def _http_get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int, Any]:
-    """GET `url`: at most MAX_REPLY_MB read, and within `timeout_s` in all (a server that drips
-    bytes is cut off too). The body is parsed JSON, None, or _Oversized."""
-    request = urllib.request.Request(url, headers={"Accept": "application/json", **headers})
+def _http_get(url: str, headers: dict[str, str], timeout_s: float, body: Any = None) -> tuple[int, Any]:
+    """GET `url` (or POST `body` as JSON, when given): at most MAX_REPLY_MB read, and within
+    `timeout_s` in all (a server that drips bytes is cut off too). The reply's body is parsed
+    JSON, None, or _Oversized."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        url,
+        data=data,
+        headers={"Accept": "application/json", **({"Content-Type": "application/json"} if data else {}), **headers},
+        method="POST" if data is not None else "GET",
+    )
     limit, ends = MAX_REPLY_MB << 20, time.monotonic() + timeout_s
 
     def read(reply: Any) -> bytes | None:
@@ -156,7 +163,7 @@ def _http_get(url: str, headers: dict[str, str], timeout_s: float) -> tuple[int,
             if len(body) > limit:
                 return None
             if time.monotonic() > ends:
-                raise TimeoutError(f"GET {url} did not finish within {timeout_s:g}s")
+                raise TimeoutError(f"{request.get_method()} {url} did not finish within {timeout_s:g}s")
         return bytes(body)
 
     try:

@@ -15,8 +15,6 @@ import math
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from openenv.validation.report import Report
 from openenv.validation.rfc008.manifest import NormalizedManifest, NormalizedManifestV2
 from openenv.validation.rfc008.policy import Level, Policy
 from openenv.validation.rfc008.report import ResultV2
+from openenv.validation.runtime import _http_get
 
 __all__ = ["Plan", "PlanError", "RuntimeSubject", "load_plan", "runtime_results"]
 
@@ -194,19 +193,11 @@ async def _play(s: RuntimeSubject, plan: Plan) -> Transcript:
 
 
 def _get(s: RuntimeSubject, path: str, body: Any = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(
-        s.url + path,
-        data=data,
-        headers={"Content-Type": "application/json", **s.headers},
-        method="POST" if data else "GET",
-    )
+    """GET (or POST `body` to) `path` of the server, by the runtime checks' one bounded reader;
+    status 0 and the error's text when it did not answer."""
     try:
-        with urllib.request.urlopen(req, timeout=s.timeout_s) as reply:
-            return reply.status, json.loads(reply.read(16 << 20) or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
-    except (OSError, ValueError) as exc:
+        return _http_get(s.url + path, s.headers, s.timeout_s, body)
+    except OSError as exc:  # TimeoutError included: a server that drips its reply is cut off
         return 0, str(exc)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,7 +284,8 @@ def _sbom(s: StaticSubject) -> ResultV2:
             for r in unnamed
         ]
         or [
-            f"CycloneDX 1.6 bill of materials: {components} components" + (f", written to {written}" if written else "")
+            f"CycloneDX 1.6 bill of materials: {components} component{'' if components == 1 else 's'}"
+            + (f", written to {written}" if written else "")
         ],
         remediation="pin every requirement (static.dependency_pinning)" if unnamed else None,
         format="CycloneDX",
@@ -362,8 +364,6 @@ _GRADERS: dict[str, Callable[[StaticSubject], ResultV2]] = {
 
 def static_results(subject: StaticSubject) -> list[ResultV2]:
     """The static level's results, in the policy's order. A grader that crashes gives `error`."""
-    import time
-
     out: list[ResultV2] = []
     for check_id in subject.policy.lane("local"):
         grader = _GRADERS.get(check_id)
