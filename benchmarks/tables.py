@@ -440,6 +440,27 @@ def sandbox_runtime(doc: Doc) -> str:
     )
 
 
+def hub_lane(doc: Doc) -> str:
+    r, s = doc["results"], doc["results"]["settings"]
+    rows = []
+    for env, row in r["envs"].items():
+        hub = row["hub_lane"]
+        ran = sum(1 for k, v in hub.items() if k.startswith("statistical.") and v != "skip")
+        failing = ", ".join(f"`{k}`" for k in row["not_passing"]) or "none"
+        rows.append(f"| {env} | {_duration(row['seconds'] * 1000)} | {ran} of 7 | {failing} | {row['verdict']} |")
+    rows.append(f"| all seven | {_duration(r['total_s'] * 1000)} | | | |")
+    return _table(
+        "RFC 008's hub lane with its statistical level, as the Hub's smoke stage runs it, on each bundled env "
+        f"served as a process ({s['statistical_episodes']} episodes a policy, {s['statistical_episode_steps']} "
+        "steps an episode at most; `benchmarks/hub_lane.py`; time: the whole report against the running server):",
+        ["env", "hub lane", "statistical checks decided", "checks not passing", "verdict"],
+        rows,
+        _provenance(
+            doc, "one run, each env in turn", loop=f"the servers on {doc['machine']['event_loops']['ours']['server']}"
+        ),
+    )
+
+
 RENDERERS: dict[str, Callable[[Doc], str]] = {
     "step_throughput": step_throughput,
     "rollouts": rollouts,
@@ -452,6 +473,7 @@ RENDERERS: dict[str, Callable[[Doc], str]] = {
     "forks": forks,
     "sessions_scale": sessions_scale,
     "sandbox_runtime": sandbox_runtime,
+    "hub_lane": hub_lane,
 }
 
 

@@ -94,6 +94,20 @@ class HubSettings(BaseSettings):
         gt=0,
         description="hub.time_to_first_work (RFC 008): the most a revision's cold start may take, from its container's start to its first reset's reply.",
     )
+    statistical_episodes: int = Field(
+        default=16,
+        ge=0,
+        le=1000,
+        description="RFC 008's statistical level: episodes of each policy it plays on a revision (0: the level is off).",
+    )
+    statistical_episode_steps: int = Field(
+        default=30, ge=1, le=100, description="The statistical level cuts an episode after this many steps."
+    )
+    statistical_budget_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="The statistical level's time in all, per revision; a check short of episodes then says skip.",
+    )
     smoke_reply_max_mb: float = Field(
         default=4.0, gt=0, description="Largest HTTP reply (e.g. /schema) the smoke test reads from an env server."
     )

@@ -244,3 +244,13 @@ def test_sandbox_runtime_benchmark_runs(tmp_path: Path) -> None:
     for runtime in ("runc", "runsc"):
         result = doc["results"][runtime]
         assert result["cold_start"]["n"] == 1 and result["step"]["n"] == 20 and result["step"]["p50_ms"] > 0
+
+
+@pytest.mark.slow
+def test_hub_lane_benchmark_runs(tmp_path: Path) -> None:
+    doc = _run("hub_lane", "--envs echo_env,grid_world_env --episodes 5", tmp_path=tmp_path)
+    envs = doc["results"]["envs"]
+    assert set(envs) == {"echo_env", "grid_world_env"} and doc["results"]["settings"]["statistical_episodes"] == 5
+    for row in envs.values():
+        assert row["seconds"] > 0 and len([k for k in row["hub_lane"] if k.startswith("statistical.")]) == 7
+    assert envs["grid_world_env"]["hub_lane"]["statistical.difficulty_separation"] in ("pass", "fail")  # decided

@@ -10,11 +10,14 @@ not decided by this report yet: the report is kept beside it, for the API, the b
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+from hub_service.settings import HubSettings
 from openenv.validation.report import Report
 from openenv.validation.rfc008 import Level, ResultV2, ValidationReportV2, load_policy, validate_package
+from openenv.validation.rfc008.runtime import RuntimeSubject
 
 __all__ = ["hub_report", "static_report"]
 
@@ -37,10 +40,13 @@ def hub_report(
     url: str,
     *,
     first_work_s: float,
-    budget_s: float,
+    settings: HubSettings,
+    action_schema: dict[str, Any],
 ) -> dict[str, Any]:
     """Every level of the revision whose container answers at `url`, in the hub lane, from the
-    validate stage's report (`legacy`) and the smoke stage's runtime checks (`runtime`)."""
+    validate stage's report (`legacy`) and the smoke stage's runtime checks (`runtime`), with
+    the statistical level played on it (hub_service/pipeline/rfc008_stats.py)."""
+    budget_s = settings.first_work_budget_s
     report, _ = validate_package(
         folder,
         url=url,
@@ -65,7 +71,46 @@ def hub_report(
             else "make start-up and the first reset cheaper (load data lazily, or at build time)",
         )
     }
+    if Level.SEMANTIC in report.levels_run:
+        if settings.statistical_episodes:
+            results = _statistical(report, folder, url, settings, action_schema)
+        else:
+            off = "the Hub's statistical level is off (its setting statistical_episodes is 0)"
+            results = [ResultV2(check_id=i, status="skip", evidence=[off]) for i in _level_ids(Level.STATISTICAL)]
+        measured.update((r.check_id, r) for r in results)
+        report = report.model_copy(update={"levels_run": [*report.levels_run, Level.STATISTICAL]})
     return _in_hub_lane(report, measured).model_dump(mode="json")
+
+
+def _level_ids(level: Level) -> list[str]:
+    return [i for i, e in load_policy(None).entries.items() if e.level == level]
+
+
+def _statistical(
+    report: ValidationReportV2, folder: Path, url: str, settings: HubSettings, action_schema: dict[str, Any]
+) -> list[ResultV2]:
+    from hub_service.pipeline.rfc008_stats import gather, statistical_results
+
+    policy = load_policy(report.policy_version)
+    subject = RuntimeSubject(
+        url=url.rstrip("/"),
+        root=folder,
+        manifest=report.manifest,
+        legacy=Report(),
+        policy=policy,
+        level=Level.STATISTICAL,
+        timeout_s=settings.step_timeout_s,
+    )
+    run = asyncio.run(
+        gather(
+            subject,
+            action_schema,
+            episodes=settings.statistical_episodes,
+            episode_steps=settings.statistical_episode_steps,
+            budget_s=settings.statistical_budget_s,
+        )
+    )
+    return statistical_results(run, report.manifest, policy.bounds)
 
 
 def _in_hub_lane(report: ValidationReportV2, measured: dict[str, ResultV2]) -> ValidationReportV2:
@@ -77,7 +122,7 @@ def _in_hub_lane(report: ValidationReportV2, measured: dict[str, ResultV2]) -> V
             continue
         if check_id in measured:
             results.append(measured[check_id])
-        elif entry.level in ran or (entry.level == Level.STATISTICAL and Level.SEMANTIC in ran):
+        elif entry.level in ran:
             results.append(ResultV2(check_id=check_id, status="skip", evidence=[_NOT_YET]))
     return report.model_copy(
         update={

@@ -403,7 +403,9 @@ async def _smoke(
             TrustContext(settings, url, provider, action_schema, declared, built.image_ref, dict(figures), log)
         )
         rfc008 = (
-            await _rfc008_all(settings, folder, url, cold_start, validated, runtime_report, log) if validated else None
+            await _rfc008_all(settings, folder, url, cold_start, validated, runtime_report, action_schema, log)
+            if validated
+            else None
         )
         return SmokeOutput(
             cold_start_s=figures["cold_start_s"],
@@ -437,6 +439,7 @@ async def _rfc008_all(
     first_work_s: float,
     validated: Validated,
     runtime_report: dict[str, Any] | None,
+    action_schema: dict[str, Any],
     log: StageLog,
 ) -> dict[str, Any] | None:
     """The RFC 008 report of every level, checked against the running container (`url`)."""
@@ -453,7 +456,8 @@ async def _rfc008_all(
             validated.repo_id,
             url,
             first_work_s=first_work_s,
-            budget_s=settings.first_work_budget_s,
+            settings=settings,
+            action_schema=action_schema,
         )
     except Exception as exc:  # the report is kept beside the smoke verdict, never in its way
         log(f"RFC 008 report could not be made: {type(exc).__name__}: {exc}")

@@ -21,7 +21,7 @@ from hub_service.pipeline.trust import (
     unlinked,
 )
 
-__all__ = ["reward_check"]
+__all__ = ["empty_action", "reward_check"]
 
 _OVERSIZED = 100_000  # characters of the oversized probe's answer
 _CONSTANT_MIN = 20  # rewards a random policy must see before "the reward is constant" is said
@@ -77,7 +77,7 @@ async def _probes(ctx: TrustContext) -> dict[str, dict[str, Any]]:
     base = random_actions(ctx, 1)[0]
     out: dict[str, dict[str, Any]] = {}
     for name, action in (
-        ("empty", _empty_action(ctx.action_schema, base)),
+        ("empty", empty_action(ctx.action_schema, base)),
         ("oversized", _oversized_action(ctx.action_schema, base)),
     ):
         if action is None:
@@ -129,7 +129,7 @@ def _kinds(field: dict[str, Any], root: dict[str, Any]) -> set[str]:
     return kinds
 
 
-def _empty_action(schema: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
+def empty_action(schema: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
     changed, touched = dict(base), False
     for name, field in _fields(schema).items():
         kinds = _kinds(field, schema)

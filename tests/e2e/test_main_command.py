@@ -165,7 +165,9 @@ def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(
 ) -> None:
     wanted = bundled_envs()
     registry = _registry_reachable()
-    hub = Hub(tmp_path, OPENENV_HUB_DATA_DIR=str(tmp_path / "hub"))
+    # RFC 008's statistical level with five episodes a policy (the Hub's default is 16): the fewest that
+    # decide, so that this run, alone in the serial phase, pays a third of its time.
+    hub = Hub(tmp_path, OPENENV_HUB_DATA_DIR=str(tmp_path / "hub"), OPENENV_HUB_STATISTICAL_EPISODES="5")
     try:
         items = hub.wait_for(_settled(wanted), 1200, "every bundled env to be checked")
         failing = {n: hub.latest(n).get("failure_reason") for n in wanted if items[n]["status"] != "passing"}
@@ -194,6 +196,11 @@ def test_scripts_serve_on_a_clean_data_dir_passes_every_bundled_env(
                 hub.latest(name),
             )
             assert resolved["capacity"]["sessions_held"] >= 1 and resolved["capacity"]["image_size_mb"] > 0
+            # RFC 008, both lanes: the statistical level was played on the revision's container
+            rfc008 = httpx.get(f"{hub.url}/api/v1/envs/local/{name}/report", params={"format": "rfc008"}).json()
+            assert rfc008["lane"] == "hub" and rfc008["levels_run"] == [1, 2, 3, 4], (name, rfc008["levels_run"])
+            played = [r for r in rfc008["results"] if r["check_id"].startswith("statistical.")]
+            assert len(played) == 7 and all(r["measured"].get("seconds_all_policies") for r in played), played
             board = httpx.get(f"{hub.url}/api/v1/envs/local/{name}/leaderboard").json()
             assert [e["model"] for e in board["entries"] if e["source"] == "baseline"] == ["random"], board
         # A visitor sees them: badges on the catalog's cards, the trust card on an env's page, desktop and phone.

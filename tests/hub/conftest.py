@@ -220,4 +220,7 @@ def hub_settings(db_url: str, engine: Engine, tmp_path: Path) -> HubSettings:
         determinism_check=False,
         reward_check=False,
         capacity_check=False,
+        # So is RFC 008's statistical level (hundreds of episodes a revision): tests/hub/test_rfc008_statistical.py,
+        # and the pipeline's report test, turn it on.
+        statistical_episodes=0,
     )

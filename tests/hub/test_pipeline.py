@@ -164,9 +164,9 @@ def test_trusted_local_env_builds_and_runs_as_a_process(clean_factory, hub_setti
 
 def test_every_revision_keeps_its_rfc008_report_in_the_hub_lane(clean_factory, hub_settings: HubSettings) -> None:
     """A revision that passes has every level of RFC 008 checked against its running server, and
-    the hub lane's time to first work measured; one that fails validation keeps the static level.
-    Both come from the API with `format=rfc008`."""
-    settings = hub_settings.model_copy(update={"builder": "process"})
+    the hub lane's time to first work measured and its statistical level played; one that fails
+    validation keeps the static level. Both come from the API with `format=rfc008`."""
+    settings = hub_settings.model_copy(update={"builder": "process", "statistical_episodes": 8})
     root = make_envs(Path(settings.local_source), "blackjack_env", "bad_manifest")
     index_source(clean_factory, LocalSource(root, trusted=True))
     assert sorted(Worker(settings, clean_factory).run_until_idle()) == ["failed", "passed"]
@@ -174,14 +174,17 @@ def test_every_revision_keeps_its_rfc008_report_in_the_hub_lane(clean_factory, h
     good, bad = v["blackjack_env"].rfc008, v["bad_manifest"].rfc008
     assert good is not None and bad is not None
     statuses = {r["check_id"]: r["status"] for r in good["results"]}
-    assert (good["lane"], good["levels_run"], good["policy_version"]) == ("hub", [1, 2, 3], "v2")
+    assert (good["lane"], good["levels_run"], good["policy_version"]) == ("hub", [1, 2, 3, 4], "v2")
     for check in ("static.manifest", "runtime.startup", "runtime.episode_determinism", "semantic.oracle_max"):
         assert statuses[check] == "pass", (check, good["results"])
     [first_work] = [r for r in good["results"] if r["check_id"] == "hub.time_to_first_work"]
     assert first_work["status"] == "pass" and first_work["measured"]["seconds"] == round(
         v["blackjack_env"].cold_start_s, 3
     )
-    assert statuses["hub.cosign_signature"] == statuses["statistical.headroom"] == "skip"  # not run yet: said so
+    assert statuses["hub.cosign_signature"] == "skip"  # not run yet: said so
+    stats = {k: s for k, s in statuses.items() if k.startswith("statistical.")}
+    # blackjack declares no difficulty tiers: that one says so; the six others decide
+    assert stats == {**dict.fromkeys(stats, "pass"), "statistical.difficulty_separation": "skip"}, good["results"]
     assert [k for k, s in statuses.items() if s in ("fail", "error")] == [] and good["verdict"] == "warn"
     assert bad["levels_run"] == [1] and bad["verdict"] == "fail"
     assert {r["check_id"]: r["status"] for r in bad["results"]}["static.manifest"] == "fail"

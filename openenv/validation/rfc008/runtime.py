@@ -30,7 +30,16 @@ from openenv.validation.rfc008.policy import Level, Policy
 from openenv.validation.rfc008.report import ResultV2
 from openenv.validation.runtime import _http_get
 
-__all__ = ["Plan", "PlanError", "RuntimeSubject", "load_plan", "runtime_results"]
+__all__ = [
+    "Plan",
+    "PlanError",
+    "RuntimeSubject",
+    "Transcript",
+    "load_canaries",
+    "load_plan",
+    "play_plan",
+    "runtime_results",
+]
 
 MAX_PLAN_BYTES = 65_536
 
@@ -84,7 +93,7 @@ def load_plan(root: Path, rel: str) -> Plan:
         raise PlanError(f"{rel} is not a runtime plan: {_errors(exc)}") from None
 
 
-def _load_canaries(root: Path, rel: str) -> list[Plan]:
+def load_canaries(root: Path, rel: str) -> list[Plan]:
     data = _plan_file(root, rel)
     items = data.get("canaries") if isinstance(data, dict) else None
     if not isinstance(items, list) or not items:
@@ -143,8 +152,9 @@ class RuntimeSubject:
     local_process: bool = False  # served as a process here (validate --run), not in a container
 
 
-async def _play(s: RuntimeSubject, plan: Plan) -> Transcript:
-    """Replay `plan` on a new session: reset, then each action with a state after it, until done."""
+async def play_plan(s: RuntimeSubject, plan: Plan, *, states: bool = True) -> Transcript:
+    """Replay `plan` on a new session: reset, then each action (with a state after each one unless
+    `states` is false), until done."""
     t = Transcript()
     ends = time.monotonic() + s.timeout_s
     while True:  # a session closed a moment before may still hold the server's one place
@@ -173,17 +183,17 @@ async def _play(s: RuntimeSubject, plan: Plan) -> Transcript:
         await asyncio.sleep(0.2)
     try:
         t.exchanges.append(("reset", reset, reply))
-        for op, frame in [("state", {"type": "state"})] + [
-            x for a in plan.actions for x in (("step", {"type": "step", "data": a}), ("state", {"type": "state"}))
-        ]:
+        after = (("state", {"type": "state"}),) if states else ()
+        for op, frame in [*after] + [x for a in plan.actions for x in (("step", {"type": "step", "data": a}), *after)]:
             if not (isinstance(reply, dict) and reply.get("type") in ("observation", "state")):
                 t.failure = f"{t.exchanges[-1][0]} was answered {json.dumps(reply)[:300]}"
                 break
             reply = loads(await conn.call(json.dumps(frame).encode(), s.timeout_s))
             t.exchanges.append((op, frame, reply))
             if op == "step" and isinstance(reply, dict) and reply.get("data", {}).get("done") is True:
-                reply = loads(await conn.call(b'{"type": "state"}', s.timeout_s))
-                t.exchanges.append(("state", {"type": "state"}, reply))
+                if states:
+                    reply = loads(await conn.call(b'{"type": "state"}', s.timeout_s))
+                    t.exchanges.append(("state", {"type": "state"}, reply))
                 break
     except EnvClientError as exc:
         t.failure = f"the session ended after {len(t.exchanges)} frames: {exc}"
@@ -277,7 +287,7 @@ class _Run:
                 self.oracle_error = str(exc)
         if caps.canaries:
             try:
-                self.canaries = _load_canaries(s.root, caps.canaries)
+                self.canaries = load_canaries(s.root, caps.canaries)
             except PlanError as exc:
                 self.canaries_error = str(exc)
         if isinstance(m, NormalizedManifestV2):
@@ -291,8 +301,8 @@ class _Run:
     async def gather(self) -> None:
         self.read_plans()
         if self.plan is not None:
-            self.main = await _play(self.s, self.plan)
-            self.again = await _play(self.s, self.plan)
+            self.main = await play_plan(self.s, self.plan)
+            self.again = await play_plan(self.s, self.plan)
             other = (
                 self.canaries[0]
                 if self.canaries
@@ -300,14 +310,14 @@ class _Run:
                     update={"reset": self.plan.reset.model_copy(update={"seed": self.plan.reset.seed + 1})}
                 )
             )
-            first, second = await asyncio.gather(_play(self.s, self.plan), _play(self.s, other))
+            first, second = await asyncio.gather(play_plan(self.s, self.plan), play_plan(self.s, other))
             self.beside = (first, second)
         if self.s.level >= Level.SEMANTIC:
             if self.oracle is not None and self.plan is self.oracle and self.main and self.again:
                 self.oracle_runs = [self.main, self.again]  # the runtime level played the oracle twice already
             elif self.oracle is not None:
-                self.oracle_runs = [await _play(self.s, self.oracle) for _ in range(2)]
-            self.canary_runs = [await _play(self.s, c) for c in self.canaries]
+                self.oracle_runs = [await play_plan(self.s, self.oracle) for _ in range(2)]
+            self.canary_runs = [await play_plan(self.s, c) for c in self.canaries]
 
 
 def _started(s: RuntimeSubject) -> tuple[bool, list[str]]:
