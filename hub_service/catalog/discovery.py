@@ -134,6 +134,18 @@ def validation_search_text(manifest: Any) -> str:
     return "".join(caps + tasks).strip()
 
 
+def checks_search_text(report: Any) -> str:
+    """Filter tokens for an RFC 008 report's results: `chk:<check id>:<status> ` (the ids are
+    lowercase dotted names; the status pass, fail, skip or error)."""
+    results = report.get("results") if isinstance(report, dict) else None
+    tokens = [
+        f"chk:{r['check_id']}:{r['status']} "
+        for r in (results if isinstance(results, list) else [])
+        if isinstance(r, dict) and isinstance(r.get("check_id"), str) and isinstance(r.get("status"), str)
+    ]
+    return "".join(tokens).strip()
+
+
 def _token(value: str) -> str:
     return "_".join(value.lower().split())[:64]
 

@@ -37,6 +37,13 @@ def list_envs(
         list[str], Query(description="Only envs whose manifest lists these validation capabilities")
     ] = [],  # noqa: B006 - FastAPI reads it
     task: Annotated[list[str], Query(description="Only envs whose manifest's task_distribution has these tasks")] = [],  # noqa: B006 - FastAPI reads it
+    check: Annotated[
+        list[str],
+        Query(
+            description="Only envs whose current revision's RFC 008 report has these results: "
+            "`ID` (passed, e.g. runtime.episode_determinism) or `ID:STATUS` (pass, fail, skip, error)"
+        ),
+    ] = [],  # noqa: B006 - FastAPI reads it
     status: Annotated[str | None, Query(description="pending | passing | failing")] = None,
     source: Annotated[str | None, Query(description="hf | local")] = None,
     sort: Annotated[
@@ -71,6 +78,7 @@ def list_envs(
         include_gone=include_gone,
         capabilities=capability[:8],
         tasks=task[:8],
+        checks=check[:8],
         deterministic=service.parse_flag("deterministic", deterministic),
         reward_checked=service.parse_flag("reward_checked", reward_checked),
         min_sessions=min_sessions,

@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from hub_service.catalog import pins
-from hub_service.catalog.discovery import discovery_search_text, validation_search_text
+from hub_service.catalog.discovery import checks_search_text, discovery_search_text, validation_search_text
 from hub_service.catalog.models import STATUSES, EnvRecord, EnvVersion
 from hub_service.catalog.schemas import EnvSummary, ResolveRecord, VersionSummary
 from hub_service.catalog.stage_runs import StageRun
@@ -72,6 +72,8 @@ class ListQuery:
     # the manifest's validation: parts (tokens in manifest_text)
     capabilities: list[str] = field(default_factory=list)
     tasks: list[str] = field(default_factory=list)
+    # RFC 008 checks of the Hub's report: "ID" (passed) or "ID:STATUS" (pass, fail, skip, error)
+    checks: list[str] = field(default_factory=list)
     # trust signals (None: either way); min_sessions: sessions held by one server >= this
     deterministic: bool | None = None
     reward_checked: bool | None = None
@@ -86,6 +88,31 @@ class ListQuery:
             raise InvalidRequest(f"limit must be between 1 and {max_limit}")
         if self.min_sessions is not None and not 0 <= self.min_sessions < _MAX_CURSOR_INT:
             raise InvalidRequest("min_sessions must be a whole number of sessions, 0 or more")
+        for wanted in self.checks:
+            check_filter(wanted)
+
+
+_CHECK_STATUSES = ("pass", "fail", "skip", "error")
+
+
+def check_filter(wanted: str) -> tuple[str, str]:
+    """(check id, status) of a `check` filter: `ID` (it passed) or `ID:STATUS`.
+
+    Raises:
+        InvalidRequest: not an RFC 008 check id of the Hub's policy, or not one of its statuses.
+    """
+    from openenv.validation.rfc008 import load_policy
+
+    check_id, _, status = wanted.strip().partition(":")
+    known = load_policy().entries
+    if check_id not in known:
+        near = difflib.get_close_matches(check_id, list(known), n=1)
+        hint = f"did you mean {near[0]}?" if near else "docs/validate.md lists the 46 check ids"
+        raise InvalidRequest(f"check {check_id[:80]!r} is not an RFC 008 check id: {hint}")
+    status = status or "pass"
+    if status not in _CHECK_STATUSES:
+        raise InvalidRequest(f"check {check_id}: status {status[:20]!r} is not one of {', '.join(_CHECK_STATUSES)}")
+    return check_id, status
 
 
 def parse_flag(name: str, value: str | None) -> bool | None:
@@ -126,6 +153,9 @@ def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
         for name in names:
             token = "_".join(name.lower().split())[:64]
             conds.append(EnvRecord.manifest_text.like(f"%{prefix}:{_like_escape(token)} %", escape="\\"))
+    for wanted in query.checks:
+        check_id, status = check_filter(wanted)
+        conds.append(EnvRecord.manifest_text.like(f"%chk:{_like_escape(check_id)}:{status} %", escape="\\"))
     if query.status:
         conds.append(EnvRecord.status == query.status)
     if query.source:
@@ -304,11 +334,12 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
         return
     env.latest_version_id = version.id
     env.status = EnvStatus.PASSING if version.state == VersionState.PASSED else EnvStatus.FAILING
-    if isinstance(version.manifest, dict) or version.discovery:
+    if isinstance(version.manifest, dict) or version.discovery or version.rfc008:
         texts = (
             manifest_search_text(version.manifest),
             discovery_search_text(version.discovery),
             validation_search_text(version.manifest),
+            checks_search_text(version.rfc008),
         )
         env.manifest_text = " ".join(t for t in texts if t) + " "  # every token ends in a space
     env.cold_start_s = version.cold_start_s

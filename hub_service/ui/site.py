@@ -171,6 +171,7 @@ class _Pages:
         sort: str,
         trust: list[str] | None = None,
         min_sessions: float | None = None,
+        checks: list[str] | None = None,
     ) -> str:
         query = catalog.ListQuery(
             q=(q or "").strip()[:200] or None,
@@ -178,7 +179,7 @@ class _Pages:
             status=status or None,
             sort=sort or "name",
             limit=self.settings.page_size,
-            **trust_card.query_options(trust, min_sessions),
+            **trust_card.query_options(trust, min_sessions, checks),
         )
         try:
             query.check(500)
@@ -295,7 +296,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                     status = gr.Dropdown(label="Status", choices=STATUSES, value="", elem_id="oe-status", scale=1)
                     sort = gr.Dropdown(label="Sort by", choices=SORTS, value="name", elem_id="oe-sort", scale=1)
                 with gr.Row():
-                    trust, min_sessions = trust_card.filter_controls()
+                    trust, min_sessions, checks = trust_card.filter_controls()
                 results = gr.HTML(elem_id="oe-results")
             with gr.Tab("Environment", id="env"):
                 header = gr.HTML(views.message("Choose an environment in the catalog."), elem_id="oe-env-header")
@@ -379,7 +380,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                 page["history"],
             ]
 
-        filters = [q, tags, status, sort, trust, min_sessions]
+        filters = [q, tags, status, sort, trust, min_sessions, checks]
 
         def open_site(
             q_: str,
@@ -388,12 +389,13 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
             sort_: str,
             trust_: list[str] | None,
             min_sessions_: float | None,
+            checks_: list[str] | None,
             request: gr.Request,
         ) -> list[Any]:
             return [
                 *open_page(request),
                 gr.Dropdown(choices=pages.tags()),
-                pages.search(q_, tags_, status_, sort_, trust_, min_sessions_),
+                pages.search(q_, tags_, status_, sort_, trust_, min_sessions_, checks_),
                 *(fill(request) for fill, _ in on_load),
             ]
 
@@ -406,7 +408,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
         # a field at once must see the list for both, never an older search's answer arriving last.
         # (Separate listeners run concurrently, and their answers land in whatever order they finish.)
         gr.on(
-            triggers=[q.submit, q.change, *(box.change for box in (tags, status, sort, trust, min_sessions))],
+            triggers=[q.submit, q.change, *(box.change for box in (tags, status, sort, trust, min_sessions, checks))],
             fn=pages.search,
             inputs=filters,
             outputs=results,

@@ -270,16 +270,29 @@ def trust_panel(on_load: list[tuple[Callable[[gr.Request], Any], Any]], factory:
     return box
 
 
-def filter_controls() -> tuple[gr.CheckboxGroup, gr.Number]:
-    """The catalog's trust filters: checkboxes for the verdicts, and a minimum of sessions per server."""
+def filter_controls() -> tuple[gr.CheckboxGroup, gr.Number, gr.Dropdown]:
+    """The catalog's trust filters: checkboxes for the verdicts, a minimum of sessions per server,
+    and the RFC 008 checks an env's report must have passed (by check id)."""
+    from openenv.validation.rfc008 import load_policy
+
     trust = gr.CheckboxGroup(label="Trust", choices=FILTER_CHOICES, value=[], elem_id="oe-trust-filter", scale=2)
     sessions = gr.Number(
         label="Holds at least N sessions", value=None, minimum=0, precision=0, elem_id="oe-min-sessions", scale=1
     )
-    return trust, sessions
+    checks = gr.Dropdown(
+        label="Passed RFC 008 checks",
+        choices=list(load_policy().entries),
+        value=[],
+        multiselect=True,
+        elem_id="oe-check-filter",
+        scale=2,
+    )
+    return trust, sessions, checks
 
 
-def query_options(trust: list[str] | None, min_sessions: float | None) -> dict[str, Any]:
+def query_options(
+    trust: list[str] | None, min_sessions: float | None, checks: list[str] | None = None
+) -> dict[str, Any]:
     """`ListQuery` keyword arguments for the catalog's trust filters."""
     chosen = set(trust or [])
     sessions = int(min_sessions) if isinstance(min_sessions, (int, float)) and min_sessions > 0 else None
@@ -287,4 +300,5 @@ def query_options(trust: list[str] | None, min_sessions: float | None) -> dict[s
         "deterministic": True if "deterministic" in chosen else None,
         "reward_checked": True if "reward_checked" in chosen else None,
         "min_sessions": sessions,
+        "checks": [c for c in checks or [] if isinstance(c, str)][:8],
     }

@@ -133,16 +133,32 @@ def _card(root: str, env: Any) -> str:
     )
 
 
+def _check_ids() -> list[str]:
+    from openenv.validation.rfc008 import load_policy
+
+    return list(load_policy().entries)
+
+
+_CHECK_IDS = _check_ids()
+
+
 def catalog_page(
     settings: HubSettings, factory: sessionmaker[Session], root: str, params: dict[str, str]
 ) -> tuple[int, str]:
-    """(status, HTML) of the catalog, filtered by the query parameters q, tag, status, sort."""
+    """(status, HTML) of the catalog, filtered by the query parameters q, tag, status, sort and
+    check (an RFC 008 check id the env's report passed, or `ID:STATUS`)."""
     q = (params.get("q") or "").strip()[:200]
     tag = (params.get("tag") or "").strip()[:100]
     status = params.get("status") or ""
     sort = params.get("sort") or "name"
+    check = (params.get("check") or "").strip()[:100]
     query = catalog.ListQuery(
-        q=q or None, tags=[tag] if tag else [], status=status or None, sort=sort, limit=settings.page_size
+        q=q or None,
+        tags=[tag] if tag else [],
+        status=status or None,
+        sort=sort,
+        limit=settings.page_size,
+        checks=[check] if check else [],
     )
     code, note = 200, ""
     try:
@@ -160,6 +176,8 @@ def catalog_page(
         f'<label>Tag<select name="tag" id="oe-tag"><option value="">any tag</option>{_options([(t, t) for t in tags], tag)}</select></label>'
         f'<label>Status<select name="status" id="oe-status">{_options(STATUSES, status)}</select></label>'
         f'<label>Sort by<select name="sort" id="oe-sort">{_options(SORTS, sort)}</select></label>'
+        f'<label>Passed check<select name="check" id="oe-check"><option value="">any</option>'
+        f"{_options([(c, c) for c in _CHECK_IDS], check)}</select></label>"
         "<button type=submit>Search</button></form>"
     )
     if items:

@@ -99,5 +99,15 @@ def test_upgrading_a_database_with_data_keeps_every_row(fresh_url: str) -> None:
         with engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM stage_runs")).scalar() == 1
         migrate(fresh_url)
+        # 0017 adds the current revision's RFC 008 results as the catalog's `check=` tokens
+        command.downgrade(_alembic(fresh_url), "0016")
+        report = '{"results": [{"check_id": "runtime.startup", "status": "pass"}]}'
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE env_versions SET rfc008 = :r"), {"r": report})
+        migrate(fresh_url)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT manifest_text FROM environments")).all() == [
+                ("says it back #parrot chk:runtime.startup:pass ",)
+            ]
     finally:
         engine.dispose()

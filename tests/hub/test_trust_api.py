@@ -221,3 +221,46 @@ def test_the_reward_card_claims_only_what_the_check_saw() -> None:
     # echo's case: no declared range, and its oversized answer scored the top (a choice, not flagged)
     echo = {**REWARD_OK, "declared_range": None, "probes": {"oversized": {"reward": 1.0, "got_max": True}}}
     assert "does not score the top" not in _reward(echo), _reward(echo)
+
+
+def _report(**statuses: str) -> dict[str, Any]:
+    """An RFC 008 report as the smoke stage keeps it (only what the catalog reads of it)."""
+    results = [{"check_id": k.replace("__", "."), "status": s} for k, s in statuses.items()]
+    return {"report_schema_version": "2", "lane": "hub", "results": results, "verdict": "warn"}
+
+
+def test_the_catalog_filters_on_rfc008_check_ids(clean_factory, hub_settings: HubSettings) -> None:
+    """`check=ID` keeps envs whose current revision passed that check; `check=ID:STATUS` any status;
+    an id RFC 008 does not have, or a status it does not use, is refused with what to do."""
+    reports = {
+        "env_00001": _report(runtime__episode_determinism="pass", statistical__headroom="pass"),
+        "env_00002": _report(runtime__episode_determinism="fail", statistical__headroom="pass"),
+        "env_00003": _report(runtime__episode_determinism="skip", statistical__headroom="fail"),
+    }
+    index_source(clean_factory, ListSource([space(i) for i in range(6)]))
+    with clean_factory.begin() as s:
+        for name, report in reports.items():
+            env = s.scalar(select(EnvRecord).where(EnvRecord.name == name))
+            version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
+            version.state, version.smoke_status, version.rfc008 = "passed", "passed", report
+            s.flush()
+            apply_verdict(env, version)
+    with serve_app(create_app(hub_settings, run_migrations=False)) as api:
+        assert _names(api, check="runtime.episode_determinism") == ["env_00001"]
+        assert _names(api, check="runtime.episode_determinism:fail") == ["env_00002"]
+        assert _names(api, check="statistical.headroom") == ["env_00001", "env_00002"]
+        assert _names(api, check=["statistical.headroom", "runtime.episode_determinism:fail"]) == ["env_00002"]
+        assert _names(api, check="semantic.oracle_max") == []  # no report has it
+        for bad, says in (
+            ("runtime.episode_determinsm", "did you mean runtime.episode_determinism?"),
+            ("statistical.headroom:passed", "is not one of pass, fail, skip, error"),
+            ("capacity", "docs/validate.md lists the 46 check ids"),
+        ):
+            reply = httpx.get(f"{api}/api/v1/envs", params={"check": bad})
+            assert reply.status_code == 400 and says in reply.text, reply.text
+        # the website's catalog page takes the same filter
+        page = httpx.get(f"{api}/", params={"check": "runtime.episode_determinism:fail"})
+        assert page.status_code == 200 and 'data-env="user2/env_00002"' in page.text
+        assert 'data-env="user1/env_00001"' not in page.text
+        refused = httpx.get(f"{api}/", params={"check": "nope"})
+        assert refused.status_code == 400 and "not an RFC 008 check id" in refused.text

@@ -45,6 +45,8 @@ def site(clean_factory, hub_settings: HubSettings) -> Iterator[str]:
             version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
             version.state, version.smoke_status = "passed", "passed"
             version.capacity, version.determinism, version.reward_check = cap, det, reward
+            passed = "pass" if name == "env_00001" else "fail"
+            version.rfc008 = {"results": [{"check_id": "runtime.episode_determinism", "status": passed}]}
             s.flush()
             apply_verdict(env, version)
     with serve_app(create_app(hub_settings, run_migrations=False)) as url:
@@ -80,6 +82,11 @@ def test_catalog_badges_and_trust_filters_narrow_the_list(site: str, new_page) -
     sessions.fill("")
     sessions.press("Enter")
     expect(page.locator("a.oe-card")).to_have_count(6)
+    # by RFC 008 check id: the envs whose Hub report passed it
+    page.locator("#oe-check-filter input").click()
+    page.get_by_role("option", name="runtime.episode_determinism", exact=True).click()
+    expect(page.locator("a.oe-card")).to_have_count(1)
+    assert _cards(page) == ["user1/env_00001"]
 
 
 _GEOMETRY = """() => {
