@@ -250,6 +250,13 @@ class HubSettings(BaseSettings):
     registry_timeout_s: float = Field(
         default=600.0, gt=0, description="Wall-clock limit of one push; past it the revision waits for the registry."
     )
+    signing_key_file: Path | None = Field(
+        default=None,
+        description=(
+            "PEM PKCS#8 EC P-256 private key the publish stage signs each image with (cosign's format, "
+            "hub_service/pipeline/signing.py). Unset: the Hub makes one in <data_dir>/signing/cosign.key and keeps it."
+        ),
+    )
     job_max_attempts: int = Field(default=3, ge=1)
     infra_retry_s: float = Field(
         default=15.0,

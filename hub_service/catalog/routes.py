@@ -214,6 +214,18 @@ def resolve(
 
 
 @router.get(
+    "/signing-key",
+    summary="The Hub's public key (PEM): the images it publishes are signed with it, in cosign's format",
+    response_class=PlainTextResponse,
+)
+def signing_key(settings: Settings) -> PlainTextResponse:
+    from hub_service.pipeline.signing import public_key
+
+    # `cosign verify --key <this file> --insecure-ignore-tlog <image>@<digest>` accepts the Hub's signatures.
+    return PlainTextResponse(public_key(settings), media_type="application/x-pem-file")
+
+
+@router.get(
     "/catalog/snapshot",
     summary="The catalog as a snapshot in upstream OpenEnv's Environment Card profile (0.1-draft)",
     response_class=StreamingResponse,

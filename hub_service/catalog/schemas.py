@@ -196,6 +196,13 @@ class ResolveRecord(BaseModel):
             "The revision's capacity card, to size a pool: sessions_held is how many concurrent sessions one server held"
         ),
     )
+    signature: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The pushed image's cosign signature (format, tag, base64 payload, base64 signature, key_id), checked by the "
+            "Hub against its key (GET /api/v1/signing-key) before this record was written: `verified` is true"
+        ),
+    )
     lock_expires_at: dt.datetime | None = Field(
         default=None,
         description=(

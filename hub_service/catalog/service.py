@@ -472,6 +472,7 @@ def resolve(
         image = f"{version.registry_ref.rsplit(':', 1)[0]}@{version.image_digest}"
     if env.source == "hf" and not image:
         image = settings.space_image_template.format(owner=env.owner.lower(), name=env.name.lower().replace("_", "-"))
+    signature = _checked_signature(settings, env.repo_id, version) if image and version.registry_ref else None
     port = version.port or 8000
     local: dict[str, Any] = {}
     if image:
@@ -496,4 +497,34 @@ def resolve(
         deprecation_reason=env.deprecation_reason,
         capacity=version.capacity,
         lock_expires_at=lock_expires_at,
+        signature=signature,
     )
+
+
+def _checked_signature(settings: HubSettings, repo_id: str, version: EnvVersion) -> dict[str, Any] | None:
+    """The pushed image's signature, checked here against the Hub's key before the record hands the
+    image out (None: published before the Hub signed images).
+
+    Raises:
+        Conflict: it does not verify: the image is not handed out (fail closed).
+    """
+    from hub_service.pipeline import signing
+
+    record = version.signature
+    if not isinstance(record, dict) or version.registry_ref is None or version.image_digest is None:
+        return None
+    reference = version.registry_ref.rsplit(":", 1)[0]
+    try:
+        body = base64.b64decode(str(record.get("payload")), validate=True)
+        problem = signing.verify_signature(
+            signing.public_key(settings), body, str(record.get("signature")), reference, version.image_digest
+        )
+    except ValueError as exc:
+        problem = f"the signature record cannot be read ({exc})"
+    if problem is not None:
+        raise Conflict(
+            f"{repo_id}@{version.sha[:12]}: its image's signature does not verify ({problem}); the Hub does not "
+            "hand the image out: publish the revision again (a changed signing key needs that too)",
+            sha=version.sha,
+        )
+    return {**record, "verified": True, "public_key": "/api/v1/signing-key"}

@@ -26,21 +26,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.db import session_scope
+from hub_service.pipeline import registry_api
 from hub_service.pipeline.gc_models import RegistryDeletion
 from hub_service.pipeline.images_gc import kept_versions
+from hub_service.pipeline.signing import signature_tag
 from hub_service.settings import HubSettings
 
 __all__ = ["Doomed", "collect_registry", "plan"]
 
 log = logging.getLogger("hub_service.pipeline.registry_gc")
-_ACCEPT = ", ".join(
-    (
-        "application/vnd.docker.distribution.manifest.v2+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-        "application/vnd.oci.image.manifest.v1+json",
-        "application/vnd.oci.image.index.v1+json",
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -52,21 +46,10 @@ class Doomed:
     digest: str
 
 
-def _host(registry: str) -> str:
-    return registry.split("/", 1)[0]
-
-
-def _repository(registry_ref: str, host: str) -> str | None:
-    """`owner/name` path of `<host>/<path>:<tag>` (None for an image of another registry)."""
-    if not registry_ref.startswith(host + "/"):
-        return None
-    return registry_ref[len(host) + 1 :].rsplit(":", 1)[0]
-
-
 def plan(session: Session, settings: HubSettings) -> list[Doomed]:
     """The manifests nothing keeps, of every env, in the configured registry."""
     assert settings.registry is not None
-    host = _host(settings.registry)
+    host = registry_api.host_of(settings.registry)
     doomed: list[Doomed] = []
     for env in session.scalars(select(EnvRecord).order_by(EnvRecord.id)):
         versions = session.scalars(
@@ -79,9 +62,13 @@ def plan(session: Session, settings: HubSettings) -> list[Doomed]:
         if not versions:
             continue
         kept_ids = kept_versions(session, env, settings.keep_images_per_env, versions)
-        named = {(_repository(v.registry_ref or "", host), v.image_digest) for v in versions if v.id in kept_ids}
+        named = {
+            (registry_api.repository_of(v.registry_ref or "", host), v.image_digest)
+            for v in versions
+            if v.id in kept_ids
+        }
         for version in versions:
-            repository = _repository(version.registry_ref or "", host)
+            repository = registry_api.repository_of(version.registry_ref or "", host)
             key = (repository, version.image_digest)
             if version.id in kept_ids or key in named or repository is None or version.image_digest is None:
                 continue
@@ -97,7 +84,7 @@ def collect_registry(settings: HubSettings, factory: sessionmaker[Session], *, d
         return []
     with factory() as session:
         doomed = plan(session, settings)
-    host = _host(settings.registry)
+    host = registry_api.host_of(settings.registry)
     verb = "would delete" if dry_run else "deleting"
     log.info(
         "registry collection (%s): %s %d manifest(s)%s",
@@ -112,7 +99,7 @@ def collect_registry(settings: HubSettings, factory: sessionmaker[Session], *, d
             for d in doomed:
                 records.append(_record(session, d, dry_run=True, outcome="planned"))
         return records
-    with _client(settings) as client:
+    with registry_api.client(settings) as client:
         for d in doomed:
             outcome, detail = _delete(client, host, d)
             with session_scope(factory) as session:
@@ -127,33 +114,20 @@ def collect_registry(settings: HubSettings, factory: sessionmaker[Session], *, d
     return records
 
 
-def _client(settings: HubSettings) -> httpx.Client:
-    auth = None
-    if settings.registry_user:
-        password = settings.registry_password.get_secret_value() if settings.registry_password else ""
-        auth = httpx.BasicAuth(settings.registry_user, password)
-    return httpx.Client(auth=auth, timeout=30.0, headers={"Accept": _ACCEPT})
-
-
-def _base_url(host: str) -> str:
-    # As Docker does: plain HTTP to a registry on this machine, HTTPS to any other.
-    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-    local = name in ("localhost", "[::1]") or name.startswith("127.")
-    return f"{'http' if local else 'https'}://{host}"
-
-
-def _delete(client: httpx.Client, host: str, doomed: Doomed) -> tuple[str, str]:
-    url = f"{_base_url(host)}/v2/{doomed.repository}/manifests/{doomed.digest}"
-    try:
-        reply = client.delete(url)
-    except httpx.HTTPError as exc:  # the registry is down: the next collection tries again
-        return "failed", f"{type(exc).__name__}: {exc}"[:500]
-    if reply.status_code in (200, 202):
-        return "deleted", ""
-    if reply.status_code == 404:
-        return "gone", ""
-    hint = " (the registry must allow deletes: storage.delete.enabled)" if reply.status_code == 405 else ""
-    return "failed", f"{reply.status_code} {reply.text[:300]}{hint}"
+def _delete(c: httpx.Client, host: str, doomed: Doomed) -> tuple[str, str]:
+    """Delete the image's manifest, and its signature (`sha256-<hex>.sig`, hub_service/pipeline/signing.py)."""
+    outcome, detail = registry_api.delete_manifest(c, host, doomed.repository, doomed.digest)
+    if outcome in ("deleted", "gone"):
+        tag = signature_tag(doomed.digest)
+        try:
+            signature = registry_api.manifest_digest(c, host, doomed.repository, tag)
+        except registry_api.RegistryError as exc:
+            return outcome, f"its signature {tag} was left: {exc}"[:500]
+        if signature is not None:
+            gone, why = registry_api.delete_manifest(c, host, doomed.repository, signature)
+            if gone == "failed":
+                return outcome, f"its signature {tag} was left: {why}"[:500]
+    return outcome, detail
 
 
 def _record(session: Session, d: Doomed, *, dry_run: bool, outcome: str, detail: str = "") -> RegistryDeletion:

@@ -19,9 +19,11 @@ from openenv.validation.report import Report
 from openenv.validation.rfc008 import Level, ResultV2, ValidationReportV2, load_policy, validate_package
 from openenv.validation.rfc008.runtime import RuntimeSubject
 
-__all__ = ["hub_report", "static_report"]
+__all__ = ["hub_report", "static_report", "with_hub_results"]
 
 _NOT_YET = "not run by this Hub yet"
+# Decided by the publish stage (hub_service/pipeline/publish.py), after the report is first kept.
+_AT_PUBLISH = {"hub.immutable_versioning", "hub.cosign_signature"}
 
 
 def static_report(folder: Path, legacy: dict[str, Any], repo_id: str, *, run_code: bool) -> dict[str, Any]:
@@ -82,6 +84,17 @@ def hub_report(
     return _in_hub_lane(report, measured).model_dump(mode="json")
 
 
+def with_hub_results(report: dict[str, Any], results: list[ResultV2]) -> dict[str, Any]:
+    """The kept report with `results` in place of those of the same ids (the publish stage's), and
+    its verdict weighed again."""
+    kept = ValidationReportV2.model_validate(report)
+    new = {r.check_id: r for r in results}
+    merged = [new.pop(r.check_id, r) for r in kept.results] + list(new.values())
+    policy = load_policy(kept.policy_version)
+    verdict = policy.verdict(((r.check_id, r.status) for r in merged), "hub")
+    return kept.model_copy(update={"results": merged, "verdict": verdict}).model_dump(mode="json")
+
+
 def _level_ids(level: Level) -> list[str]:
     return [i for i, e in load_policy(None).entries.items() if e.level == level]
 
@@ -123,7 +136,10 @@ def _in_hub_lane(report: ValidationReportV2, measured: dict[str, ResultV2]) -> V
         if check_id in measured:
             results.append(measured[check_id])
         elif entry.level in ran:
-            results.append(ResultV2(check_id=check_id, status="skip", evidence=[_NOT_YET]))
+            why = (
+                "decided when the revision is published, after its smoke test" if check_id in _AT_PUBLISH else _NOT_YET
+            )
+            results.append(ResultV2(check_id=check_id, status="skip", evidence=[why]))
     return report.model_copy(
         update={
             "lane": "hub",

@@ -110,7 +110,9 @@ class JobRunner:
                 lambda lg, ab: self._publish(
                     claim,
                     lg,
-                    publish.push_tested_image(self.settings, built, info["owner"], info["name"], info["sha"], lg),
+                    publish.push_tested_image(
+                        self.settings, built, owner, name, sha, lg, recorded_digest=info["image_digest"]
+                    ),
                 ),
                 deadline=False,
             )
@@ -141,6 +143,7 @@ class JobRunner:
                 "source": env.source,
                 "trusted": env.trusted,
                 "ref": version.ref,
+                "image_digest": version.image_digest,  # published before: a version's digest never changes
             }
 
     def _validated(self, claim: jobs.Claim, folder: Path, validated: stages.Validated) -> None:
@@ -281,12 +284,23 @@ class JobRunner:
         lg(f"{len(files)} files, {sum(p.stat().st_size for p in files)} bytes")
         return folder
 
-    def _publish(self, claim: jobs.Claim, lg: stages.StageLog, pushed: publish.Pushed | None = None) -> None:
+    def _publish(self, claim: jobs.Claim, lg: stages.StageLog, published: publish.Published | None = None) -> None:
+        from hub_service.pipeline.rfc008 import with_hub_results
+
         with session_scope(self.factory) as session:
             version = session.get_one(EnvVersion, claim.version_id)
             env = session.get_one(EnvRecord, version.env_id)
-            if pushed is not None:
-                version.registry_ref, version.image_digest = pushed.registry_ref, pushed.digest
+            if published is not None:
+                if published.pushed is not None:
+                    version.registry_ref, version.image_digest = published.pushed.registry_ref, published.pushed.digest
+                    version.signature = published.signature
+                if version.rfc008 is not None:
+                    try:
+                        version.rfc008 = with_hub_results(version.rfc008, published.results)
+                    except ValueError as exc:  # a report kept by an older Hub: it stays as it was
+                        lg(f"the RFC 008 report was not updated with the publish checks: {exc}")
+                for result in published.results:
+                    lg(f"RFC 008 {result.check_id}: {result.status}: {(result.evidence or [''])[0]}")
             if version.state == VersionState.CANCELLED:  # the pull request closed before the heartbeat told us
                 lg(f"{version.sha[:12]} was cancelled; nothing to publish")
                 return

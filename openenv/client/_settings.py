@@ -15,6 +15,8 @@
 | OPENENV_BASE_IMAGE | (the Dockerfile's) | `ARG BASE_IMAGE` when `from_hub` builds an image |
 | OPENENV_SPACE_WAKE_TIMEOUT_S | 300 | how long `from_hub` waits for a sleeping Space |
 | OPENENV_REGISTRY_USER / OPENENV_REGISTRY_PASSWORD | (docker's config.json) | credentials for pulling a Hub's images |
+| OPENENV_HUB_SIGNING_KEY | (the Hub's, kept at first use) | PEM public key a Hub's image signatures are checked with |
+| OPENENV_ALLOW_UNSIGNED | false | let `from_hub` run a Hub's image that carries no signature |
 | OPENENV_CONTAINER_RUNTIME | (the engine's default) | the OCI runtime `DockerProvider` runs containers under, e.g. `runsc` (gVisor) |
 """
 
@@ -25,12 +27,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 __all__ = [
+    "allow_unsigned",
     "base_image",
     "cache_dir",
     "container_runtime",
     "extra_labels",
     "hf_endpoint",
     "hf_token",
+    "hub_signing_key",
     "hub_url",
     "is_hf_host",
     "lock_path",
@@ -125,6 +129,17 @@ def registry_auth() -> dict[str, str] | None:
     if not user:
         return None
     return {"username": user, "password": os.environ.get("OPENENV_REGISTRY_PASSWORD", "")}
+
+
+def hub_signing_key() -> Path | None:
+    """The PEM public key (OPENENV_HUB_SIGNING_KEY) a Hub's image signatures are checked with, if set."""
+    raw = os.environ.get("OPENENV_HUB_SIGNING_KEY", "").strip()
+    return Path(raw).expanduser() if raw else None
+
+
+def allow_unsigned() -> bool:
+    """Whether OPENENV_ALLOW_UNSIGNED lets `from_hub` run a Hub's registry image that has no signature."""
+    return os.environ.get("OPENENV_ALLOW_UNSIGNED", "").strip().lower() in _TRUE
 
 
 def container_runtime() -> str | None:

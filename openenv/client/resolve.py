@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from openenv.client import _settings
 from openenv.client._hub_service import HubServiceError, fetch_record
+from openenv.client._signature import SignatureError, check_record_signature
 from openenv.client.env_id import EnvId, parse_env_id
 from openenv.client.launch import Launch, connect_with_provider, split_options
 from openenv.client.lock import Lock, LockedEnv, load_lock
@@ -125,6 +126,7 @@ class Resolver:
         self.lock = lock
         self.locked = locked  # the lock's entry for this env: every step keeps to it
         self.record: Any = None  # the Hub service's resolve record, when step 1 got one
+        self.record_from = ""  # and the Hub service that gave it
         self._api: Any = None
         self._facts: Any = None
         self._files: Any = None
@@ -202,7 +204,7 @@ class Resolver:
         except HubServiceError as exc:
             raise _Skip(str(exc)) from None
         self._check_record(hub, record)
-        self.record = record
+        self.record, self.record_from = record, hub
         if self.env_id.digest is not None:
             raise _Skip(f"a digest pin runs its image {record.image or '(none listed)'}, not the running Space")
         if record.url is None:
@@ -314,6 +316,18 @@ class Resolver:
             options = {"port": record.port, **self.provider_options}
             if record.image_digest:  # the Hub pushed it to its registry: pulled by digest here and checked
                 options.setdefault("digest", record.image_digest)
+                assert self.hub_url is not None  # a record comes from the Hub service
+                try:  # and signed by the Hub: its signature is checked before anything is pulled
+                    checked = await in_thread(
+                        check_record_signature,
+                        self.hub_url,
+                        record.image,
+                        record.image_digest,
+                        record.raw.get("signature"),
+                    )
+                except SignatureError as exc:  # not the image the Hub signed: no other step may stand in for it
+                    raise _Fatal(str(exc)) from None
+                log.info("from_hub %s: %s: %s", self.env_id, record.image, checked)
             try:
                 return await connect_with_provider(
                     self.cls, DockerProvider(record.image, pull="missing", **options), self.client_options

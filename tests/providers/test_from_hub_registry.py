@@ -2,10 +2,13 @@
 Hub pushed to its registry by digest; a Docker engine that has never seen it (scripts/docker-engine2,
 a second private engine standing in for another machine) pulls it by that digest with the user's
 registry credentials, checks the digest, runs it on 127.0.0.1 and the client plays. A record whose
-digest the registry does not hold, or whose reference disagrees with its digest, runs nothing."""
+digest the registry does not hold, whose reference disagrees with its digest, or whose signature
+is not the Hub's, runs nothing."""
 
 from __future__ import annotations
 
+import base64
+import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +23,8 @@ from sqlalchemy.orm import Session
 
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
-from hub_service.pipeline.publish import Pushed, push_tested_image
+from hub_service.pipeline import signing
+from hub_service.pipeline.publish import Published, push_tested_image
 from hub_service.pipeline.stages import BuildOutput, StageLog
 from hub_service.settings import HubSettings
 from openenv.client.providers.docker import DockerProvider, ImageDigestError
@@ -32,8 +36,16 @@ from tests.support.servers import free_port
 
 
 @pytest.fixture(scope="module")
-def pushed(echo_image: str) -> tuple[Registry, Pushed, str]:
-    """The echo image, pushed to the test registry by the Hub's publish code: (registry, pushed, sha)."""
+def hub_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The signing key of the publishing Hub and of the Hub the client asks (one Hub's key)."""
+    folder = tmp_path_factory.mktemp("hub-key")
+    signing.signer(HubSettings(data_dir=folder))  # made on first use
+    return folder / "signing" / "cosign.key"
+
+
+@pytest.fixture(scope="module")
+def pushed(echo_image: str, hub_key: Path) -> tuple[Registry, Published, str]:
+    """The echo image, pushed to the test registry by the Hub's publish code and signed: (registry, published, sha)."""
     registry = test_registry()
     sha = f"{7:040x}"
     settings = HubSettings(
@@ -41,17 +53,21 @@ def pushed(echo_image: str) -> tuple[Registry, Pushed, str]:
         registry_user=registry.user,
         registry_password=SecretStr(registry.password),
         local_source=None,
+        signing_key_file=hub_key,
     )
     result = push_tested_image(
         settings, BuildOutput(builder="docker", image_ref=echo_image), "alice", "echo_env", sha, StageLog()
     )
-    assert result is not None
+    assert result.pushed is not None and result.signature is not None
     return registry, result, sha
 
 
 @contextmanager
-def _hub(tmp_path: Path, sha: str, registry_ref: str, digest: str) -> Iterator[str]:
-    """A Hub service whose alice/echo_env@sha passed, with its image pushed as `registry_ref` / `digest`."""
+def _hub(
+    tmp_path: Path, sha: str, registry_ref: str, digest: str, signature: dict[str, Any] | None, key: Path
+) -> Iterator[str]:
+    """A Hub service (signing with `key`) whose alice/echo_env@sha passed, with its image pushed as
+    `registry_ref` / `digest` and signed (`signature`: the record the publish stage keeps)."""
 
     def prepare(s: Session) -> None:
         env = s.scalar(select(EnvRecord))
@@ -59,21 +75,24 @@ def _hub(tmp_path: Path, sha: str, registry_ref: str, digest: str) -> Iterator[s
         assert version.sha == sha
         version.state, version.port, version.builder = "passed", 8000, "docker"
         version.image_ref = "openenv-hub/alice-echo_env:" + sha[:12]  # on the Hub's own engine only
-        version.registry_ref, version.image_digest = registry_ref, digest
+        version.registry_ref, version.image_digest, version.signature = registry_ref, digest, signature
         s.flush()
         apply_verdict(env, version)
 
-    with listing_hub(tmp_path, [space(7, owner="alice", name="echo_env", stage="SLEEPING", host=None)], prepare) as (
-        url,
-        _,
-    ):
+    spaces = [space(7, owner="alice", name="echo_env", stage="SLEEPING", host=None)]
+    with listing_hub(tmp_path, spaces, prepare, signing_key_file=key) as (url, _):
         yield url
 
 
 @pytest.fixture()
-def other_machine(monkeypatch: pytest.MonkeyPatch, pushed: tuple[Registry, Pushed, str]) -> Iterator[Any]:
-    """The second engine, with no image of the pushed repository; the user's registry login in the environment."""
-    registry, result, _ = pushed
+def other_machine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pushed: tuple[Registry, Published, str]
+) -> Iterator[Any]:
+    """The second engine, with no image of the pushed repository; the user's registry login in the
+    environment, and a cache of the user's own (the Hub's key is kept there at first use)."""
+    registry, published, _ = pushed
+    assert published.pushed is not None
+    result = published.pushed
     engine = engine2()
     for image in engine.images.list(name=result.repository):
         engine.images.remove(image.id, force=True)
@@ -81,6 +100,9 @@ def other_machine(monkeypatch: pytest.MonkeyPatch, pushed: tuple[Registry, Pushe
     monkeypatch.setenv("OPENENV_REGISTRY_PASSWORD", registry.password)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # no Space to fall back on
     monkeypatch.delenv("OPENENV_TRUST_REMOTE_CODE", raising=False)
+    monkeypatch.delenv("OPENENV_HUB_SIGNING_KEY", raising=False)
+    monkeypatch.delenv("OPENENV_ALLOW_UNSIGNED", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
     try:
         yield engine
     finally:
@@ -93,11 +115,19 @@ def other_machine(monkeypatch: pytest.MonkeyPatch, pushed: tuple[Registry, Pushe
 
 @pytest.mark.docker
 async def test_from_hub_on_an_engine_that_never_saw_the_image_pulls_it_by_digest_and_plays(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pushed: tuple[Registry, Pushed, str], other_machine: Any
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pushed: tuple[Registry, Published, str],
+    other_machine: Any,
+    hub_key: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _, result, sha = pushed
+    _, published, sha = pushed
+    result = published.pushed
+    assert result is not None
     assert not other_machine.images.list(name=result.repository)  # never seen
-    with _hub(tmp_path, sha, result.registry_ref, result.digest) as url:
+    caplog.set_level(logging.INFO, logger="openenv.resolve")
+    with _hub(tmp_path / "hub", sha, result.registry_ref, result.digest, published.signature, hub_key) as url:
         monkeypatch.setenv("OPENENV_HUB_URL", url)
         env = await EchoEnv.from_hub(
             f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
@@ -113,15 +143,28 @@ async def test_from_hub_on_an_engine_that_never_saw_the_image_pulls_it_by_digest
         assert env.resolution[-1][0] == "docker"
     pulled = other_machine.images.get(result.pinned)
     assert result.pinned in pulled.attrs["RepoDigests"]
+    # the Hub's signature was checked before the pull, with the Hub's key, now kept for next time
+    assert any("signature verified with" in r.getMessage() for r in caplog.records), caplog.text
+    assert list((tmp_path / "user-cache" / "openenv" / "hub-keys").glob("*.pem"))
 
 
 @pytest.mark.docker
 async def test_a_digest_the_registry_does_not_hold_runs_nothing_and_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pushed: tuple[Registry, Pushed, str], other_machine: Any
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pushed: tuple[Registry, Published, str],
+    other_machine: Any,
+    hub_key: Path,
 ) -> None:
-    _, result, sha = pushed
+    """Signed by the Hub (the registry lost it, say): the pull by digest finds nothing, and says so."""
+    _, published, sha = pushed
+    result = published.pushed
+    assert result is not None
     tampered = "sha256:" + "0" * 64
-    with _hub(tmp_path, sha, result.registry_ref, tampered) as url:
+    settings = HubSettings(signing_key_file=hub_key)
+    body = signing.payload(result.repository, tampered)
+    signed = {"payload": base64.b64encode(body).decode(), "signature": signing.signer(settings).sign(body)}
+    with _hub(tmp_path / "hub", sha, result.registry_ref, tampered, signed, hub_key) as url:
         monkeypatch.setenv("OPENENV_HUB_URL", url)
         with pytest.raises(ResolutionError) as caught:
             await EchoEnv.from_hub(
@@ -130,6 +173,44 @@ async def test_a_digest_the_registry_does_not_hold_runs_nothing_and_says_so(
     message = str(caught.value)
     assert f"{result.repository}@{tampered}" in message and "could not be pulled by its digest" in message
     assert not other_machine.containers.list(all=True, filters={"label": f"{RUN_LABEL[0]}={RUN_LABEL[1]}"})
+    assert not other_machine.images.list(name=result.repository)
+
+
+@pytest.mark.docker
+async def test_an_image_whose_signature_is_not_the_hubs_runs_nothing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pushed: tuple[Registry, Published, str],
+    other_machine: Any,
+    hub_key: Path,
+) -> None:
+    """A record signed by another key (its Hub's key changed, or someone else's record), and one
+    with no signature: nothing is pulled, and the message says what to do."""
+    _, published, sha = pushed
+    result = published.pushed
+    assert result is not None and published.signature is not None
+    other = signing.signer(HubSettings(data_dir=tmp_path / "other"))  # another Hub's key, made here
+    other_key = tmp_path / "other" / "signing" / "cosign.key"
+    # the user pinned the Hub's key beforehand; this Hub signs with another one
+    pinned = tmp_path / "hub.pub"
+    pinned.write_text(signing.public_key(HubSettings(signing_key_file=hub_key)))
+    monkeypatch.setenv("OPENENV_HUB_SIGNING_KEY", str(pinned))
+    body = signing.payload(result.repository, result.digest)
+    forged = {"payload": base64.b64encode(body).decode(), "signature": other.sign(body)}
+    with _hub(tmp_path / "hub", sha, result.registry_ref, result.digest, forged, other_key) as url:
+        monkeypatch.setenv("OPENENV_HUB_URL", url)
+        with pytest.raises(ResolutionError) as caught:
+            await EchoEnv.from_hub(
+                f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
+            )
+    assert "does not verify with OPENENV_HUB_SIGNING_KEY" in str(caught.value), caught.value
+    with _hub(tmp_path / "hub2", sha, result.registry_ref, result.digest, None, hub_key) as url:
+        monkeypatch.setenv("OPENENV_HUB_URL", url)
+        with pytest.raises(ResolutionError) as caught:
+            await EchoEnv.from_hub(
+                f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
+            )
+    assert "unsigned" in str(caught.value) and "OPENENV_ALLOW_UNSIGNED=1" in str(caught.value)
     assert not other_machine.images.list(name=result.repository)
 
 
