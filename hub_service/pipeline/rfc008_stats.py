@@ -233,6 +233,8 @@ def _r(check_id: str, status: str, evidence: list[str], remediation: str | None 
 
 
 class _Grader:
+    """One method a check, named as the check's id after `statistical.`."""
+
     def __init__(self, run: StatisticalRun, manifest: NormalizedManifest, bounds: Bounds) -> None:
         self.run, self.m, self.bounds = run, manifest, bounds
         self.low, self.high = manifest.reward.range
@@ -268,7 +270,7 @@ class _Grader:
 
     # -- the seven checks ------------------------------------------------------------------------
 
-    def reachability(self) -> ResultV2:
+    def reward_reachability(self) -> ResultV2:
         cid = "statistical.reward_reachability"
         if "oracle" not in self.run.plays:
             return _r(cid, "skip", [self._no_oracle()])
@@ -293,7 +295,7 @@ class _Grader:
             reached=hits, replays=len(replays), reach_ci95_low=round(low, 4), outside=outside[:20],
         )  # fmt: skip
 
-    def separation(self) -> ResultV2:
+    def difficulty_separation(self) -> ResultV2:
         cid = "statistical.difficulty_separation"
         if self.run.tiers_error:
             return _r(cid, "fail", [self.run.tiers_error], f"fix {DIFFICULTY_FILE}")
@@ -342,7 +344,7 @@ class _Grader:
             ceiling=room,
         )
 
-    def variance(self) -> ResultV2:
+    def variance_bound(self) -> ResultV2:
         cid = "statistical.variance_bound"
         tol = self.m.reward.variance_tolerance
         tol = self.bounds.max_variance_tolerance if tol is None else tol  # static.manifest holds it to the bound
@@ -421,7 +423,7 @@ class _Grader:
             policies={n: e.figures() for n, e in named},
         )
 
-    def gameability(self) -> ResultV2:
+    def gameability_gap(self) -> ResultV2:
         cid = "statistical.gameability_gap"
         oracle = self.run.rewards("oracle")
         if not oracle:
@@ -464,31 +466,16 @@ class _Grader:
 
 
 def statistical_results(run: StatisticalRun, manifest: NormalizedManifest | None, bounds: Bounds) -> list[ResultV2]:
-    """The seven checks' results from `run` (each `skip`s with the reason when it cannot decide)."""
-    ids = (
-        "statistical.reward_reachability",
-        "statistical.difficulty_separation",
-        "statistical.headroom",
-        "statistical.variance_bound",
-        "statistical.training_signal",
-        "statistical.adversarial_floor",
-        "statistical.gameability_gap",
-    )
+    """The seven checks' results from `run`, in the policy's order (each `skip`s with the reason
+    when it cannot decide)."""
+    from openenv.validation.rfc008 import Level, load_policy
+
+    ids = [i for i, e in load_policy().entries.items() if e.level == Level.STATISTICAL]
     if manifest is None:
         return [_r(i, "skip", ["unmet dependency: static.manifest"]) for i in ids]
-    g = _Grader(run, manifest, bounds)
-    graders = (
-        g.reachability,
-        g.separation,
-        g.headroom,
-        g.variance,
-        g.training_signal,
-        g.adversarial_floor,
-        g.gameability,
-    )
     out = []
-    for grade in graders:
-        result = grade()
+    for check_id in ids:
+        result = getattr(_Grader(run, manifest, bounds), check_id.removeprefix("statistical."))()
         result.measured.setdefault("seconds_all_policies", run.seconds)
         out.append(result)
     return out

@@ -316,11 +316,10 @@ class Resolver:
             options = {"port": record.port, **self.provider_options}
             if record.image_digest:  # the Hub pushed it to its registry: pulled by digest here and checked
                 options.setdefault("digest", record.image_digest)
-                assert self.hub_url is not None  # a record comes from the Hub service
                 try:  # and signed by the Hub: its signature is checked before anything is pulled
                     checked = await in_thread(
                         check_record_signature,
-                        self.hub_url,
+                        self.record_from,
                         record.image,
                         record.image_digest,
                         record.raw.get("signature"),

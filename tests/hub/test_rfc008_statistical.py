@@ -21,18 +21,10 @@ from pydantic import Field
 from hub_service.pipeline.rfc008 import hub_report
 from hub_service.settings import HubSettings
 from openenv import Action, Environment, Observation, State, create_app
-from openenv.validation.rfc008 import validate_package
+from openenv.validation.rfc008 import load_policy, validate_package
 from tests.support.servers import ROOT, serve_app
 
-STATISTICAL = (
-    "statistical.reward_reachability",
-    "statistical.difficulty_separation",
-    "statistical.headroom",
-    "statistical.variance_bound",
-    "statistical.training_signal",
-    "statistical.adversarial_floor",
-    "statistical.gameability_gap",
-)
+STATISTICAL = [i for i in load_policy().entries if i.startswith("statistical.")]
 SETTINGS = HubSettings(statistical_episodes=8, statistical_episode_steps=10, statistical_budget_s=60)
 
 

@@ -40,19 +40,21 @@ def _settings(tmp_path: Path, registry: Registry, namespace: str, **more: Any) -
     db = f"sqlite:///{tmp_path / 'hub.sqlite3'}"
     migrate(db)
     return HubSettings(
-        data_dir=tmp_path / "hubdata",
-        database_url=db,
-        local_source=str(tmp_path / "envs"),
-        base_image=os.environ.get("OPENENV_TEST_BASE_IMAGE"),
-        website=False,
-        determinism_check=False,
-        reward_check=False,
-        capacity_check=False,
-        statistical_episodes=0,
-        registry=namespace,
-        registry_user=registry.user,
-        registry_password=SecretStr(registry.password),
-        **more,
+        **{
+            "data_dir": tmp_path / "hubdata",
+            "database_url": db,
+            "local_source": str(tmp_path / "envs"),
+            "base_image": os.environ.get("OPENENV_TEST_BASE_IMAGE"),
+            "website": False,
+            "determinism_check": False,
+            "reward_check": False,
+            "capacity_check": False,
+            "statistical_episodes": 0,
+            "registry": namespace,
+            "registry_user": registry.user,
+            "registry_password": SecretStr(registry.password),
+            **more,
+        }
     )
 
 

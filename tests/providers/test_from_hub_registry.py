@@ -102,7 +102,7 @@ def other_machine(
     monkeypatch.delenv("OPENENV_TRUST_REMOTE_CODE", raising=False)
     monkeypatch.delenv("OPENENV_HUB_SIGNING_KEY", raising=False)
     monkeypatch.delenv("OPENENV_ALLOW_UNSIGNED", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    monkeypatch.setenv("OPENENV_CACHE_DIR", str(tmp_path / "user-cache"))
     try:
         yield engine
     finally:
@@ -145,7 +145,16 @@ async def test_from_hub_on_an_engine_that_never_saw_the_image_pulls_it_by_digest
     assert result.pinned in pulled.attrs["RepoDigests"]
     # the Hub's signature was checked before the pull, with the Hub's key, now kept for next time
     assert any("signature verified with" in r.getMessage() for r in caplog.records), caplog.text
-    assert list((tmp_path / "user-cache" / "openenv" / "hub-keys").glob("*.pem"))
+    assert list((tmp_path / "user-cache" / "hub-keys").glob("*.pem"))
+
+
+async def _refused(sha: str, engine: Any) -> ResolutionError:
+    """What `from_hub` of alice/echo_env@sha raised, through the Hub and the docker step only."""
+    with pytest.raises(ResolutionError) as caught:
+        await EchoEnv.from_hub(
+            f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=engine
+        )
+    return caught.value
 
 
 @pytest.mark.docker
@@ -166,11 +175,8 @@ async def test_a_digest_the_registry_does_not_hold_runs_nothing_and_says_so(
     signed = {"payload": base64.b64encode(body).decode(), "signature": signing.signer(settings).sign(body)}
     with _hub(tmp_path / "hub", sha, result.registry_ref, tampered, signed, hub_key) as url:
         monkeypatch.setenv("OPENENV_HUB_URL", url)
-        with pytest.raises(ResolutionError) as caught:
-            await EchoEnv.from_hub(
-                f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
-            )
-    message = str(caught.value)
+        caught = await _refused(sha, other_machine)
+    message = str(caught)
     assert f"{result.repository}@{tampered}" in message and "could not be pulled by its digest" in message
     assert not other_machine.containers.list(all=True, filters={"label": f"{RUN_LABEL[0]}={RUN_LABEL[1]}"})
     assert not other_machine.images.list(name=result.repository)
@@ -199,18 +205,12 @@ async def test_an_image_whose_signature_is_not_the_hubs_runs_nothing(
     forged = {"payload": base64.b64encode(body).decode(), "signature": other.sign(body)}
     with _hub(tmp_path / "hub", sha, result.registry_ref, result.digest, forged, other_key) as url:
         monkeypatch.setenv("OPENENV_HUB_URL", url)
-        with pytest.raises(ResolutionError) as caught:
-            await EchoEnv.from_hub(
-                f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
-            )
-    assert "does not verify with OPENENV_HUB_SIGNING_KEY" in str(caught.value), caught.value
+        caught = await _refused(sha, other_machine)
+    assert "does not verify with OPENENV_HUB_SIGNING_KEY" in str(caught), caught
     with _hub(tmp_path / "hub2", sha, result.registry_ref, result.digest, None, hub_key) as url:
         monkeypatch.setenv("OPENENV_HUB_URL", url)
-        with pytest.raises(ResolutionError) as caught:
-            await EchoEnv.from_hub(
-                f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
-            )
-    assert "unsigned" in str(caught.value) and "OPENENV_ALLOW_UNSIGNED=1" in str(caught.value)
+        caught = await _refused(sha, other_machine)
+    assert "unsigned" in str(caught) and "OPENENV_ALLOW_UNSIGNED=1" in str(caught)
     assert not other_machine.images.list(name=result.repository)
 
 
