@@ -254,7 +254,7 @@ class HubSettings(BaseSettings):
         default=None,
         description=(
             "PEM PKCS#8 EC P-256 private key the publish stage signs each image with (cosign's format, "
-            "hub_service/pipeline/signing.py). Unset: the Hub makes one in <data_dir>/signing/cosign.key and keeps it."
+            "hub_service/signing.py). Unset: the Hub makes one in <data_dir>/signing/cosign.key and keeps it."
         ),
     )
     job_max_attempts: int = Field(default=3, ge=1)

@@ -121,7 +121,7 @@ class EnvVersion(Base):
     # yanked versions too (pins must keep working). None: no registry was configured.
     registry_ref: Mapped[str | None] = mapped_column(String(512), default=None)
     image_digest: Mapped[str | None] = mapped_column(String(71), default=None)
-    # the image's signature as published (hub_service/pipeline/signing.py): tag, payload, signature, key id
+    # the image's signature as published (hub_service/signing.py): tag, payload, signature, key id
     signature: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     build_seconds: Mapped[float | None] = mapped_column(Float, default=None)
     smoke_status: Mapped[str | None] = mapped_column(String(16), default=None)

@@ -219,7 +219,7 @@ def resolve(
     response_class=PlainTextResponse,
 )
 def signing_key(settings: Settings) -> PlainTextResponse:
-    from hub_service.pipeline.signing import public_key
+    from hub_service.signing import public_key
 
     # `cosign verify --key <this file> --insecure-ignore-tlog <image>@<digest>` accepts the Hub's signatures.
     return PlainTextResponse(public_key(settings), media_type="application/x-pem-file")

@@ -508,7 +508,7 @@ def _checked_signature(settings: HubSettings, repo_id: str, version: EnvVersion)
     Raises:
         Conflict: it does not verify: the image is not handed out (fail closed).
     """
-    from hub_service.pipeline import signing
+    from hub_service import signing
 
     record = version.signature
     if not isinstance(record, dict) or version.registry_ref is None or version.image_digest is None:

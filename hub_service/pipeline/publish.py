@@ -11,7 +11,7 @@ the stage asks the registry what the version's tag holds. A revision published b
 pushed again; a tag that holds something else than the digest the Hub recorded is not written
 over (the check fails and says what it found); an image collected from the registry is not pushed
 again (a rebuild may differ). Each published digest is signed in cosign's key-based format
-(hub_service/pipeline/signing.py) and the signature read back from the registry and verified
+(hub_service/signing.py) and the signature read back from the registry and verified
 (`hub.cosign_signature`).
 
 A registry that is down, unreachable or refuses the Hub's credentials is the infrastructure's
@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from hub_service.pipeline import registry_api, signing
+from hub_service import registry_api, signing
 from hub_service.pipeline.stages import BuildOutput, StageLog, Transient
 from hub_service.settings import HubSettings
 from openenv.images._signs import pushed_digest

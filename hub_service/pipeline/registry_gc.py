@@ -24,13 +24,13 @@ import httpx
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service import registry_api
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.db import session_scope
-from hub_service.pipeline import registry_api
 from hub_service.pipeline.gc_models import RegistryDeletion
 from hub_service.pipeline.images_gc import kept_versions
-from hub_service.pipeline.signing import signature_tag
 from hub_service.settings import HubSettings
+from hub_service.signing import signature_tag
 
 __all__ = ["Doomed", "collect_registry", "plan"]
 
@@ -115,7 +115,7 @@ def collect_registry(settings: HubSettings, factory: sessionmaker[Session], *, d
 
 
 def _delete(c: httpx.Client, host: str, doomed: Doomed) -> tuple[str, str]:
-    """Delete the image's manifest, and its signature (`sha256-<hex>.sig`, hub_service/pipeline/signing.py)."""
+    """Delete the image's manifest, and its signature (`sha256-<hex>.sig`, hub_service/signing.py)."""
     outcome, detail = registry_api.delete_manifest(c, host, doomed.repository, doomed.digest)
     if outcome in ("deleted", "gone"):
         tag = signature_tag(doomed.digest)

@@ -20,12 +20,13 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from hub_service import signing
 from hub_service.app import create_app
 from hub_service.catalog.models import EnvVersion
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline import publish, signing
+from hub_service.pipeline import publish
 from hub_service.pipeline.builders import BuildOutput
 from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
@@ -106,7 +107,7 @@ def test_a_signature_is_cosigns_layout_and_openssl_verifies_it(tmp_path: Path) -
     settings = _settings(tmp_path, registry, f"{registry.host}/t{uuid.uuid4().hex[:10]}")
     repository = f"{settings.registry.split('/', 1)[1]}/local/thing"  # type: ignore[union-attr]
     digest = "sha256:" + hashlib.sha256(b"an image manifest").hexdigest()
-    from hub_service.pipeline import registry_api
+    from hub_service import registry_api
 
     with registry_api.client(settings) as c:
         record = signing.push_signature(settings, c, registry.host, repository, digest)

@@ -21,9 +21,9 @@ from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from hub_service import signing
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
-from hub_service.pipeline import signing
 from hub_service.pipeline.publish import Published, push_tested_image
 from hub_service.pipeline.stages import BuildOutput, StageLog
 from hub_service.settings import HubSettings

@@ -1,7 +1,7 @@
 """Image signatures: each published revision keeps the cosign signature of its image
 
 `env_versions.signature` holds what the publish stage signed and read back from the registry
-(hub_service/pipeline/signing.py): the signature's tag, payload, signature and key id. The resolve
+(hub_service/signing.py): the signature's tag, payload, signature and key id. The resolve
 record carries it, checked against the Hub's key. Revisions published before have none until they
 are published again.
 

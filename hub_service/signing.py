@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from hub_service.pipeline import registry_api
+from hub_service import registry_api
 from hub_service.settings import HubSettings
 
 __all__ = [
