@@ -50,6 +50,7 @@ __all__ = ["DIFFICULTY_FILE", "MIN_EPISODES", "StatisticalRun", "statistical_res
 DIFFICULTY_FILE = "validation/difficulty.json"
 MIN_EPISODES = 5  # of a policy, for a confidence interval worth the name
 _REPLAYS = 8  # of each declared plan (its own seed): enough to see a reward that varies
+_MAX_TIERS = 8  # each tier is `episodes` more episodes of the random policy
 _HEADROOM = 0.1  # of the range's width, left above what random play earns
 _Z = 1.959964  # the normal's 97.5% quantile
 
@@ -145,8 +146,8 @@ def _read_tiers(root: Path) -> tuple[list[tuple[str, dict[str, Any]]], str | Non
             '{"tiers": [{"name": ..., "options": {<reset options>}}, ...]} (easiest first): '
             f"{type(exc).__name__}: {exc}"
         )
-    if len(tiers) < 2:
-        return [], f"{DIFFICULTY_FILE} names {len(tiers)} tier(s): at least two are needed to compare"
+    if not 2 <= len(tiers) <= _MAX_TIERS:
+        return [], f"{DIFFICULTY_FILE} names {len(tiers)} tier(s): from 2 to {_MAX_TIERS} are compared"
     return tiers, None
 
 
@@ -214,10 +215,15 @@ async def gather(
 
     async def play_one(name: str, plan: Plan) -> None:
         async with gate:
-            if time.monotonic() >= ends:
+            left = ends - time.monotonic()
+            if left <= 0:
                 run.out_of_time = True
                 return
-            t: Transcript = await play_plan(s, plan, states=False)
+            try:  # the budget ends the level: a server that drags out its replies cannot stretch it
+                t: Transcript = await asyncio.wait_for(play_plan(s, plan, states=False), timeout=left)
+            except TimeoutError:
+                run.out_of_time = True
+                return
         if t.failure:
             run.failures.setdefault(name, t.failure)
         else:

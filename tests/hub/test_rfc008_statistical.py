@@ -8,8 +8,10 @@ server an app of this file served by uvicorn), each flaw chosen by a setting of 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,9 @@ def trap_app(flaw: str) -> Any:
             self._state.step_count += 1
             if flaw == "gameable":
                 reward = 1.0
+            elif flaw == "slow":
+                time.sleep(2.0)  # every reply, well within the per-reply timeout
+                reward = 0.5
             elif flaw == "noisy":
                 with _TURNS_LOCK:
                     _TURNS[action.message] += 1
@@ -200,3 +205,36 @@ def test_bundled_envs_pass_the_statistical_level(env: str) -> None:
     if env == "echo_env":
         expected["difficulty_separation"] = "skip"
     assert _statuses(results) == expected, results
+
+
+def test_a_server_that_drags_out_its_replies_cannot_stretch_the_level_past_its_budget(tmp_path: Path) -> None:
+    """Episodes under way when the budget ends are cut there (each reply alone is within its
+    timeout); the checks short of episodes say so. A tiers file naming more tiers than are
+    compared is refused by name."""
+    from hub_service.pipeline.rfc008_stats import gather, statistical_results
+    from openenv.validation.report import Report
+    from openenv.validation.rfc008 import Level
+    from openenv.validation.rfc008.runtime import RuntimeSubject
+
+    many = {"tiers": [{"name": f"t{i}", "options": {"level": i + 1}} for i in range(9)]}
+    folder = trap_folder(tmp_path / "trap", many)
+    report, _ = validate_package(folder, import_app=False)
+    policy = load_policy()
+    with serve_app(trap_app("slow")) as url:
+        subject = RuntimeSubject(url, folder, report.manifest, Report(), policy, Level.STATISTICAL, timeout_s=10)
+        began = time.monotonic()
+        run = asyncio.run(
+            gather(
+                subject,
+                {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+                episodes=8,
+                episode_steps=5,
+                budget_s=1.0,
+            )
+        )
+        took = time.monotonic() - began
+    assert took < 4.0 and run.out_of_time, took  # not 8 episodes x 2 s x 5 policies
+    results = {r.check_id: r for r in statistical_results(run, report.manifest, policy.bounds)}
+    assert results["statistical.headroom"].status == "skip" and "ran out" in results["statistical.headroom"].evidence[0]
+    separation = results["statistical.difficulty_separation"]
+    assert separation.status == "fail" and "from 2 to 8" in separation.evidence[0]
