@@ -59,16 +59,17 @@ _ready: dict[str, str] = {}  # "<engine>:<network>" -> the host interface of a n
 _default_bridge: dict[str, str] = {}  # the engine's default bridge, looked up once per engine
 
 
-def ensure_smoke_network(client: Any, name: str = SMOKE_NETWORK) -> str:
-    """Create (once) the isolated network smoke containers join (`ContainerEngine.ensure_isolated_network`:
-    no route out); returns its name."""
+def ensure_smoke_network(client: Any, name: str = SMOKE_NETWORK, bridge: str = BRIDGE_NAME) -> str:
+    """Create (once per engine) the isolated network smoke containers join
+    (`ContainerEngine.ensure_isolated_network`: no route out) on `client`'s engine, its host
+    interface named `bridge`; returns its name."""
     from openenv.engines import engine
 
     eng = engine()
     with _lock:
-        key = f"{eng.kind}:{name}"
+        key = f"{eng.kind}:{bridge}:{name}"  # one bridge name per engine: a second engine has its own
         if key not in _ready:
-            _ready[key] = eng.ensure_isolated_network(client, name, BRIDGE_NAME, {"org.openenv.hub": "smoke-network"})
+            _ready[key] = eng.ensure_isolated_network(client, name, bridge, {"org.openenv.hub": "smoke-network"})
         bridge = _ready[key]
     # Asked every time (it remembers what it made): a Hub that stopped took its rules with it.
     _block_host_access(bridge, anywhere=eng.isolation_needs_firewall)
@@ -174,14 +175,17 @@ def confined_provider(
     labels: dict[str, str] | None = None,
     port: int = 8000,
     overrides: dict[str, Any] | None = None,
+    client: Any = None,
+    bridge: str = BRIDGE_NAME,
 ) -> Any:
     """A DockerProvider for `image`, whose server listens on `port` in the container, with every
     confinement above (smoke tests and play sessions); `overrides` replace resource limits (see
-    `grant`)."""
+    `grant`). `client` names another engine than the Hub's own (its smoke bridge then `bridge`)."""
     from openenv.client.providers import DockerProvider
     from openenv.engines import engine
 
-    network = ensure_smoke_network(engine().client()) if settings.smoke_isolated_network else None
+    on = client if client is not None else engine().client()
+    network = ensure_smoke_network(on, bridge=bridge) if settings.smoke_isolated_network else None
     return DockerProvider(
         image,
         port=port,
@@ -192,6 +196,7 @@ def confined_provider(
         run_options={**smoke_run_options(settings, network, read_only=read_only), **(overrides or {})},
         labels={**(labels or {}), HUB_LABEL: hub_instance(settings)},
         runtime=settings.sandbox_runtime,
+        docker_client=client,
     )
 
 

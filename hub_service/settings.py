@@ -108,6 +108,12 @@ class HubSettings(BaseSettings):
         gt=0,
         description="The statistical level's time in all, per revision; a check short of episodes then says skip.",
     )
+    cross_host_engine: str | None = Field(
+        default=None,
+        description="hub.cross_host_determinism (RFC 008): a second container engine, on another machine (a "
+        "DOCKER_HOST address: unix://, tcp://, ssh://), where each revision's image is copied and its plan played "
+        "from the same seed; unset, the check says skip.",
+    )
     smoke_reply_max_mb: float = Field(
         default=4.0, gt=0, description="Largest HTTP reply (e.g. /schema) the smoke test reads from an env server."
     )

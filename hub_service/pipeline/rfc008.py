@@ -14,6 +14,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from hub_service.pipeline.rfc008_container import ContainerMeasures
 from hub_service.settings import HubSettings
 from openenv.validation.report import Report
 from openenv.validation.rfc008 import Level, ResultV2, ValidationReportV2, load_policy, validate_package
@@ -44,11 +45,15 @@ def hub_report(
     first_work_s: float,
     settings: HubSettings,
     action_schema: dict[str, Any],
+    container: ContainerMeasures | None = None,
 ) -> dict[str, Any]:
     """Every level of the revision whose container answers at `url`, in the hub lane, from the
     validate stage's report (`legacy`) and the smoke stage's runtime checks (`runtime`), with
-    the statistical level played on it (hub_service/pipeline/rfc008_stats.py)."""
+    the statistical level played on it (hub_service/pipeline/rfc008_stats.py) and, given the
+    `container`, the checks only a measurement of it decides (rfc008_container.py)."""
     budget_s = settings.first_work_budget_s
+    if container is not None:
+        container.begin_episodes()
     report, _ = validate_package(
         folder,
         url=url,
@@ -59,7 +64,7 @@ def hub_report(
         url_report=Report.model_validate(runtime) if runtime is not None else None,
     )
     on_time = first_work_s <= budget_s
-    measured = {
+    measured: dict[str, ResultV2] = {
         "hub.time_to_first_work": ResultV2(
             check_id="hub.time_to_first_work",
             status="pass" if on_time else "fail",
@@ -73,6 +78,9 @@ def hub_report(
             else "make start-up and the first reset cheaper (load data lazily, or at build time)",
         )
     }
+    if container is not None:
+        container.end_episodes()
+        measured.update((r.check_id, r) for r in container.results(report.manifest, folder))
     if Level.SEMANTIC in report.levels_run:
         if settings.statistical_episodes:
             results = _statistical(report, folder, url, settings, action_schema)
@@ -129,7 +137,8 @@ def _statistical(
 def _in_hub_lane(report: ValidationReportV2, measured: dict[str, ResultV2]) -> ValidationReportV2:
     policy = load_policy(report.policy_version)
     ran = set(report.levels_run)
-    results = list(report.results)
+    # The local lane's checks the Hub measured replace the validator's skips (where their level ran).
+    results = [measured.get(r.check_id, r) for r in report.results]
     for check_id, entry in policy.lane("hub").items():
         if entry.lane != "hub":
             continue

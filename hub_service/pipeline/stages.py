@@ -403,7 +403,9 @@ async def _smoke(
             TrustContext(settings, url, provider, action_schema, declared, built.image_ref, dict(figures), log)
         )
         rfc008 = (
-            await _rfc008_all(settings, folder, url, cold_start, validated, runtime_report, action_schema, log)
+            await _rfc008_all(
+                settings, folder, url, cold_start, validated, runtime_report, action_schema, log, provider=provider
+            )
             if validated
             else None
         )
@@ -441,13 +443,24 @@ async def _rfc008_all(
     runtime_report: dict[str, Any] | None,
     action_schema: dict[str, Any],
     log: StageLog,
+    *,
+    provider: Any = None,
 ) -> dict[str, Any] | None:
-    """The RFC 008 report of every level, checked against the running container (`url`)."""
-    from hub_service.pipeline.rfc008 import hub_report
+    """The RFC 008 report of every level, checked against the running server (`url`); a
+    container `provider`'s container is measured too."""
+    from hub_service.pipeline.rfc008 import hub_report, with_hub_results
+    from hub_service.pipeline.rfc008_container import ContainerMeasures
+    from hub_service.pipeline.rfc008_cross_host import CHECKS as CROSS_HOST
+    from openenv.engines.runtimes import GVISOR
 
     if validated.rfc008 is None:
         return None  # not a package the RFC reads (see the validate stage's log)
     try:
+        container = (
+            await asyncio.to_thread(ContainerMeasures.of, settings, provider, gvisor=settings.sandbox_runtime == GVISOR)
+            if getattr(provider, "container_id", None)
+            else None
+        )
         report = await asyncio.to_thread(
             hub_report,
             folder,
@@ -458,7 +471,12 @@ async def _rfc008_all(
             first_work_s=first_work_s,
             settings=settings,
             action_schema=action_schema,
+            container=container,
         )
+        present = {r["check_id"] for r in report["results"]}
+        if container is not None and present & set(CROSS_HOST):
+            measured = await asyncio.to_thread(_cross_host, settings, provider, folder, url, report)
+            report = with_hub_results(report, [r for r in measured if r.check_id in present])
     except Exception as exc:  # the report is kept beside the smoke verdict, never in its way
         log(f"RFC 008 report could not be made: {type(exc).__name__}: {exc}")
         return None
@@ -470,6 +488,26 @@ async def _rfc008_all(
         if r["status"] in ("fail", "error"):
             log(f"  {r['status']:5s} {r['check_id']}: {(r['evidence'] or [''])[0]}")
     return report
+
+
+def _cross_host(settings: HubSettings, provider: Any, folder: Path, url: str, report: dict[str, Any]) -> Any:
+    """hub.cross_host_determinism and semantic.verifier_portability of the revision whose smoke
+    container `provider` runs."""
+    from hub_service.pipeline.rfc008_cross_host import cross_host_results
+    from hub_service.sandbox import grant
+    from openenv.validation.rfc008 import ValidationReportV2
+
+    declared = _declared(folder)
+    return cross_host_results(
+        settings,
+        image=provider.image,
+        port=provider.port,
+        overrides=grant(settings, declared)[0],
+        folder=folder,
+        url=url,
+        manifest=ValidationReportV2.model_validate(report).manifest,
+        declared=declared,
+    )
 
 
 async def _show_server_log(provider: Any, log: StageLog) -> None:

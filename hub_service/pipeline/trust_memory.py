@@ -64,31 +64,11 @@ def _container_mb(client: Any, container: str, pid: list[int]) -> float | None:
 def _cgroup_mb(container: str, pid: int) -> float | None:
     """Memory of the cgroup of process `pid`, if that is `container`'s (cgroup v1 or v2); None
     otherwise (an engine on another machine: this machine's `pid` is someone else)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if container not in path:
-            continue
-        if "memory" in controllers.split(","):
-            folder, usage, inactive = (
-                Path(f"/sys/fs/cgroup/memory{path}"),
-                "memory.usage_in_bytes",
-                "total_inactive_file",
-            )
-        elif controllers == "":
-            folder, usage, inactive = Path(f"/sys/fs/cgroup{path}"), "memory.current", "inactive_file"
-        else:
-            continue
-        try:
-            used = int((folder / usage).read_text())
-            stat = dict(row.split() for row in (folder / "memory.stat").read_text().splitlines() if row.count(" ") == 1)
-        except (OSError, ValueError):
-            continue
-        return round((used - int(stat.get(inactive, 0))) / _MB, 3)
-    return None
+    from hub_service.pipeline.rfc008_container import cgroup_of
+
+    group = cgroup_of(container, pid)
+    used = group.memory_in_use() if group is not None else None
+    return round(used / _MB, 3) if used is not None else None
 
 
 def _tree_rss_mb(root: int) -> float | None:

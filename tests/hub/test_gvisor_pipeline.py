@@ -17,6 +17,7 @@ from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline.worker import Worker
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
 from tests.hub.test_registry_publish import bundled_envs
+from tests.hub.test_rfc008_container import assert_container_checks_pass
 from tests.support.systems import require_runsc
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -45,3 +46,4 @@ def test_every_bundled_env_is_smoke_tested_under_gvisor(clean_factory, hub_setti
         else:
             assert version.state == "passed", (name, version.failure_reason or version.waiting_reason)
             assert GVISOR_LINE in log, (name, log[-2000:])
+            assert_container_checks_pass(name, version.rfc008)

@@ -28,7 +28,9 @@ from hub_service.pipeline.worker import Worker
 from hub_service.queue.models import Job
 from hub_service.serve import settings_env
 from hub_service.settings import HubSettings
+from tests.hub.test_rfc008_container import assert_container_checks_pass
 from tests.support.dockerd import engine_past_its_start_up
+from tests.support.registry import engine2
 from tests.support.servers import ROOT, serve_app
 from tests.support.systems import require_system
 
@@ -61,7 +63,14 @@ def verdicts(factory) -> dict[str, EnvVersion]:
 def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_settings: HubSettings) -> None:
     _needs_docker()
     engine_past_its_start_up()  # the failures below are the envs' own, on an engine up a while
-    settings = hub_settings.model_copy(update={"builder": "docker", "step_timeout_s": 3.0})
+    engine2().close()  # the second machine hub.cross_host_determinism plays on (scripts/docker-engine2)
+    settings = hub_settings.model_copy(
+        update={
+            "builder": "docker",
+            "step_timeout_s": 3.0,
+            "cross_host_engine": os.environ["OPENENV_TEST_DOCKER2_HOST"],
+        }
+    )
     root = make_envs(
         Path(settings.local_source),
         "echo_env",
@@ -82,6 +91,12 @@ def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_set
     assert echo.image_ref and echo.image_ref.startswith(f"{settings.image_prefix}/local-echo_env:")
     assert 0 < echo.cold_start_s < 30 and 0 < echo.step_p50_ms < 1000 and echo.step_p95_ms >= echo.step_p50_ms
     assert any(c["id"].startswith("runtime.") for c in echo.validation["checks"])  # runtime checks merged in
+    # RFC 008's measurements of its container, and its plan played again on the second engine.
+    assert_container_checks_pass("echo_env", echo.rfc008)
+    results = {r["check_id"]: r for r in echo.rfc008["results"]}
+    cross = results["hub.cross_host_determinism"]
+    assert cross["status"] == "pass" and len(set(cross["measured"]["engines"])) == 2, cross
+    assert results["semantic.verifier_portability"]["status"] == "pass", results["semantic.verifier_portability"]
 
     assert (v["bad_manifest"].failure_stage, v["bad_manifest"].validation_status) == ("validate", "fail")
     assert "manifest.schema" in v["bad_manifest"].failure_reason and "port" in v["bad_manifest"].failure_reason

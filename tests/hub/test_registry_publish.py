@@ -24,6 +24,7 @@ from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
+from tests.hub.test_rfc008_container import assert_container_checks_pass
 from tests.support.registry import manifest_digest, private_registry, test_registry
 from tests.support.servers import ROOT, serve_app
 
@@ -104,6 +105,8 @@ def publish_every_bundled_env(tmp_path: Path) -> None:
             # The push's own tag is not left on the Hub's engine (its image GC tracks the Hub's tag only).
             assert not _image_here(version.registry_ref)
             assert version.image_ref and _image_here(version.image_ref)
+            # The Hub measured the revision's container on this engine: network, containment, bounds.
+            assert_container_checks_pass(name, version.rfc008)
 
         # A yanked revision keeps its image in the registry and its record, flagged.
         echo = found["echo_env"]

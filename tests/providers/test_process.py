@@ -14,7 +14,7 @@ from echo_env import EchoAction, EchoEnv
 from openenv.client.providers import ProcessProvider, lifecycle
 from openenv.client.providers._venv import read_env_folder
 from openenv.errors import ConfigurationError, EnvDisconnectedError, ProviderStartError
-from tests.providers.conftest import ECHO_DIR
+from tests.providers.conftest import ECHO_DIR, RUN_LABEL
 
 
 def _alive(pid: int) -> bool:
@@ -33,11 +33,12 @@ async def test_runs_in_its_own_venv_and_stops(tmp_path: Path) -> None:
         assert result.observation.echoed_message == "hello"
         assert "Uvicorn running" in provider.logs() or "Application startup complete" in provider.logs()
         pid = provider.proc.pid  # type: ignore[union-attr]
-        assert [i.name for i in lifecycle.list_running(docker=False)] == [provider.record_id]
+        # By this worker's label: the run's state folder is shared, other workers list theirs there too.
+        assert [i.name for i in lifecycle.list_running(labels=dict([RUN_LABEL]), docker=False)] == [provider.record_id]
     finally:
         await provider.astop()
     assert not _alive(pid)
-    assert lifecycle.list_running(docker=False) == []  # its record is gone too
+    assert lifecycle.list_running(labels=dict([RUN_LABEL]), docker=False) == []  # its record is gone too
     await provider.astop()  # idempotent
 
 

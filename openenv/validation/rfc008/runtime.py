@@ -34,7 +34,9 @@ __all__ = [
     "Plan",
     "PlanError",
     "RuntimeSubject",
+    "DeclaredPlans",
     "Transcript",
+    "declared_plans",
     "load_canaries",
     "load_plan",
     "play_plan",
@@ -150,6 +152,26 @@ class RuntimeSubject:
     varying_fields: list[str] = field(default_factory=list)
     stochastic: bool = False
     local_process: bool = False  # served as a process here (validate --run), not in a container
+
+
+@dataclass
+class DeclaredPlans:
+    """What a package declares to replay: the runtime level's plan (schema 2's probe plan, else the
+    oracle's) and where it comes from, the oracle, the canaries, and what could not be read."""
+
+    plan: Plan | None
+    source: str
+    oracle: Plan | None
+    canaries: list[Plan]
+    problem: str | None
+
+
+def declared_plans(s: RuntimeSubject) -> DeclaredPlans:
+    """The plans `s`'s package declares (read, never run)."""
+    run = _Run(s)
+    run.read_plans()
+    problem = run.plan_error or run.oracle_error or run.canaries_error
+    return DeclaredPlans(run.plan, run.plan_source, run.oracle, run.canaries, problem)
 
 
 async def play_plan(s: RuntimeSubject, plan: Plan, *, states: bool = True) -> Transcript:

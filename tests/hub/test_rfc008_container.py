@@ -1,0 +1,324 @@
+"""RFC 008's measurements of an env's container (hub_service/pipeline/rfc008_container.py), on real
+containers of the Docker engine: a confined echo server passes all five, under runc and gVisor; a
+container the sandbox did not confine, one whose process the kernel killed for memory, one that
+used more than it declares and an image that ships its oracle fail the check that saw it. The
+pipelines on Docker, Podman and gVisor assert the five on every bundled env
+(test_registry_publish.py, test_gvisor_pipeline.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from hub_service.pipeline.rfc008_container import ContainerMeasures
+from hub_service.sandbox import confined_provider, grant
+from hub_service.settings import HubSettings
+from openenv.validation.rfc008 import Level, validate_package
+from tests.hub.conftest import IMAGE_PREFIX
+from tests.support.servers import ROOT
+from tests.support.systems import require_runsc, require_system
+
+pytestmark = [pytest.mark.docker]
+CONTAINER_CHECKS = (
+    "runtime.network_policy",
+    "runtime.host_containment",
+    "runtime.resource_bounds",
+    "runtime.oracle_containment",
+    "semantic.resource_envelope",
+)
+ECHO = ROOT / "envs" / "echo_env"
+
+
+def assert_container_checks_pass(name: str, report: dict[str, Any] | None) -> None:
+    """The Hub measured the five on the revision's container and each passed (a pipeline test's check)."""
+    assert report is not None, name
+    results = {r["check_id"]: r for r in report["results"]}
+    for check in CONTAINER_CHECKS:
+        assert results[check]["status"] == "pass", (name, results[check])
+    probes = results["runtime.network_policy"]["measured"]["probes"]
+    assert probes and all(p["subject"].startswith("denied") and p["control"] == "reachable" for p in probes), probes
+
+
+@pytest.fixture(scope="module")
+def echo_image() -> str:
+    base = os.environ.get("OPENENV_TEST_BASE_IMAGE")
+    if not base:
+        require_system("Docker", "OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`")
+    from openenv.images import build_image
+
+    tag = f"{IMAGE_PREFIX}/measured-echo:1"
+    build_image(ECHO, tag, base_image=base)
+    return tag
+
+
+@pytest.fixture()
+def settings(tmp_path: Path) -> HubSettings:
+    return HubSettings(data_dir=tmp_path / "hubdata", base_image=os.environ.get("OPENENV_TEST_BASE_IMAGE"))
+
+
+def _manifest(**resources: Any) -> Any:
+    report, _ = validate_package(ECHO, level=Level.STATIC, import_app=False)
+    manifest = report.manifest
+    assert manifest is not None
+    if resources:
+        manifest = manifest.model_copy(update={"resources": manifest.resources.model_copy(update=resources)})
+    return manifest
+
+
+def _measure(
+    settings: HubSettings, provider: Any, manifest: Any, *, gvisor: bool = False, folder: Path = ECHO
+) -> dict[str, Any]:
+    """Start `provider`, play an episode of echo between the brackets, and give the five results."""
+
+    async def run() -> dict[str, Any]:
+        from echo_env import EchoAction, EchoEnv
+
+        url = await provider.astart()
+        try:
+            measures = await asyncio.to_thread(ContainerMeasures.of, settings, provider, gvisor=gvisor)
+            measures.begin_episodes()
+            async with EchoEnv(url) as env:
+                await env.reset()
+                for i in range(20):
+                    await env.step(EchoAction(message="x" * i))
+            measures.end_episodes()
+            results = await asyncio.to_thread(measures.results, manifest, folder)
+        finally:
+            await provider.astop()
+        return {r.check_id: r for r in results}
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_a_confined_echo_server_passes_every_container_check(
+    echo_image: str, settings: HubSettings, runtime: str
+) -> None:
+    if runtime == "runsc":
+        require_runsc()
+    settings = settings.model_copy(update={"sandbox_runtime": runtime})
+    manifest = _manifest()
+    overrides, _ = grant(settings, _declared_of(ECHO))
+    provider = confined_provider(settings, echo_image, startup_timeout_s=120, overrides=overrides)
+    results = _measure(settings, provider, manifest, gvisor=runtime == "runsc")
+    assert {c: results[c].status for c in CONTAINER_CHECKS} == dict.fromkeys(CONTAINER_CHECKS, "pass"), results
+    report = {"results": [r.model_dump(mode="json") for r in results.values()]}
+    assert_container_checks_pass("echo_env", report)
+    network = results["runtime.network_policy"].measured
+    assert {p["kind"] for p in network["probes"]} == {"tcp", "udp"} and 8000 in network["listening_ports"]
+    bounds = results["runtime.resource_bounds"].measured
+    # What the kernel enforces is what echo declares (1 CPU, 1024 MB), the Hub's defaults capping it.
+    assert (bounds["memory_limit_mb"], bounds["cpu_limit"]) == (1024.0, 1.0) and bounds["oom_kills"] == 0
+    assert 0 < bounds["peak_memory_mb"] < 1024
+    envelope = results["semantic.resource_envelope"].measured
+    assert envelope["episodes_cpu_s"] > 0 and envelope["episodes_wall_s"] > 0
+    oracle = results["runtime.oracle_containment"].measured
+    assert oracle["readable_copies"] == [] and oracle["oracle"] == "validation/oracle.json"
+    if runtime == "runc":
+        assert results["runtime.host_containment"].measured["processes"] >= 1
+        assert envelope["disk_written_mb"] is not None and envelope["disk_written_mb"] < 512
+
+
+@pytest.fixture()
+def open_network() -> Iterator[str]:
+    """A plain bridge network of Docker's (routes out, reaches the host): what the sandbox must never give."""
+    from openenv.engines import engine
+
+    client = engine().client()
+    name = f"oe-test-open-{uuid.uuid4().hex[:8]}"
+    network = client.networks.create(name, driver="bridge")
+    try:
+        yield name
+    finally:
+        network.remove()
+
+
+def test_an_unconfined_container_fails_network_policy_and_host_containment(
+    echo_image: str, settings: HubSettings, open_network: str
+) -> None:
+    """As if the sandbox had failed: root, every default capability, a network that reaches the host.
+    The env declares no-network; the Hub's own sink on the host answers it, and its processes are root."""
+    from openenv.client.providers import DockerProvider
+
+    provider = DockerProvider(
+        echo_image, pull="never", startup_timeout_s=120, run_options={"network_mode": open_network}
+    )
+    results = _measure(settings, provider, _manifest())
+    network, containment = results["runtime.network_policy"], results["runtime.host_containment"]
+    assert network.status == "fail", network
+    assert any("reachable from the env's namespace" in line for line in network.evidence), network.evidence
+    assert containment.status == "fail", containment
+    assert any("runs as root" in line for line in containment.evidence), containment.evidence
+    assert any("holds capabilities" in line for line in containment.evidence), containment.evidence
+
+
+def test_a_container_at_its_memory_limit_fails_resource_bounds(settings: HubSettings) -> None:
+    """A process of the container asks for more than its 96 MB and the kernel kills it; the container
+    lives on (its first process is not the one killed), and the check says what the kernel did."""
+    from openenv.engines import engine
+
+    api = engine().client().api
+    host_config = api.create_host_config(mem_limit="96m", memswap_limit="96m", nano_cpus=int(1e9), pids_limit=64)
+    written = "python -c 'b = bytearray(300_000_000)'; touch /tmp/done; sleep 120"
+    created = api.create_container(
+        os.environ["OPENENV_TEST_BASE_IMAGE"], command=["sh", "-c", written], host_config=host_config, user="1000:1000"
+    )
+    try:
+        api.start(created["Id"])
+        pid = int(api.inspect_container(created["Id"])["State"]["Pid"])
+        ends = time.monotonic() + 60
+        while not Path(f"/proc/{pid}/root/tmp/done").exists():
+            assert time.monotonic() < ends, api.logs(created["Id"])
+            time.sleep(0.2)
+        provider = SimpleNamespace(client=engine().client(), container_id=created["Id"])
+        measures = ContainerMeasures.of(settings, provider, gvisor=False)
+        results = {r.check_id: r for r in measures.results(_manifest())}
+    finally:
+        api.remove_container(created["Id"], force=True)
+    bounds = results["runtime.resource_bounds"]
+    assert bounds.status == "fail" and bounds.measured["oom_kills"] == 1, bounds
+    assert "killed 1 of its processes for memory" in bounds.evidence[-1] and bounds.measured["memory_limit_mb"] == 96.0
+
+
+def test_an_episode_using_more_than_declared_fails_resource_envelope(echo_image: str, settings: HubSettings) -> None:
+    """Echo's server holds tens of MB; declared at 16 MB (and run under the Hub's 1 GB), its envelope
+    is over what it declares."""
+    overrides, _ = grant(settings, _declared_of(ECHO))
+    provider = confined_provider(settings, echo_image, startup_timeout_s=120, overrides=overrides)
+    results = _measure(settings, provider, _manifest(memory_mb=16))
+    envelope = results["semantic.resource_envelope"]
+    assert envelope.status == "fail" and "over the declared 16 MB" in envelope.evidence[0], envelope
+    assert results["runtime.resource_bounds"].status == "pass"
+
+
+def test_an_image_that_ships_its_oracle_fails_oracle_containment(
+    settings: HubSettings, tmp_path: Path, echo_image: str
+) -> None:
+    """echo_env without the .dockerignore line that keeps validation/ out: the oracle is in the image,
+    readable by the env's user, and the check names where (found by content, not by name)."""
+    import shutil
+
+    from openenv.images import build_image
+
+    folder = tmp_path / "echo_env"
+    shutil.copytree(ECHO, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    ignore = folder / ".dockerignore"
+    ignore.write_text(ignore.read_text().replace("validation/\n", ""))
+    (folder / "Dockerfile").write_text(
+        (folder / "Dockerfile").read_text() + "RUN cp /app/env/validation/oracle.json /usr/share/answers.txt\n"
+    )
+    tag = f"{IMAGE_PREFIX}/measured-echo:oracle"
+    build_image(folder, tag, base_image=os.environ["OPENENV_TEST_BASE_IMAGE"])
+    overrides, _ = grant(settings, _declared_of(ECHO))
+    provider = confined_provider(settings, tag, startup_timeout_s=120, overrides=overrides)
+    oracle = _measure(settings, provider, _manifest(), folder=folder)["runtime.oracle_containment"]
+    assert oracle.status == "fail", oracle
+    assert sorted(oracle.measured["readable_copies"]) == ["/app/env/validation/oracle.json", "/usr/share/answers.txt"]
+    assert "/app/env/validation/oracle.json" in oracle.evidence[0] and ".dockerignore" in str(oracle.remediation)
+
+
+def _cross_host(settings: HubSettings, image: str, folder: Path) -> dict[str, Any]:
+    """hub.cross_host_determinism and semantic.verifier_portability of `image` (an echo) confined
+    on this engine, against the second one."""
+    from hub_service.pipeline.rfc008_cross_host import cross_host_results
+
+    declared = _declared_of(folder)
+    overrides, _ = grant(settings, declared)
+    provider = confined_provider(settings, image, startup_timeout_s=120, overrides=overrides)
+
+    async def run() -> Any:
+        url = await provider.astart()
+        try:
+            results = await asyncio.to_thread(
+                cross_host_results,
+                settings,
+                image=image,
+                port=8000,
+                overrides=overrides,
+                folder=folder,
+                url=url,
+                manifest=_manifest(),
+                declared=declared,
+            )
+        finally:
+            await provider.astop()
+        return {r.check_id: r for r in results}
+
+    return asyncio.run(run())
+
+
+def _declared_of(folder: Path) -> Any:
+    from hub_service.pipeline.stages import _declared as read
+
+    return read(folder)
+
+
+def test_a_second_engine_plays_the_same_plan_the_same_and_keeps_no_copy(settings: HubSettings, echo_image: str) -> None:
+    """scripts/docker-engine2 stands in for the second machine: it has never seen the image; the Hub
+    copies it there, plays echo's oracle from the same seed on both, and removes its copy."""
+    from tests.support.registry import engine2
+
+    other = engine2()
+    settings = settings.model_copy(update={"cross_host_engine": os.environ["OPENENV_TEST_DOCKER2_HOST"]})
+    results = _cross_host(settings, echo_image, ECHO)
+    result, portable = results["hub.cross_host_determinism"], results["semantic.verifier_portability"]
+    assert result.status == "pass", result
+    first, second = result.measured["engines"]
+    assert first != second and result.measured["observations"] >= 2
+    assert result.measured["plan"] == "validation/oracle.json"
+    # The verifier on both: the oracle earns the top, each canary the floor, the same on both machines.
+    assert portable.status == "pass", portable
+    rewards = portable.measured["rewards"]
+    assert rewards["the oracle"] == [100.0, 100.0] and len(rewards) >= 2
+    assert all(a == b and a is not None for a, b in rewards.values()), rewards
+    assert not other.images.list(name=echo_image.split(":")[0])  # the copy is gone again
+    other.close()
+
+
+def test_an_env_that_answers_by_its_machine_fails_cross_host_determinism(
+    settings: HubSettings, tmp_path: Path, echo_image: str
+) -> None:
+    """An echo whose first observation carries its container's host name: the same on every play in
+    one container (runtime.episode_determinism cannot see it), different on another machine."""
+    import shutil
+
+    from openenv.images import build_image
+
+    folder = tmp_path / "echo_env"
+    shutil.copytree(ECHO, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    code = folder / "server" / "echo_environment.py"
+    code.write_text(
+        code.read_text().replace(
+            "return EchoObservation(echoed_message=READY,",
+            "return EchoObservation(echoed_message=READY + __import__('socket').gethostname(),",
+        )
+    )
+    tag = f"{IMAGE_PREFIX}/measured-echo:by-host"
+    build_image(folder, tag, base_image=os.environ["OPENENV_TEST_BASE_IMAGE"])
+    settings = settings.model_copy(update={"cross_host_engine": os.environ["OPENENV_TEST_DOCKER2_HOST"]})
+    results = _cross_host(settings, tag, folder)
+    result = results["hub.cross_host_determinism"]
+    assert result.status == "fail" and "differ at observation 0" in result.evidence[0], result
+    assert "never from the machine" in str(result.remediation)
+    # Its verifier does not look at the host name: the rewards travel.
+    assert results["semantic.verifier_portability"].status == "pass"
+
+
+def test_without_a_second_engine_cross_host_determinism_says_why_it_skips(settings: HubSettings) -> None:
+    from hub_service.pipeline.rfc008_cross_host import cross_host_results
+
+    common = {"image": "unused", "port": 8000, "overrides": {}, "folder": ECHO, "url": "http://127.0.0.1:9"}
+    unset = cross_host_results(settings, manifest=_manifest(), declared=_declared_of(ECHO), **common)
+    assert [r.check_id for r in unset] == ["hub.cross_host_determinism", "semantic.verifier_portability"]
+    assert all(r.status == "skip" and "cross_host_engine is unset" in r.evidence[0] for r in unset)
+    gone = settings.model_copy(update={"cross_host_engine": "unix:///nonexistent/docker.sock"})
+    down = cross_host_results(gone, manifest=_manifest(), declared=_declared_of(ECHO), **common)
+    assert all(r.status == "skip" and "does not answer" in r.evidence[0] and "trouble" in r.evidence[0] for r in down)
