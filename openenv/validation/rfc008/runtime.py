@@ -31,10 +31,10 @@ from openenv.validation.rfc008.report import ResultV2
 from openenv.validation.runtime import _http_get
 
 __all__ = [
+    "DeclaredPlans",
     "Plan",
     "PlanError",
     "RuntimeSubject",
-    "DeclaredPlans",
     "Transcript",
     "declared_plans",
     "load_canaries",
