@@ -330,3 +330,71 @@ def test_episode_isolation_fails_an_episode_that_another_session_changes() -> No
     assert leaked.status == "fail" and leaked.evidence[0].startswith("observation 2 differs when another episode runs")
     run.beside = (played("ready", "a", "b"), played("ready", "", waited=True))
     assert _isolation(run).status == "skip"
+
+
+def _echo_scored(
+    tmp_path: Path,
+    name: str,
+    *,
+    rubric: bool = True,
+    length: str = "reward_for(len(a.message))",
+    fmt: str = "1.0",
+    reward: str = "",
+) -> Path:
+    """echo_env declaring a rubric tree, its steps scored by a WeightedSum of `length` (by default
+    the echo's reward, weight 1) and `format` (`fmt`, weight 0); `reward` then overwrites the reward."""
+    folder = tmp_path / name / "echo_env"
+    shutil.copytree(ROOT / "envs" / "echo_env", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = folder / "openenv.yaml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            "    verifier: {kind: reward_channel}", "    verifier: {kind: reward_channel}\n    rubric_tree: true"
+        )
+    )
+    code = folder / "server" / "echo_environment.py"
+    text = code.read_text()
+    if rubric:
+        text = text.replace(
+            "        self._max_steps: int | None = None\n",
+            "        self._max_steps: int | None = None\n"
+            "        from openenv.rubrics import WeightedSum\n\n"
+            "        self.rubric = WeightedSum(\n"
+            f"            length=(lambda a, o: {length}, 1.0),\n"
+            f"            format=(lambda a, o: {fmt}, 0.0),\n"
+            "        )\n",
+            1,
+        )
+        text = text.replace(
+            "        return EchoObservation(\n            echoed_message=action.message, message_length=length, reward=reward_for(length), done=done\n        )",
+            "        obs = self.apply_rubric(action, EchoObservation(echoed_message=action.message, message_length=length, done=done))\n"
+            + (f"        obs.reward = {reward}\n" if reward else "")
+            + "        return obs",
+        )
+    code.write_text(text)
+    return folder
+
+
+def test_rubric_checks_read_the_parts_each_step_names(tmp_path: Path) -> None:
+    """An env declaring `rubric_tree: true` is served and its oracle replayed: scored by a rubric, each
+    step names its parts and its reward moves with them (both pass); the plain echo names none
+    (introspectable fails, attribution cannot look); a reward set beside a rubric whose parts all
+    scored 0 is attributed to nothing (attribution fails, naming the step)."""
+    cases = {
+        "scored": _echo_scored(tmp_path, "scored"),
+        "plain": _echo_scored(tmp_path, "plain", rubric=False),
+        "beside": _echo_scored(tmp_path, "beside", length="0.0", fmt="0.0", reward="reward_for(length)"),
+    }
+    ids = ("runtime.rubric_introspectable", "runtime.reward_attribution")
+    found = {}
+    for name, folder in cases.items():
+        report, _ = validate_package(folder, level=Level.RUNTIME, import_app=False)
+        found[name] = {r.check_id: r for r in report.results if r.check_id in ids}
+    scored = found["scored"]
+    assert [scored[i].status for i in ids] == ["pass", "pass"], scored
+    assert scored["runtime.rubric_introspectable"].measured["components"] == ["format", "length"]
+    plain = found["plain"]
+    assert [plain[i].status for i in ids] == ["fail", "skip"], plain
+    assert "no reward components" in plain["runtime.rubric_introspectable"].evidence[0]
+    beside = found["beside"]
+    assert [beside[i].status for i in ids] == ["pass", "fail"], beside
+    assert "while every part scored 0" in beside["runtime.reward_attribution"].evidence[0]

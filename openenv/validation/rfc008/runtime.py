@@ -395,6 +395,73 @@ def _reward_well_formed(run: _Run) -> ResultV2:
     )
 
 
+def _step_components(run: _Run) -> list[tuple[Any, dict[str, float] | None]]:
+    """Each step's reward and its named parts (`observation.metadata.reward_components`, a map
+    of dotted names to finite numbers; None when the step carries none or a malformed one)."""
+    assert run.main is not None
+    out: list[tuple[Any, dict[str, float] | None]] = []
+    for _, op, reply in run.main.observations():
+        if op != "step":
+            continue
+        data = reply.get("data") if isinstance(reply, dict) else None
+        data = data if isinstance(data, dict) else {}
+        observation = data.get("observation")
+        metadata = observation.get("metadata") if isinstance(observation, dict) else None
+        parts = metadata.get("reward_components") if isinstance(metadata, dict) else None
+        ok = (
+            isinstance(parts, dict) and bool(parts) and all(isinstance(k, str) and _finite(v) for k, v in parts.items())
+        )
+        out.append((data.get("reward"), dict(parts) if ok and isinstance(parts, dict) else None))
+    return out
+
+
+def _finite(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _rubric_introspectable(run: _Run) -> ResultV2:
+    cid = "runtime.rubric_introspectable"
+    if (early := _no_plan(run, cid)) is not None:
+        return early
+    steps = _step_components(run)
+    bare = [f"step {i}: no reward components in observation.metadata" for i, (_, p) in enumerate(steps, 1) if p is None]
+    names = sorted({n for _, p in steps if p for n in p})
+    return _held(
+        cid,
+        bare,
+        f"each of the {len(steps)} steps names its reward's parts: {', '.join(names[:8])}",
+        "score steps with a rubric (self.rubric, then self.apply_rubric: docs/rubrics.md), which reports "
+        "observation.metadata.reward_components, a map of part names to numbers",
+        steps=len(steps),
+        components=names[:50],
+    )
+
+
+def _reward_attribution(run: _Run) -> ResultV2:
+    cid = "runtime.reward_attribution"
+    if (early := _no_plan(run, cid)) is not None:
+        return early
+    steps = _step_components(run)
+    if not steps or any(p is None for _, p in steps):
+        return _r(cid, "skip", ["unmet dependency: runtime.rubric_introspectable (a step names no parts)"])
+    problems: list[str] = []
+    before: tuple[Any, dict[str, float] | None] | None = None
+    for i, (reward, parts) in enumerate(steps, 1):
+        assert parts is not None
+        if isinstance(reward, (int, float)) and reward != 0 and all(v == 0 for v in parts.values()):
+            problems.append(f"step {i}: reward {reward} while every part scored 0")
+        if before is not None and reward != before[0] and parts == before[1]:
+            problems.append(f"step {i}: the reward moved from {before[0]} to {reward} while no part's score did")
+        before = (reward, parts)
+    return _held(
+        cid,
+        problems,
+        f"each of the {len(steps)} rewards moves with its named parts",
+        "compute the reward from the rubric's parts (its root's score), not beside them",
+        steps=len(steps),
+    )
+
+
 def _observation_schema(run: _Run) -> ResultV2:
     cid = "runtime.observation_schema"
     if (early := _no_plan(run, cid)) is not None:
@@ -803,6 +870,8 @@ def runtime_results(s: RuntimeSubject) -> list[ResultV2]:
         "runtime.observation_schema": _observation_schema,
         "runtime.state_contract": _state_contract,
         "runtime.trajectory_record": _trajectory_record,
+        "runtime.rubric_introspectable": _rubric_introspectable,
+        "runtime.reward_attribution": _reward_attribution,
         "runtime.tool_declaration_accuracy": _tools,
         "runtime.task_declaration_accuracy": _tasks,
         "runtime.seed_control": _seed_control,
