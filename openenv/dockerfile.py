@@ -8,7 +8,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DockerInstruction", "base_images", "dockerfile_instructions", "find_dockerfile", "needs_buildkit"]
+__all__ = [
+    "DockerInstruction",
+    "ScopedCacheMounts",
+    "base_images",
+    "dockerfile_instructions",
+    "find_dockerfile",
+    "needs_buildkit",
+    "scope_cache_mounts",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +104,64 @@ _BUILDKIT_ONLY = re.compile(
 def needs_buildkit(text: str) -> bool:
     """Whether the Dockerfile uses syntax the classic builder rejects."""
     return bool(_BUILDKIT_ONLY.search(text)) or bool(re.match(r"\s*#\s*syntax\s*=", text, re.I))
+
+
+@dataclass(frozen=True)
+class ScopedCacheMounts:
+    """A Dockerfile whose RUN cache mounts were given ids of one scope (`scope_cache_mounts`)."""
+
+    text: str
+    scoped: list[str]  # the ids the cache mounts now have
+    dropped: list[str]  # cache mounts whose options hold a variable: left out (the step runs without them)
+    unscoped: list[str]  # cache mounts that could not be reached (where they are): the caller refuses the build
+
+
+_RUN_FLAGS = re.compile(r"^(\s*RUN)((?:\s+--\S+)+)", re.IGNORECASE)
+_RUN_ALONE = re.compile(r"^\s*RUN\s*\\\s*$", re.IGNORECASE)
+_MORE_FLAGS = re.compile(r"^(\s*)((?:--\S+\s*)+)")
+_CACHE_MOUNT = re.compile(r"\s*--mount=(\S*type=cache\S*)")
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, _, value = text.partition("=")
+    return key, value
+
+
+def scope_cache_mounts(text: str, scope: str) -> ScopedCacheMounts:
+    """Give every `RUN --mount=type=cache` an id under `scope`, so that builds of other scopes
+    (other envs on the same engine) never share its content: a cache mount is not part of a layer's
+    cache key, and one env could otherwise leave files in another's. A mount whose options hold a
+    variable is left out (a cache only saves time: the step runs without it); one this cannot reach
+    for certain (not among the RUN's leading flags) is reported in `unscoped`."""
+    lines = text.splitlines(keepends=True)
+    scoped: list[str] = []
+    dropped: list[str] = []
+    unscoped: list[str] = []
+    continued = in_flags = False
+    for n, line in enumerate(lines):
+        if not continued:  # a new instruction: its RUN flags, on this line and on lines that go on with flags
+            match = _RUN_FLAGS.match(line)
+            opens = match is not None or _RUN_ALONE.match(line) is not None
+        else:
+            match = _MORE_FLAGS.match(line) if in_flags else None
+            opens = match is not None
+        rest = line[match.end() :] if match is not None else line[line.upper().find("RUN") + 3 :]
+        next_in_flags = opens and rest.strip() == "\\"
+
+        def rewrite(mount: re.Match[str], n: int = n) -> str:
+            spec = mount.group(1)
+            if "$" in spec or '"' in spec or "'" in spec:
+                dropped.append(f"line {n + 1}: --mount={spec}")
+                return ""
+            options = dict(_option(o) for o in spec.split(","))
+            own = options.get("id") or options.get("target") or options.get("dst") or options.get("destination")
+            options["id"] = f"{scope}:{own}"
+            scoped.append(options["id"])
+            return " --mount=" + ",".join(f"{k}={v}" if v else k for k, v in options.items())
+
+        if match is not None:
+            lines[n] = match.group(1) + _CACHE_MOUNT.sub(rewrite, match.group(2)) + line[match.end() :]
+        elif _CACHE_MOUNT.search(line) and (continued or line.lstrip().upper().startswith("RUN")):
+            unscoped.append(f"line {n + 1}: {line.strip()[:120]}")
+        continued, in_flags = line.rstrip("\r\n").endswith("\\"), next_in_flags
+    return ScopedCacheMounts("".join(lines), scoped, dropped, unscoped)

@@ -22,6 +22,7 @@ __all__ = [
     "Builder",
     "DockerBuilder",
     "ProcessBuilder",
+    "cache_scope",
     "choose_builder",
     "docker_available",
     "image_size_mb",
@@ -37,6 +38,9 @@ class BuildOutput:
     image_ref: str | None = None
     python: str | None = None
     seconds: float = 0.0
+    cache_scope: str | None = None  # the id scope its RUN cache mounts were given (hub.layer_isolation)
+    cache_mounts: list[str] | None = None
+    cache_mounts_dropped: list[str] | None = None
 
 
 class Builder(Protocol):
@@ -74,6 +78,7 @@ class DockerBuilder:
                 "which is built with the env folder as context)"
             )
         tag = image_tag(settings, owner, name, sha)
+        scope = cache_scope(owner, name)
         rel = dockerfile.relative_to(folder).as_posix()
         log(f"building image {tag} from {rel}")
         try:
@@ -85,6 +90,7 @@ class DockerBuilder:
                 timeout_s=settings.build_timeout_s,
                 dockerfile=rel,
                 labels={"org.openenv.hub.repo": f"{owner}/{name}", "org.openenv.hub.sha": sha},
+                cache_scope=scope,  # no env's build reads what another's left in a cache mount
                 **build_options(settings),  # memory, processes, disk while it runs, network
             )
         except ImageBuildError as exc:
@@ -114,7 +120,19 @@ class DockerBuilder:
             raise StageFailed(
                 f"the image is {size_mb:.0f} MB, over the Hub's cap of {settings.image_max_mb} MB; slim the image"
             )
-        return BuildOutput(builder=self.kind, image_ref=tag, seconds=time.monotonic() - start)
+        return BuildOutput(
+            builder=self.kind,
+            image_ref=tag,
+            seconds=time.monotonic() - start,
+            cache_scope=scope,
+            cache_mounts=result.cache_mounts,
+            cache_mounts_dropped=result.cache_mounts_dropped,
+        )
+
+
+def cache_scope(owner: str, name: str) -> str:
+    """The id scope of an env's RUN cache mounts: its own, shared by its revisions alone."""
+    return f"openenv-hub:{owner}/{name}"
 
 
 class ProcessBuilder:

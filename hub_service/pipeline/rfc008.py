@@ -20,7 +20,7 @@ from openenv.validation.report import Report
 from openenv.validation.rfc008 import Level, ResultV2, ValidationReportV2, load_policy, validate_package
 from openenv.validation.rfc008.runtime import RuntimeSubject
 
-__all__ = ["hub_report", "static_report", "with_hub_results"]
+__all__ = ["hub_report", "layer_isolation", "static_report", "with_hub_results"]
 
 _NOT_YET = "not run by this Hub yet"
 # Decided by the publish stage (hub_service/pipeline/publish.py), after the report is first kept.
@@ -101,6 +101,26 @@ def with_hub_results(report: dict[str, Any], results: list[ResultV2]) -> dict[st
     policy = load_policy(kept.policy_version)
     verdict = policy.verdict(((r.check_id, r.status) for r in merged), "hub")
     return kept.model_copy(update={"results": merged, "verdict": verdict}).model_dump(mode="json")
+
+
+def layer_isolation(built: Any) -> ResultV2:
+    """`hub.layer_isolation` of a revision the build stage built (`BuildOutput`): its RUN cache
+    mounts were given ids of its own env (a Dockerfile whose cache mounts the Hub cannot reach is
+    refused at the build, openenv.dockerfile.scope_cache_mounts), so that no build reads what another
+    env's left in a shared cache; its layers BuildKit reuses only by content."""
+    check = "hub.layer_isolation"
+    if built.builder != "docker" or built.cache_scope is None:
+        return ResultV2(check_id=check, status="skip", evidence=["built as a process here: there are no image layers"])
+    mounts, dropped = built.cache_mounts or [], built.cache_mounts_dropped or []
+    evidence = [
+        f"its {len(mounts)} RUN cache mounts were kept to the env's own cache (ids under {built.cache_scope})"
+        if mounts
+        else "its Dockerfile mounts no build cache: its build shares only layers, which BuildKit reuses by content"
+    ]
+    if dropped:
+        evidence.append(f"{len(dropped)} cache mounts with a variable in their options were left out: {dropped[0]}")
+    measured = {"cache_scope": built.cache_scope, "cache_mounts": mounts, "dropped": dropped}
+    return ResultV2(check_id=check, status="pass", evidence=evidence, measured=measured)
 
 
 def _level_ids(level: Level) -> list[str]:

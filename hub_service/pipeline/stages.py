@@ -404,7 +404,16 @@ async def _smoke(
         )
         rfc008 = (
             await _rfc008_all(
-                settings, folder, url, cold_start, validated, runtime_report, action_schema, log, provider=provider
+                settings,
+                folder,
+                url,
+                cold_start,
+                validated,
+                runtime_report,
+                action_schema,
+                log,
+                provider=provider,
+                built=built,
             )
             if validated
             else None
@@ -445,10 +454,11 @@ async def _rfc008_all(
     log: StageLog,
     *,
     provider: Any = None,
+    built: BuildOutput | None = None,
 ) -> dict[str, Any] | None:
     """The RFC 008 report of every level, checked against the running server (`url`); a
     container `provider`'s container is measured too."""
-    from hub_service.pipeline.rfc008 import hub_report, with_hub_results
+    from hub_service.pipeline.rfc008 import hub_report, layer_isolation, with_hub_results
     from hub_service.pipeline.rfc008_container import ContainerMeasures
     from hub_service.pipeline.rfc008_cross_host import CHECKS as CROSS_HOST
     from openenv.engines.runtimes import GVISOR
@@ -474,9 +484,10 @@ async def _rfc008_all(
             container=container,
         )
         present = {r["check_id"] for r in report["results"]}
+        measured = [layer_isolation(built)] if built is not None else []
         if container is not None and present & set(CROSS_HOST):
-            measured = await asyncio.to_thread(_cross_host, settings, provider, folder, url, report)
-            report = with_hub_results(report, [r for r in measured if r.check_id in present])
+            measured += await asyncio.to_thread(_cross_host, settings, provider, folder, url, report)
+        report = with_hub_results(report, [r for r in measured if r.check_id in present])
     except Exception as exc:  # the report is kept beside the smoke verdict, never in its way
         log(f"RFC 008 report could not be made: {type(exc).__name__}: {exc}")
         return None

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openenv.dockerfile import base_images, needs_buildkit
+from openenv.dockerfile import base_images, needs_buildkit, scope_cache_mounts
 from openenv.images._base import LOCAL_BASE_IMAGE, ensure_base_images, with_stand_ins
 from openenv.images._builders import (
     BuildSpec,
@@ -76,6 +76,7 @@ def build_image(
     pids_limit: int | None = None,
     disk_limit_mb: int | None = None,
     offline: bool = False,
+    cache_scope: str | None = None,
 ) -> BuildResult:
     """Build `env_dir`'s Dockerfile into `tag`.
 
@@ -105,6 +106,9 @@ def build_image(
             can see; concurrent writers on that disk count too).
         offline: the build is kept off the network on purpose (`network_mode="none"` as a policy):
             a step that fails for want of a network is then the env's failure, not an outage.
+        cache_scope: give every `RUN --mount=type=cache` an id under this scope, so that builds of
+            other scopes on the engine never share its content (`openenv.dockerfile.scope_cache_mounts`;
+            the Hub scopes by env). The ids are in `BuildResult.cache_mounts`.
 
     Raises:
         ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log and
@@ -128,6 +132,21 @@ def build_image(
         args.setdefault("BASE_IMAGE", base_image)
     client = client or docker_client()
     text = (env_dir / dockerfile_rel).read_text(encoding="utf-8", errors="replace")
+    scoping = scope_cache_mounts(text, cache_scope) if cache_scope is not None else None
+    if scoping is not None:
+        if scoping.unscoped:
+            raise ImageBuildError(
+                f"{dockerfile_rel} {scoping.unscoped[0]}: a cache mount outside the RUN's leading flags, which "
+                "this builder cannot keep to the env's own cache; put --mount flags right after RUN",
+                reason=ImageBuildError.FAILED,
+            )
+        for line in scoping.dropped:
+            if on_log is not None:
+                on_log(
+                    f"{dockerfile_rel} {line}: a cache mount with a variable in it is left out (the step runs without it)"
+                )
+    rewritten = scoping is not None and scoping.text != text
+    text = scoping.text if scoping is not None else text
     kit = _choose_builder(builder, text, dockerfile_rel)
     stand_ins = ensure_base_images(client, text, args, explicit_base=bool(args.get("BASE_IMAGE")), on_log=on_log)
     context, used_sdk = env_dir, "published"
@@ -139,11 +158,11 @@ def build_image(
         args.setdefault("OPENENV_SDK", f"/app/env/{SDK_DIR}/{wheel.name}[server]")
         used_sdk = f"local:{wheel.name}"
     own_dockerfile = None
-    if stand_ins:  # this build's own copy of the Dockerfile, FROM the stand-ins: the engine's names stay as they are
-        import tempfile
+    if stand_ins or rewritten:  # this build's own copy of the Dockerfile (FROM the stand-ins: the engine's
+        import tempfile  # names stay as they are; its cache mounts scoped)
 
         own_dockerfile = Path(tempfile.mkdtemp(prefix="openenv-dockerfile-")) / "Dockerfile"
-        own_dockerfile.write_text(with_stand_ins(text, stand_ins, args), encoding="utf-8")
+        own_dockerfile.write_text(with_stand_ins(text, stand_ins, args) if stand_ins else text, encoding="utf-8")
     memory = (container_limits or {}).get("memory")
     log: list[str] = []
     start = time.monotonic()
@@ -261,6 +280,8 @@ def build_image(
         log=log,
         sdk=used_sdk,
         builder="buildkit" if kit else "classic",
+        cache_mounts=scoping.scoped if scoping is not None else [],
+        cache_mounts_dropped=scoping.dropped if scoping is not None else [],
     )
 
 

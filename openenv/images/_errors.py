@@ -64,3 +64,5 @@ class BuildResult:
     log: list[str] = field(default_factory=list)
     sdk: str = "published"
     builder: str = "classic"  # "buildkit" or "classic"
+    cache_mounts: list[str] = field(default_factory=list)  # the scoped ids of its RUN cache mounts (cache_scope)
+    cache_mounts_dropped: list[str] = field(default_factory=list)  # those left out: a variable in their options

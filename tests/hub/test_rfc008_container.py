@@ -322,3 +322,79 @@ def test_without_a_second_engine_cross_host_determinism_says_why_it_skips(settin
     gone = settings.model_copy(update={"cross_host_engine": "unix:///nonexistent/docker.sock"})
     down = cross_host_results(gone, manifest=_manifest(), declared=_declared_of(ECHO), **common)
     assert all(r.status == "skip" and "does not answer" in r.evidence[0] and "trouble" in r.evidence[0] for r in down)
+
+
+def _cache_env(root: Path, name: str, step: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "Dockerfile").write_text(
+        "ARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE}\n"
+        f"RUN --mount=type=cache,target=/cache,id=shared-{root.name} {step}\n"
+    )
+    return folder
+
+
+def _seen(image: str) -> str:
+    from openenv.engines import engine
+
+    client = engine().client()
+    try:
+        return client.containers.run(image, ["cat", "/seen"], remove=True).decode().strip()
+    finally:
+        client.images.remove(image, force=True)
+
+
+def test_no_env_reads_what_another_left_in_a_build_cache_mount(tmp_path: Path, settings: HubSettings) -> None:
+    """A cache mount is not part of a layer's cache key: one env's build could leave a file there for
+    another's to install. Unscoped (as a plain `docker build` does) the second build reads it; built
+    by the Hub (each env's cache mounts under its own id), it does not, and hub.layer_isolation says
+    which ids it gave."""
+    from hub_service.pipeline.builders import DockerBuilder
+    from hub_service.pipeline.rfc008 import layer_isolation
+    from openenv.images import build_image
+
+    base = os.environ["OPENENV_TEST_BASE_IMAGE"]
+    run = uuid.uuid4().hex[:8]  # fresh layers and a fresh cache for this test
+    root = tmp_path / f"c{run}"
+    writer = _cache_env(root, "writer", f"sh -c 'echo poisoned-{run} > /cache/poison'")
+    reader = _cache_env(root, "reader", f"sh -c 'cat /cache/poison > /seen 2>/dev/null || echo clean-{run} > /seen'")
+    # As any engine builds them: the reader gets the writer's file.
+    build_image(writer, f"{IMAGE_PREFIX}/cache-writer:{run}", base_image=base)
+    build_image(reader, f"{IMAGE_PREFIX}/cache-reader:{run}", base_image=base)
+    assert _seen(f"{IMAGE_PREFIX}/cache-reader:{run}") == f"poisoned-{run}"
+    # As the Hub builds them (a new id for the shared cache: nothing in it yet).
+    (writer / "Dockerfile").write_text((writer / "Dockerfile").read_text().replace("shared-", "hub-"))
+    (reader / "Dockerfile").write_text((reader / "Dockerfile").read_text().replace("shared-", "hub-") + "\n")
+    settings = settings.model_copy(update={"builder": "docker", "image_prefix": IMAGE_PREFIX})
+    DockerBuilder().build(settings, writer, "mallory", "writer", run, lambda line: None)
+    built = DockerBuilder().build(settings, reader, "alice", "reader", run, lambda line: None)
+    assert built.image_ref is not None and _seen(built.image_ref) == f"clean-{run}"
+    result = layer_isolation(built)
+    assert result.status == "pass" and result.measured["cache_mounts"] == [f"openenv-hub:alice/reader:hub-c{run}"]
+
+
+def test_cache_mounts_are_scoped_where_they_can_be_and_the_rest_is_said(tmp_path: Path) -> None:
+    """Literal mounts among a RUN's leading flags (on its line or the lines that go on with flags)
+    get the scope; one with a variable is left out (a cache only saves time); one elsewhere refuses
+    the build, saying where and what to do."""
+    from openenv.dockerfile import scope_cache_mounts
+    from openenv.images import ImageBuildError, build_image
+
+    text = (
+        "FROM x\n"
+        "RUN --mount=type=cache,target=/root/.cache/pip pip install a\n"
+        "RUN --mount=type=cache,id=pip,target=/c --mount=type=bind,source=.,target=/s true\n"
+        "RUN --mount=type=cache,target=$HOME/.cache true\n"
+        "RUN \\\n    --mount=type=cache,target=/x \\\n    echo multi\n"
+    )
+    scoped = scope_cache_mounts(text, "openenv-hub:a/b")
+    assert scoped.scoped == ["openenv-hub:a/b:/root/.cache/pip", "openenv-hub:a/b:pip", "openenv-hub:a/b:/x"]
+    assert scoped.dropped == ["line 4: --mount=type=cache,target=$HOME/.cache"] and scoped.unscoped == []
+    assert "RUN true\n" in scoped.text and "--mount=type=bind,source=.,target=/s true" in scoped.text
+    folder = tmp_path / "env"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text("FROM x\nRUN echo go \\\n  --mount=type=cache,target=/y\n")
+    with pytest.raises(
+        ImageBuildError, match=r"line 3: --mount=type=cache,target=/y.*put --mount flags right after RUN"
+    ):
+        build_image(folder, "never:1", cache_scope="openenv-hub:a/b")
