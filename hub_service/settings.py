@@ -200,6 +200,11 @@ class HubSettings(BaseSettings):
         description="Processes a build's RUN steps may run at once (BuildKit: all builds together).",
     )
     image_max_mb: int = Field(default=6144, ge=1, description="Images larger than this fail the build.")
+    reproducible_build_check: bool = Field(
+        default=False,
+        description="static.reproducible_build (RFC 008): build every revision a second time, from scratch, and "
+        "compare the two images layer by layer (it doubles the build stage's time; off, the check says skip).",
+    )
     keep_images_per_env: int = Field(
         default=2,
         ge=0,

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from hub_service.catalog.states import BuilderKind
 from hub_service.pipeline.stage_kit import StageFailed, plain
@@ -41,6 +41,7 @@ class BuildOutput:
     cache_scope: str | None = None  # the id scope its RUN cache mounts were given (hub.layer_isolation)
     cache_mounts: list[str] | None = None
     cache_mounts_dropped: list[str] | None = None
+    rebuilt: Any = None  # static.reproducible_build: a LayerDifference, or why there is none (str)
 
 
 class Builder(Protocol):
@@ -120,9 +121,11 @@ class DockerBuilder:
             raise StageFailed(
                 f"the image is {size_mb:.0f} MB, over the Hub's cap of {settings.image_max_mb} MB; slim the image"
             )
+        rebuilt = _build_again(settings, folder, tag, rel, scope, log) if settings.reproducible_build_check else None
         return BuildOutput(
             builder=self.kind,
             image_ref=tag,
+            rebuilt=rebuilt,
             seconds=time.monotonic() - start,
             cache_scope=scope,
             cache_mounts=result.cache_mounts,
@@ -196,6 +199,47 @@ def image_size_mb(tag: str) -> float:
     from openenv.engines import engine
 
     return float(engine().client().images.get(tag).attrs.get("Size", 0)) / 2**20
+
+
+def _build_again(
+    settings: HubSettings, folder: Path, tag: str, rel: str, scope: str, log: Callable[[str], None]
+) -> Any:
+    """static.reproducible_build: the revision built a second time, every step anew, and compared
+    with the first build layer by layer (`openenv.images.compare_images`); the copy is removed.
+    Returns the comparison, or why there is none (the second build's own trouble is not a verdict)."""
+    from hub_service.sandbox import build_options
+    from openenv.engines import engine
+    from openenv.images import ImageBuildError, build_image, compare_images
+
+    again = f"{tag}-rebuild"
+    log("building it again from scratch, to compare (static.reproducible_build)")
+    try:
+        build_image(
+            folder,
+            again,
+            base_image=settings.base_image,
+            timeout_s=settings.build_timeout_s,
+            dockerfile=rel,
+            cache_scope=scope,
+            no_cache=True,
+            **build_options(settings),
+        )
+    except ImageBuildError as exc:
+        return f"the second build failed ({'the machine' if exc.infrastructure else 'the env'}): {str(exc)[:300]}"
+    try:
+        found = compare_images(engine().client(), tag, again)
+    except Exception as exc:  # the comparison is the Hub's; the first build stands
+        return f"the two builds could not be compared: {type(exc).__name__}: {exc}"
+    finally:
+        _remove_image(again)
+    log(
+        "the two builds are the same, bit for bit"
+        if found.bitwise
+        else "the two builds hold the same files (timestamps aside)"
+        if found.same_files
+        else f"the two builds differ from layer {found.differing_layer} ({found.step}): {', '.join(found.paths[:3])}"
+    )
+    return found
 
 
 def _remove_image(tag: str) -> None:

@@ -20,7 +20,7 @@ from openenv.validation.report import Report
 from openenv.validation.rfc008 import Level, ResultV2, ValidationReportV2, load_policy, validate_package
 from openenv.validation.rfc008.runtime import RuntimeSubject
 
-__all__ = ["hub_report", "layer_isolation", "static_report", "with_hub_results"]
+__all__ = ["build_results", "hub_report", "static_report", "with_hub_results"]
 
 _NOT_YET = "not run by this Hub yet"
 # Decided by the publish stage (hub_service/pipeline/publish.py), after the report is first kept.
@@ -103,7 +103,45 @@ def with_hub_results(report: dict[str, Any], results: list[ResultV2]) -> dict[st
     return kept.model_copy(update={"results": merged, "verdict": verdict}).model_dump(mode="json")
 
 
-def layer_isolation(built: Any) -> ResultV2:
+def build_results(built: Any) -> list[ResultV2]:
+    """What the build stage decided of the revision (`BuildOutput`): `hub.layer_isolation` and
+    `static.reproducible_build`."""
+    return [_layer_isolation(built), _reproducible(built)]
+
+
+def _reproducible(built: Any) -> ResultV2:
+    check = "static.reproducible_build"
+    if built.builder != "docker":
+        return ResultV2(check_id=check, status="skip", evidence=["built as a process here: there is no image"])
+    found = built.rebuilt
+    if found is None:
+        why = "this Hub does not build revisions twice (its setting reproducible_build_check is off)"
+        return ResultV2(check_id=check, status="skip", evidence=[why])
+    if isinstance(found, str):
+        return ResultV2(check_id=check, status="skip", evidence=[found])
+    measured = {"layers": found.layers, "bitwise": found.bitwise}
+    if found.same_files:
+        how = "bit for bit" if found.bitwise else "the same files in every layer, timestamps aside"
+        return ResultV2(
+            check_id=check,
+            status="pass",
+            measured=measured,
+            evidence=[f"built twice, the second time with no cache: {found.layers} layers, {how}"],
+        )
+    return ResultV2(
+        check_id=check,
+        status="fail",
+        measured={**measured, "differing_layer": found.differing_layer, "step": found.step, "paths": found.paths},
+        evidence=[
+            f"built twice, the second time with no cache, layer {found.differing_layer} differs ({found.step}): "
+            + ", ".join(found.paths[:5])
+        ],
+        remediation="pin what the build downloads, and declare ARG SOURCE_DATE_EPOCH=0 before pip installs "
+        "(Python then writes hash-checked .pyc files, the same bytes on every build)",
+    )
+
+
+def _layer_isolation(built: Any) -> ResultV2:
     """`hub.layer_isolation` of a revision the build stage built (`BuildOutput`): its RUN cache
     mounts were given ids of its own env (a Dockerfile whose cache mounts the Hub cannot reach is
     refused at the build, openenv.dockerfile.scope_cache_mounts), so that no build reads what another

@@ -458,7 +458,7 @@ async def _rfc008_all(
 ) -> dict[str, Any] | None:
     """The RFC 008 report of every level, checked against the running server (`url`); a
     container `provider`'s container is measured too."""
-    from hub_service.pipeline.rfc008 import hub_report, layer_isolation, with_hub_results
+    from hub_service.pipeline.rfc008 import build_results, hub_report, with_hub_results
     from hub_service.pipeline.rfc008_container import ContainerMeasures
     from hub_service.pipeline.rfc008_cross_host import CHECKS as CROSS_HOST
     from openenv.engines.runtimes import GVISOR
@@ -484,7 +484,7 @@ async def _rfc008_all(
             container=container,
         )
         present = {r["check_id"] for r in report["results"]}
-        measured = [layer_isolation(built)] if built is not None else []
+        measured = build_results(built) if built is not None else []
         if container is not None and present & set(CROSS_HOST):
             measured += await asyncio.to_thread(_cross_host, settings, provider, folder, url, report)
         report = with_hub_results(report, [r for r in measured if r.check_id in present])

@@ -29,6 +29,7 @@ from openenv.images._builders import (
     classic_build,
 )
 from openenv.images._cgroup import build_cgroup, restore_leftover_limits
+from openenv.images._compare import LayerDifference, compare_images
 from openenv.images._engine import (
     LABEL_PREFIX,
     docker_client,
@@ -48,9 +49,11 @@ __all__ = [
     "LOCAL_BASE_IMAGE",
     "BuildResult",
     "ImageBuildError",
+    "LayerDifference",
     "base_images",
     "build_image",
     "buildkit_command",
+    "compare_images",
     "engine_epoch",
     "local_sdk_wheel",
     "restore_leftover_limits",
@@ -77,6 +80,7 @@ def build_image(
     disk_limit_mb: int | None = None,
     offline: bool = False,
     cache_scope: str | None = None,
+    no_cache: bool = False,
 ) -> BuildResult:
     """Build `env_dir`'s Dockerfile into `tag`.
 
@@ -109,6 +113,7 @@ def build_image(
         cache_scope: give every `RUN --mount=type=cache` an id under this scope, so that builds of
             other scopes on the engine never share its content (`openenv.dockerfile.scope_cache_mounts`;
             the Hub scopes by env). The ids are in `BuildResult.cache_mounts`.
+        no_cache: build every step anew (no layer of an earlier build reused).
 
     Raises:
         ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log and
@@ -186,7 +191,7 @@ def build_image(
                     start + timeout_s,
                     memory=memory,
                     network_mode=network_mode,
-                    nocache=attempt > 1,
+                    nocache=no_cache or attempt > 1,
                     guard=guard,
                 )
                 epoch = began if began is not None else engine_epoch(client)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -204,7 +205,6 @@ def test_an_image_that_ships_its_oracle_fails_oracle_containment(
 ) -> None:
     """echo_env without the .dockerignore line that keeps validation/ out: the oracle is in the image,
     readable by the env's user, and the check names where (found by content, not by name)."""
-    import shutil
 
     from openenv.images import build_image
 
@@ -288,7 +288,6 @@ def test_an_env_that_answers_by_its_machine_fails_cross_host_determinism(
 ) -> None:
     """An echo whose first observation carries its container's host name: the same on every play in
     one container (runtime.episode_determinism cannot see it), different on another machine."""
-    import shutil
 
     from openenv.images import build_image
 
@@ -350,7 +349,7 @@ def test_no_env_reads_what_another_left_in_a_build_cache_mount(tmp_path: Path, s
     by the Hub (each env's cache mounts under its own id), it does not, and hub.layer_isolation says
     which ids it gave."""
     from hub_service.pipeline.builders import DockerBuilder
-    from hub_service.pipeline.rfc008 import layer_isolation
+    from hub_service.pipeline.rfc008 import build_results
     from openenv.images import build_image
 
     base = os.environ["OPENENV_TEST_BASE_IMAGE"]
@@ -369,7 +368,7 @@ def test_no_env_reads_what_another_left_in_a_build_cache_mount(tmp_path: Path, s
     DockerBuilder().build(settings, writer, "mallory", "writer", run, lambda line: None)
     built = DockerBuilder().build(settings, reader, "alice", "reader", run, lambda line: None)
     assert built.image_ref is not None and _seen(built.image_ref) == f"clean-{run}"
-    result = layer_isolation(built)
+    result = build_results(built)[0]
     assert result.status == "pass" and result.measured["cache_mounts"] == [f"openenv-hub:alice/reader:hub-c{run}"]
 
 
@@ -398,3 +397,61 @@ def test_cache_mounts_are_scoped_where_they_can_be_and_the_rest_is_said(tmp_path
         ImageBuildError, match=r"line 3: --mount=type=cache,target=/y.*put --mount flags right after RUN"
     ):
         build_image(folder, "never:1", cache_scope="openenv-hub:a/b")
+
+
+@pytest.mark.parametrize(
+    ("step", "status"),
+    [
+        ("python -c \"open('/made', 'w').write('the same every time')\"", "pass"),
+        ("python -c \"import os; open('/made', 'wb').write(os.urandom(16))\"", "fail"),
+        (None, "pass"),  # envs/echo_env itself: pip installs, .pyc files and all (ARG SOURCE_DATE_EPOCH)
+    ],
+    ids=["same-bytes", "random-bytes", "echo_env"],
+)
+def test_a_revision_built_twice_from_scratch_is_compared_layer_by_layer(
+    tmp_path: Path, settings: HubSettings, step: str | None, status: str
+) -> None:
+    """static.reproducible_build: with reproducible_build_check on, the Hub builds the revision a
+    second time with no cache and compares the images' files layer by layer (timestamps aside): a
+    step writing the same bytes passes, one writing random bytes fails, naming its layer, its step
+    and the file; the second image is not kept."""
+    from hub_service.pipeline.builders import DockerBuilder
+    from hub_service.pipeline.rfc008 import build_results
+    from openenv.engines import engine
+
+    run = uuid.uuid4().hex[:8]
+    folder = tmp_path / "env"
+    if step is None:
+        shutil.copytree(ECHO, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        folder.mkdir()
+        (folder / "Dockerfile").write_text(
+            f"ARG BASE_IMAGE=python:3.11-slim\nFROM ${{BASE_IMAGE}}\nRUN {step} # {run}\n"
+        )
+    on = settings.model_copy(
+        update={"builder": "docker", "image_prefix": IMAGE_PREFIX, "reproducible_build_check": True}
+    )
+    built = DockerBuilder().build(on, folder, "alice", "twice", run, lambda line: None)
+    result = build_results(built)[1]
+    assert result.check_id == "static.reproducible_build" and result.status == status, result
+    client = engine().client()
+    assert not client.images.list(name=f"{built.image_ref}-rebuild")  # the copy is gone
+    if status == "fail":
+        assert result.measured["paths"] == ["made"] and run in str(result.measured["step"]), result
+        assert "SOURCE_DATE_EPOCH" in str(result.remediation)
+    else:
+        assert "timestamps aside" in result.evidence[0] or "bit for bit" in result.evidence[0]
+    client.images.remove(str(built.image_ref), force=True)
+    off = DockerBuilder().build(
+        settings.model_copy(update={"builder": "docker", "image_prefix": IMAGE_PREFIX}),
+        folder,
+        "alice",
+        "twice",
+        run,
+        lambda line: None,
+    )
+    assert (
+        build_results(off)[1].status == "skip"
+        and "reproducible_build_check is off" in build_results(off)[1].evidence[0]
+    )
+    client.images.remove(str(off.image_ref), force=True)

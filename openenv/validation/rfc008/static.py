@@ -344,7 +344,10 @@ def _reproducible_build(s: StaticSubject) -> ResultV2:
     return _result(
         "static.reproducible_build",
         "skip",
-        ["needs two builds of the image to compare, which no validator of ours makes yet"],
+        [
+            "needs two builds of the image to compare, which the static level does not make (it runs no "
+            "code); the Hub makes them with its setting reproducible_build_check"
+        ],
     )
 
 
