@@ -31,6 +31,8 @@ CSS = """
 .oe-trust .oe-kv td { overflow-wrap: anywhere; }
 .oe-trust code { white-space: pre-wrap; word-break: break-all; }
 .oe-trust-badges { margin: 4px 0; }
+.oe-trust .oe-rfc008 td:first-child { width: 44%; }
+.oe-trust .oe-rfc008 .oe-fail { color: #b42318; font-weight: 600; }
 """
 
 _BADGES = {
@@ -237,7 +239,37 @@ def trust_view(version: Any | None) -> str:
         return '<div class="oe-trust" id="oe-trust"><p>Not checked yet: the pipeline has not passed a revision of this environment.</p></div>'
     return (
         f'<div class="oe-trust" id="oe-trust"><h4>Capacity</h4>{_capacity(version.capacity)}'
-        f"<h4>Determinism</h4>{_determinism(version.determinism)}<h4>Reward check</h4>{_reward(version.reward_check)}</div>"
+        f"<h4>Determinism</h4>{_determinism(version.determinism)}<h4>Reward check</h4>{_reward(version.reward_check)}"
+        f"{_rfc008(getattr(version, 'rfc008', None))}</div>"
+    )
+
+
+_LEVELS = {1: "static", 2: "runtime", 3: "semantic", 4: "statistical"}
+
+
+def _rfc008(report: Any) -> str:
+    """RFC 008's report of the version, by check id: its verdict, then one row per check (status and
+    the first line of its evidence), folded so that the card stays short."""
+    if not isinstance(report, dict) or not isinstance(report.get("results"), list):
+        return "<h4>RFC 008 checks</h4><p>No RFC 008 report for this revision.</p>"
+    results = [r for r in report["results"] if isinstance(r, dict) and isinstance(r.get("check_id"), str)]
+    counts = {s: sum(1 for r in results if r.get("status") == s) for s in ("pass", "fail", "skip", "error")}
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    levels = report.get("levels_run")
+    levels = levels if isinstance(levels, list) else []
+    rows = "".join(
+        f'<tr data-check="{escape(r["check_id"])}" data-status="{escape(str(r.get("status")))}">'
+        f"<td><code>{escape(r['check_id'])}</code></td>"
+        f'<td><span class="{"oe-fail" if r.get("status") in ("fail", "error") else ""}">{escape(str(r.get("status")))}</span> '
+        f"{escape(_short((r.get('evidence') or [''])[0]))}</td></tr>"
+        for r in results
+    )
+    shown = ", ".join(_LEVELS.get(lv, str(lv)) for lv in levels if isinstance(lv, int))
+    return (
+        f'<h4>RFC 008 checks</h4><details class="oe-rfc008" data-verdict="{escape(str(report.get("verdict")))}">'
+        f"<summary>verdict <b>{escape(str(report.get('verdict')))}</b> ({escape(str(report.get('lane')))} lane; "
+        f"levels {escape(shown)}): {escape(summary)}</summary>"
+        f'<table class="oe-kv"><tbody>{rows}</tbody></table></details>'
     )
 
 

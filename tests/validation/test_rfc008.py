@@ -398,3 +398,28 @@ def test_rubric_checks_read_the_parts_each_step_names(tmp_path: Path) -> None:
     beside = found["beside"]
     assert [beside[i].status for i in ids] == ["pass", "fail"], beside
     assert "while every part scored 0" in beside["runtime.reward_attribution"].evidence[0]
+
+
+def test_an_answer_shown_when_the_episode_begins_fails_no_solution_leakage(tmp_path: Path) -> None:
+    """wordle_env as bundled shows nothing of its hidden word (pass); a copy whose first observation
+    ends with the hidden word gives the oracle's last guess away (fail, naming it). chess_env shows
+    its opening's legal moves, the oracle's first move among them, on every seed: nothing leaks."""
+    leaky = tmp_path / "wordle_env"
+    shutil.copytree(ROOT / "envs" / "wordle_env", leaky, ignore=shutil.ignore_patterns("__pycache__"))
+    code = leaky / "server" / "wordle_environment.py"
+    code.write_text(
+        code.read_text().replace('You have {max_guesses} tries."', 'You have {max_guesses} tries. ({self._answer})"')
+    )
+    found = {}
+    for name, folder in {
+        "bundled": ROOT / "envs" / "wordle_env",
+        "leaky": leaky,
+        "chess": ROOT / "envs" / "chess_env",
+    }.items():
+        report, _ = validate_package(folder, level=Level.SEMANTIC, import_app=False)
+        [found[name]] = [r for r in report.results if r.check_id == "semantic.no_solution_leakage"]
+    assert found["bundled"].status == "pass" and found["chess"].status == "pass", found
+    assert found["leaky"].status == "fail", found["leaky"]
+    assert found["leaky"].evidence == [
+        "the answer 'think' (an oracle action's) is shown when the episode begins, before it is sent"
+    ]

@@ -122,7 +122,7 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str, str, str | None, int | None
         "dockerfile.port",
         "warn",
         "Dockerfile",
-        17,
+        19,
     ),
     "no README": (lambda e: (e / "README.md").unlink(), "readme.front_matter", "fail", None, None),
     "README without front matter": (

@@ -296,6 +296,7 @@ class _Run:
         self.beside: tuple[Transcript, Transcript] | None = None  # the plan, and another, played at once
         self.oracle_runs: list[Transcript] = []
         self.canary_runs: list[Transcript] = []
+        self.oracle_elsewhere: Transcript | None = None  # the oracle's actions from the next seed
 
     def read_plans(self) -> None:
         s, m = self.s, self.s.manifest
@@ -340,6 +341,9 @@ class _Run:
             elif self.oracle is not None:
                 self.oracle_runs = [await play_plan(self.s, self.oracle) for _ in range(2)]
             self.canary_runs = [await play_plan(self.s, c) for c in self.canaries]
+            if self.oracle is not None:
+                seed = self.oracle.reset.model_copy(update={"seed": (self.oracle.reset.seed + 1) % 2**32})
+                self.oracle_elsewhere = await play_plan(self.s, self.oracle.model_copy(update={"reset": seed}))
 
 
 def _started(s: RuntimeSubject) -> tuple[bool, list[str]]:
@@ -838,6 +842,85 @@ def _replayability(run: _Run) -> ResultV2:
     )
 
 
+_ANSWER_MIN_CHARS = 4  # shorter text ("up", "hit", "e4") is a move's name, not an answer to give away
+
+
+def _texts(value: Any) -> set[str]:
+    """Every string leaf of a JSON value."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_texts(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_texts(v) for v in value)) if value else set()
+    return set()
+
+
+def _shown(value: Any) -> list[str]:
+    """The text a reply shows on its own: its string leaves, less the members of lists of two or
+    more strings (a list of choices, such as the legal moves, names the answer among others and so
+    gives nothing away)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _shown(v)]
+    if isinstance(value, list):
+        if sum(isinstance(v, str) for v in value) >= 2:
+            return [t for v in value if not isinstance(v, str) for t in _shown(v)]
+        return [t for v in value for t in _shown(v)]
+    return []
+
+
+def _no_solution_leakage(run: _Run) -> ResultV2:
+    """The oracle's answers are not in what the agent is shown when its episode begins (the reset's
+    reply and the state read before the first action). An answer is text of an oracle action (4
+    characters or more) that no canary sends; it leaks when shown there as text of its own (not one
+    choice in a list) while the same episode begun from the next seed does not show it (what every
+    episode shows, such as the opening's legal moves, gives nothing away)."""
+    cid = "semantic.no_solution_leakage"
+    early, _ = _oracle_reward(run)
+    if early is not None or run.oracle is None:
+        return _r(cid, "skip", ["unmet dependency: semantic.oracle_max"])
+    wrong = set().union(*(_texts(a) for c in run.canaries for a in c.actions)) if run.canaries else set()
+    answers = sorted({t for a in run.oracle.actions for t in _texts(a) if len(t) >= _ANSWER_MIN_CHARS} - wrong)
+    if not answers:
+        return _r(
+            cid,
+            "skip",
+            [
+                f"the oracle's actions hold no text answer ({_ANSWER_MIN_CHARS} characters or more, sent by no canary) to look for"
+            ],
+        )
+    elsewhere = run.oracle_elsewhere
+    if elsewhere is None or elsewhere.failure:
+        why = elsewhere.failure if elsewhere is not None else "not played"
+        return _r(cid, "skip", [f"the oracle from the next seed could not be played: {why}"])
+    shown = _opening(run.oracle_runs[0])
+    shown_elsewhere = _opening(elsewhere)
+    leaks = [
+        f"the answer {a[:60]!r} (an oracle action's) is shown when the episode begins, before it is sent"
+        for a in answers
+        if a in shown and a not in shown_elsewhere
+    ]
+    return _held(
+        cid,
+        leaks,
+        f"none of the oracle's {len(answers)} answers is shown when its episode begins",
+        "keep the answer out of the first observation and the state (give it only once the episode ends)",
+        answers=len(answers),
+    )
+
+
+def _opening(t: Transcript) -> str:
+    """What an episode shows before its first action: the reset's reply and any state read then."""
+    shown: list[str] = []
+    for op, _, reply in t.exchanges:
+        if op == "step":
+            break
+        shown += _shown(reply)
+    return "\n".join(shown)
+
+
 _RUBRIC_CHECKS = ("runtime.rubric_introspectable", "runtime.reward_attribution")
 
 
@@ -891,6 +974,7 @@ def runtime_results(s: RuntimeSubject) -> list[ResultV2]:
         "semantic.floor_gap": _floor_gap,
         "semantic.canary_floor": _canary_floor,
         "semantic.verifier_determinism": _verifier_determinism,
+        "semantic.no_solution_leakage": _no_solution_leakage,
         "semantic.replayability": _replayability,
         "semantic.resource_envelope": lambda r: _unmeasured(
             "semantic.resource_envelope", "the resources an episode uses"

@@ -46,7 +46,15 @@ def site(clean_factory, hub_settings: HubSettings) -> Iterator[str]:
             version.state, version.smoke_status = "passed", "passed"
             version.capacity, version.determinism, version.reward_check = cap, det, reward
             passed = "pass" if name == "env_00001" else "fail"
-            version.rfc008 = {"results": [{"check_id": "runtime.episode_determinism", "status": passed}]}
+            version.rfc008 = {
+                "lane": "hub",
+                "levels_run": [1, 2],
+                "verdict": passed,
+                "results": [
+                    {"check_id": "static.manifest", "status": "pass", "evidence": ["the validation: block parses"]},
+                    {"check_id": "runtime.episode_determinism", "status": passed, "evidence": [LONG_REASON]},
+                ],
+            }
             s.flush()
             apply_verdict(env, version)
     with serve_app(create_app(hub_settings, run_migrations=False)) as url:
@@ -132,7 +140,14 @@ def test_env_page_shows_the_trust_card_and_it_fits_the_screen(site: str, new_pag
         "Deterministic: the same seed gave the same trajectory twice over 20 steps"
     )
     expect(card.locator("#oe-reward-check")).to_contain_text("Rewards look sound")
-    # nothing sticks out sideways: the long reason wraps inside the card, and the page does not scroll sideways
+    # RFC 008's report by check id, folded: its verdict and counts, then a row per check once opened
+    report = card.locator("details.oe-rfc008")
+    expect(report.locator("summary")).to_have_text("verdict pass (hub lane; levels static, runtime): 2 pass")
+    report.locator("summary").click()
+    row = report.locator("tr[data-check='runtime.episode_determinism']")
+    expect(row).to_have_attribute("data-status", "pass")
+    expect(row).to_contain_text("passed the 500 ms bound")
+    # nothing sticks out sideways: the long reasons wrap inside the card, and the page does not scroll sideways
     _fits(page, width)
 
     page.goto(site + "/?panel=site&env=user2/env_00002")
@@ -142,6 +157,8 @@ def test_env_page_shows_the_trust_card_and_it_fits_the_screen(site: str, new_pag
     flags = page.locator("#oe-reward-check li")
     expect(flags).to_have_text(REWARD_FLAGGED["flags"])
     expect(page.locator("#oe-reward-check")).to_contain_text("Flagged")
+    expect(page.locator("details.oe-rfc008")).to_have_attribute("data-verdict", "fail")
+    expect(page.locator("details.oe-rfc008 summary")).to_contain_text("1 pass, 1 fail")
     _fits(page, width)
 
     page.goto(site + "/?panel=site&env=user3/env_00003")
