@@ -2,9 +2,10 @@
 
 Evidence is what the server answered, frame by frame, on sessions this validator opened: the
 declared plans (`validation.execution.probe_path`, the oracle, the canaries) are replayed as
-data, never run as code. What a process on this machine cannot measure (network, containment,
-resource use: measurements of a container that are not made yet) is `skip` with the reason, never
-`pass`.
+data, never run as code. What a server checked from here cannot show (network, containment,
+resource use: measurements of its container; the verifier on a second machine) is `skip` with the
+reason, never `pass`: the Hub measures those on each revision's container
+(hub_service/pipeline/rfc008_container.py, rfc008_cross_host.py).
 """
 
 from __future__ import annotations
@@ -705,7 +706,10 @@ def _unmeasured(check_id: str, what: str) -> ResultV2:
     return _r(
         check_id,
         "skip",
-        [f"{what}: a measurement of the env's container, which this validator does not make yet"],
+        [
+            f"{what}: a measurement of the env's container, which a server checked from here does not give; the "
+            "Hub makes it on each revision's container (docs/validate.md)"
+        ],
     )
 
 
@@ -975,6 +979,14 @@ def runtime_results(s: RuntimeSubject) -> list[ResultV2]:
         "semantic.canary_floor": _canary_floor,
         "semantic.verifier_determinism": _verifier_determinism,
         "semantic.no_solution_leakage": _no_solution_leakage,
+        "semantic.verifier_portability": lambda r: _r(
+            "semantic.verifier_portability",
+            "skip",
+            [
+                "needs the oracle and canaries rewarded on a second machine: the Hub plays them there (its setting "
+                "cross_host_engine)"
+            ],
+        ),
         "semantic.replayability": _replayability,
         "semantic.resource_envelope": lambda r: _unmeasured(
             "semantic.resource_envelope", "the resources an episode uses"
