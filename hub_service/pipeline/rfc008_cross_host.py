@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from openenv.validation.rfc008 import Level, ResultV2, load_policy
 from openenv.validation.rfc008.manifest import NormalizedManifest
 from openenv.validation.rfc008.policy import ResultStatus
 
-__all__ = ["CHECKS", "cross_host_results"]
+__all__ = ["CHECKS", "Revision", "cross_host_results"]
 
 CHECK = "hub.cross_host_determinism"
 PORTABILITY = "semantic.verifier_portability"
@@ -32,22 +33,25 @@ CHECKS = (CHECK, PORTABILITY)
 SECOND_BRIDGE = "oe-hub-smoke2"  # the second engine's smoke bridge (never the first one's name)
 
 
-def cross_host_results(
-    settings: HubSettings,
-    *,
-    image: str,
-    port: int,
-    overrides: dict[str, Any],
-    folder: Path,
-    url: str,
-    manifest: NormalizedManifest | None,
-    declared: Any,
-) -> list[ResultV2]:
-    """`hub.cross_host_determinism` and `semantic.verifier_portability` of the revision whose smoke
-    container (image `image`, server on `port` inside) answers at `url`."""
+@dataclass(frozen=True)
+class Revision:
+    """The revision whose smoke container (image `image`, its server on `port` inside, run with
+    `overrides` of the sandbox's limits) answers at `url`; its package is `folder`."""
+
+    image: str
+    port: int
+    overrides: dict[str, Any]
+    folder: Path
+    url: str
+    manifest: NormalizedManifest | None
+    declared: Any  # openenv.declared.Declared
+
+
+def cross_host_results(settings: HubSettings, revision: Revision) -> list[ResultV2]:
+    """`hub.cross_host_determinism` and `semantic.verifier_portability` of `revision`."""
     started = time.perf_counter()
     try:
-        graded = _grade(settings, image, port, overrides, folder, url, manifest, declared)
+        graded = _grade(settings, revision)
     except Exception as exc:  # a fault of the Hub's own: never a pass, never the env's failure
         graded = dict.fromkeys(CHECKS, _skip(f"the check failed: {type(exc).__name__}: {exc}"))
     spent = round(time.perf_counter() - started, 4)
@@ -64,17 +68,10 @@ def _skip(why: str, measured: dict[str, Any] | None = None) -> _Graded:
     return "skip", [why], dict(measured or {}), None
 
 
-def _grade(
-    settings: HubSettings,
-    image: str,
-    port: int,
-    overrides: dict[str, Any],
-    folder: Path,
-    url: str,
-    manifest: NormalizedManifest | None,
-    declared: Any,
-) -> dict[str, _Graded]:
+def _grade(settings: HubSettings, revision: Revision) -> dict[str, _Graded]:
     from openenv.validation.rfc008.runtime import RuntimeSubject, declared_plans
+
+    image, port, overrides, declared = revision.image, revision.port, revision.overrides, revision.declared
 
     def both(why: str, measured: dict[str, Any] | None = None) -> dict[str, _Graded]:
         return dict.fromkeys(CHECKS, _skip(why, measured))
@@ -84,9 +81,9 @@ def _grade(
     if getattr(declared, "stochastic", False):
         return both("the env declares stochastic outcomes (validation.stochastic: true)")
     subject = RuntimeSubject(
-        url=url.rstrip("/"),
-        root=folder,
-        manifest=manifest,
+        url=revision.url.rstrip("/"),
+        root=revision.folder,
+        manifest=revision.manifest,
         legacy=Report(),
         policy=load_policy(None),
         level=Level.SEMANTIC,

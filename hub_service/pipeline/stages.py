@@ -504,13 +504,12 @@ async def _rfc008_all(
 def _cross_host(settings: HubSettings, provider: Any, folder: Path, url: str, report: dict[str, Any]) -> Any:
     """hub.cross_host_determinism and semantic.verifier_portability of the revision whose smoke
     container `provider` runs."""
-    from hub_service.pipeline.rfc008_cross_host import cross_host_results
+    from hub_service.pipeline.rfc008_cross_host import Revision, cross_host_results
     from hub_service.sandbox import grant
     from openenv.validation.rfc008 import ValidationReportV2
 
     declared = _declared(folder)
-    return cross_host_results(
-        settings,
+    revision = Revision(
         image=provider.image,
         port=provider.port,
         overrides=grant(settings, declared)[0],
@@ -519,6 +518,7 @@ def _cross_host(settings: HubSettings, provider: Any, folder: Path, url: str, re
         manifest=ValidationReportV2.model_validate(report).manifest,
         declared=declared,
     )
+    return cross_host_results(settings, revision)
 
 
 async def _show_server_log(provider: Any, log: StageLog) -> None:

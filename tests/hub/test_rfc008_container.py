@@ -228,7 +228,7 @@ def test_an_image_that_ships_its_oracle_fails_oracle_containment(
 def _cross_host(settings: HubSettings, image: str, folder: Path) -> dict[str, Any]:
     """hub.cross_host_determinism and semantic.verifier_portability of `image` (an echo) confined
     on this engine, against the second one."""
-    from hub_service.pipeline.rfc008_cross_host import cross_host_results
+    from hub_service.pipeline.rfc008_cross_host import Revision, cross_host_results
 
     declared = _declared_of(folder)
     overrides, _ = grant(settings, declared)
@@ -237,17 +237,8 @@ def _cross_host(settings: HubSettings, image: str, folder: Path) -> dict[str, An
     async def run() -> Any:
         url = await provider.astart()
         try:
-            results = await asyncio.to_thread(
-                cross_host_results,
-                settings,
-                image=image,
-                port=8000,
-                overrides=overrides,
-                folder=folder,
-                url=url,
-                manifest=_manifest(),
-                declared=declared,
-            )
+            revision = Revision(image, 8000, overrides, folder, url, _manifest(), declared)
+            results = await asyncio.to_thread(cross_host_results, settings, revision)
         finally:
             await provider.astop()
         return {r.check_id: r for r in results}
@@ -312,14 +303,14 @@ def test_an_env_that_answers_by_its_machine_fails_cross_host_determinism(
 
 
 def test_without_a_second_engine_cross_host_determinism_says_why_it_skips(settings: HubSettings) -> None:
-    from hub_service.pipeline.rfc008_cross_host import cross_host_results
+    from hub_service.pipeline.rfc008_cross_host import Revision, cross_host_results
 
-    common = {"image": "unused", "port": 8000, "overrides": {}, "folder": ECHO, "url": "http://127.0.0.1:9"}
-    unset = cross_host_results(settings, manifest=_manifest(), declared=_declared_of(ECHO), **common)
+    revision = Revision("unused", 8000, {}, ECHO, "http://127.0.0.1:9", _manifest(), _declared_of(ECHO))
+    unset = cross_host_results(settings, revision)
     assert [r.check_id for r in unset] == ["hub.cross_host_determinism", "semantic.verifier_portability"]
     assert all(r.status == "skip" and "cross_host_engine is unset" in r.evidence[0] for r in unset)
     gone = settings.model_copy(update={"cross_host_engine": "unix:///nonexistent/docker.sock"})
-    down = cross_host_results(gone, manifest=_manifest(), declared=_declared_of(ECHO), **common)
+    down = cross_host_results(gone, revision)
     assert all(r.status == "skip" and "does not answer" in r.evidence[0] and "trouble" in r.evidence[0] for r in down)
 
 
