@@ -1,9 +1,11 @@
 """Run by the Hub's own Python, never the Space's: enter the network namespace of process `pid`
 (argv[1]) and say, as one JSON line, what that namespace holds and what it reaches.
 
-argv[2] is a JSON list of `[kind, host, port]` targets (`tcp` or `udp`, sinks the Hub owns). Only
-the namespace is entered: the program, its files and its view of /proc/net are this host's, so
-nothing the container ships can shape the answer. Needs CAP_SYS_ADMIN (root) on the engine's host.
+argv[2] is a JSON list of `[kind, host, port]` targets (`tcp` or `udp`, sinks the Hub owns). They
+are probed twice: first from the namespace this program starts in (the Hub's own: the control),
+then from the container's. Only the namespace is entered: the program, its files and its view of
+/proc/net are this host's, so nothing the container ships can shape the answer. Needs CAP_SYS_ADMIN
+(root) on the engine's host.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 CLONE_NEWNET = 0x40000000
-TIMEOUT_S = 0.5  # local sinks answer in well under a millisecond; a drop says nothing at all
+TIMEOUT_S = 0.25  # local sinks answer in well under a millisecond; a drop says nothing at all
 
 
 def enter(pid: int) -> None:
@@ -79,14 +81,18 @@ def probe(kind: str, host: str, port: int) -> str:
         return "reachable"
 
 
+def probe_all(targets: list[list[object]]) -> list[str]:
+    with ThreadPoolExecutor(max(1, len(targets))) as pool:
+        return list(pool.map(lambda t: probe(str(t[0]), str(t[1]), int(str(t[2]))), targets))
+
+
 def main() -> None:
     pid, targets = int(sys.argv[1]), json.loads(sys.argv[2])
-    if pid:
-        enter(pid)
+    control = probe_all(targets)
+    enter(pid)
     facts = namespace()
-    with ThreadPoolExecutor(max(1, len(targets))) as pool:
-        outcomes = list(pool.map(lambda t: probe(str(t[0]), str(t[1]), int(t[2])), targets))
-    facts["probes"] = [[*t, o] for t, o in zip(targets, outcomes, strict=True)]
+    subject = probe_all(targets)
+    facts["probes"] = [[*t, s, c] for t, s, c in zip(targets, subject, control, strict=True)]
     print(json.dumps(facts))
 
 

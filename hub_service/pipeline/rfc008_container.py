@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import socket
 import struct
 import subprocess
@@ -533,17 +534,18 @@ def _sinks(addresses: list[str]) -> Iterator[list[list[Any]]]:
             tcp.listen(8)
             udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             udp.bind((address, 0))
-            udp.settimeout(0.1)
+            udp.setblocking(False)
             sockets += [tcp, udp]
             targets += [["tcp", address, tcp.getsockname()[1]], ["udp", address, udp.getsockname()[1]]]
 
         def echo() -> None:
+            datagrams = [s for s in sockets if s.type == socket.SOCK_DGRAM]
             while not stop.is_set():
-                for s in sockets:
-                    if s.type == socket.SOCK_DGRAM:
-                        with contextlib.suppress(OSError):
-                            data, peer = s.recvfrom(64)
-                            s.sendto(data, peer)
+                ready, _, _ = select.select(datagrams, [], [], 0.05)
+                for s in ready:
+                    with contextlib.suppress(OSError):
+                        data, peer = s.recvfrom(64)
+                        s.sendto(data, peer)
 
         thread = threading.Thread(target=echo, name="openenv-hub-netprobe-sink", daemon=True)
         thread.start()
@@ -577,16 +579,13 @@ def measure_network(pid: int, gateway: str | None) -> dict[str, Any]:
     addresses = ([gateway] if gateway else []) + others[: 4 - bool(gateway)]
     with _sinks(addresses) as targets:
         try:
-            subject = _run_probe(pid, targets)
+            found = _run_probe(pid, targets)
         except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
             return {
                 "error": f"the Hub could not enter the container's network namespace ({exc}); it needs root on the engine's host"
             }
-        control = _run_probe(0, targets)
-    outcomes = {tuple(p[:3]): p[3] for p in control["probes"]}
-    subject["probes"] = [[*p, outcomes.get(tuple(p[:3]), "denied: not probed")] for p in subject["probes"]]
-    subject["gateway"] = gateway
-    return subject
+    found["gateway"] = gateway
+    return found
 
 
 def grade_no_network(evidence: dict[str, Any], network_mode: str) -> dict[str, Any]:
