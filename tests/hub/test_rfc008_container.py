@@ -446,3 +446,18 @@ def test_a_revision_built_twice_from_scratch_is_compared_layer_by_layer(
         and "reproducible_build_check is off" in build_results(off)[1].evidence[0]
     )
     client.images.remove(str(off.image_ref), force=True)
+
+
+def test_the_oracle_search_stops_at_its_budget(tmp_path: Path) -> None:
+    """A container filled with files is looked through up to a budget of entries, then given up
+    (oracle_containment then skips: a search cut short proves nothing)."""
+    from hub_service.pipeline.rfc008_container import _files_of_size
+
+    for i in range(50):
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / "answer.json").write_text("x" * 7)
+    everything = list(_files_of_size(tmp_path, "", 7, [10_000]))
+    assert len(everything) == 50
+    budget = [20]
+    cut = list(_files_of_size(tmp_path, "", 7, budget))
+    assert len(cut) < 50 and budget[0] <= 0
