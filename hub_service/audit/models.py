@@ -18,6 +18,7 @@ EVENT_KINDS = (
     "gone",
     "returned",
     "moved",  # the indexer
+    "move_ignored",  # webhooks: a move to a name no Space can have
     "validated",
     "built",
     "smoke_tested",

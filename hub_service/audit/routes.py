@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
+from hub_service.audit.models import EVENT_KINDS
 from hub_service.audit.service import list_events
 from hub_service.catalog.service import get_env
 from hub_service.deps import db_session, etag_json
@@ -21,9 +22,7 @@ router = APIRouter(prefix="/api/v1", tags=["audit"])
 
 class EventView(BaseModel):
     id: int
-    kind: str = Field(
-        description="indexed, revision, gone, returned, moved, validated, built, smoke_tested, passed, failed, cancelled, queued, yanked, unyanked, deprecated, undeprecated, pr_checked"
-    )
+    kind: str = Field(description=", ".join(EVENT_KINDS))
     summary: str
     cause: str = Field(description="What made it happen")
     actor: str = Field(description='"hub", or the maintainer who acted')

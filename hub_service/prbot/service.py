@@ -160,13 +160,15 @@ def _version_for(session: Session, env: EnvRecord, num: int, sha: str, max_attem
 
 def _stop(session: Session, env: EnvRecord, check: PullRequestCheck, reason: str, cause: str) -> int:
     """Cancel the pipeline job of the check's current version, unless main or another open
-    pull request still needs that version. Returns how many jobs were cancelled."""
+    pull request still needs that version. A version waiting for the infrastructure counts: its
+    job sits queued until a backoff ends, and would run then to a verdict on a closed pull
+    request. Returns how many jobs were cancelled."""
     if check.version_id is None:
         return 0
     version = session.get(EnvVersion, check.version_id)
     if (
         version is None
-        or version.state not in (VersionState.QUEUED, VersionState.RUNNING)
+        or version.state in lifecycle.FINISHED
         or not version.ref.startswith("refs/pr/")
         or version.sha == env.sha
     ):
@@ -320,7 +322,7 @@ def _view(session: Session, settings: HubSettings, check: PullRequestCheck) -> R
         main = None
     base = f"{settings.public_url.rstrip('/')}/api/v1/envs/{env.owner}/{env.name}/versions/{version.sha}"
     state = version.state
-    if check.status not in _OPEN and state in (VersionState.QUEUED, VersionState.RUNNING):
+    if check.status not in _OPEN and state not in lifecycle.FINISHED:
         state = VersionState.CANCELLED
     return ReportView(
         repo_id=env.repo_id,

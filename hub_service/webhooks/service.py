@@ -29,6 +29,7 @@ from hub_service.queue.jobs import enqueue_task
 from hub_service.settings import HubSettings
 from hub_service.webhooks.models import WebhookDelivery, WebhookSubject
 from hub_service.webhooks.schemas import WebhookPayload
+from hub_service.webhooks.tasks import ignore_ownerless_move
 
 __all__ = ["Accepted", "check_secret", "parse", "receive"]
 
@@ -215,6 +216,8 @@ def _plan(session: Session, settings: HubSettings, payload: WebhookPayload, caus
     if not payload.repo.owned:
         return [], f"{payload.repo.name!r} names no owner; the catalog indexes Spaces, which always have one"
     repo, scope = payload.repo.name, payload.event.scope
+    if payload.movedTo is not None and "/" not in payload.movedTo.name:
+        return [], ignore_ownerless_move(session, repo, payload.movedTo.name, cause)
     if scope == "discussion.comment":
         return [], "comments do not change a pull request"
     if scope == "discussion":

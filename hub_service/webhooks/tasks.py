@@ -17,7 +17,7 @@ from hub_service.indexer.sources import HfSource
 from hub_service.prbot.service import close_checks
 from hub_service.queue.tasks import TaskContext
 
-__all__ = ["index_repo"]
+__all__ = ["ignore_ownerless_move", "index_repo"]
 
 log = logging.getLogger("hub_service.webhooks")
 
@@ -28,6 +28,11 @@ def index_repo(ctx: TaskContext, payload: dict[str, Any]) -> str:
     assert isinstance(source, HfSource)
     repo, cause = str(payload["repo"]), str(payload.get("cause") or "webhook")
     moved_to = payload.get("moved_to")
+    if moved_to and "/" not in str(moved_to):  # queued before the webhook checked for an owner
+        with session_scope(ctx.factory) as session:
+            ignored = ignore_ownerless_move(session, repo, str(moved_to), cause)
+        log.warning("move of %s ignored: %s", repo, ignored)
+        return f"{repo}: {ignored}"
     if moved_to:
         refusal = _unconfirmed_move(source, repo, str(moved_to))
         if refusal is not None:  # a payload is a hint, never the truth: nothing moves on its word
@@ -45,6 +50,24 @@ def index_repo(ctx: TaskContext, payload: dict[str, Any]) -> str:
         if closed:
             return f"{repo}: gone {report.gone}, pull request checks closed {closed}"
     return f"{repo}: " + ", ".join(f"{k} {v}" for k, v in report.as_dict().items() if isinstance(v, int) and v)
+
+
+def ignore_ownerless_move(session: Session, old: str, new: str, cause: str) -> str:
+    """A move of `old` to `new`, a name with no owner, is ignored: every Space has an owner, so
+    no Space is there to follow. The env at `old` (if the catalog has it) keeps its name, and its
+    trail says what was ignored. Returns why, for the delivery or the job."""
+    new = new[:200]
+    reason = f"{new!r} names no owner; a Space moves only to owner/name, so the move is ignored"
+    owner, _, name = old.partition("/")
+    env = session.scalar(
+        select(EnvRecord).where(
+            EnvRecord.source == "hf", EnvRecord.owner == owner, EnvRecord.name == name, EnvRecord.gone.is_(False)
+        )
+    )
+    if env is not None:
+        summary = f"{old} was said to move to {new!r}, which names no owner; the move is ignored"
+        record(session, env, "move_ignored", summary, cause=cause, moved_to=new)
+    return reason
 
 
 def _unconfirmed_move(source: HfSource, old: str, new: str) -> str | None:

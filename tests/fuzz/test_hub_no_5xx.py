@@ -3,7 +3,16 @@ the JSON API (every operation of its OpenAPI spec, path and query parameters dra
 values: huge integers, NUL and control characters, long strings, broken digests), the webhook
 (random bytes, random JSON, payloads with broken fields, with and without the secret) and
 Gradio's own routes (queue joins, calls, event streams with random bodies and ids). Every answer
-must be below 500, and the service must still answer its health check afterwards."""
+must be below 500, and the service must still answer its health check afterwards.
+
+Issue 47: random draws missed a 500 that one value of one parameter caused (an audit-log `before`
+past the database's integers). So the boundary values of each parameter's type, read from the
+app's own OpenAPI document (an endpoint added later is covered without editing this file), are
+also swept: every value for every path, query and header parameter of every operation, one
+request each, the other parameters naming what exists so that the value reaches the database.
+Integers get 0, ±1, the edges of 32- and 64-bit integers (signed and not), 10**30 and the declared
+minimum and maximum ±1; strings get the empty string, one past the declared length, very long
+ones, NUL and control characters, unicode, percent-escapes, and bytes that are not UTF-8."""
 
 from __future__ import annotations
 
@@ -11,7 +20,7 @@ import json
 import random
 import string
 import time
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -26,6 +35,7 @@ from tests.support.servers import serve_app
 pytestmark = pytest.mark.slow
 
 SECRET = "fuzz-secret"
+MAINTAINER = "fuzz-maintainer-token"
 COUNTS = {"api": 500, "webhook": 200, "gradio": 300}
 HOSTILE = [
     "9" * 40,
@@ -88,29 +98,191 @@ def _body(rng: random.Random, shaped: Any) -> bytes:
     return json.dumps(shaped).encode()
 
 
-def _api_requests(rng: random.Random, spec: dict[str, Any], n: int) -> list[tuple[str, str, bytes | None]]:
-    valid = {"owner": "user0", "name": "env_00000", "revision": f"{0:040x}", "stage": "build", "lock_id": "a" * 64}
-    operations = [
+# Path parameters that name what the test indexed, so that other values reach the database.
+VALID = {"owner": "user0", "name": "env_00000", "revision": f"{0:040x}", "stage": "build", "lock_id": "a" * 64}
+
+_INTS = [0, -1, 1, 2**31 - 1, 2**31, -(2**31) - 1, 2**32, 2**63 - 1, 2**63, -(2**63) - 1, 2**64, 10**30, -(10**30)]
+# Not integers, or integers in a form a careless parser takes or chokes on.
+_INT_LIKE = ["", " 1", "1 ", "1.5", "1e3", "0x10", "+1", "-0", "0" * 40 + "1", "1_000", "NaN", "١٢٣", "9" * 5000]
+_FLOATS = ["1e309", "-1e309", "inf", "-inf", "NaN", "5e-324", "1.7976931348623157e308", "-0.0"]
+_STRINGS = [
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    "\x01\x1f\x7f\t\n",
+    "a" * 4000,
+    "ü\u202e\U0001f600",
+    "\ufeff\u2028",
+    "%",
+    "%00",
+    "%ff",
+    "../../etc/passwd",
+    "-1",
+    "9" * 40,
+    "1e309",
+    "true",
+    "{}",
+    "*",
+    "_%",
+    "'; --",
+]
+# Sent as they are, not quoted: the server percent-decodes them to bytes that are not UTF-8, or to NUL.
+_RAW = ["%ff%fe", "%c3%28", "%ed%a0%80", "%00", "%"]
+
+
+class Value(NamedTuple):
+    """A parameter's value; `raw` ones go into the URL unquoted (they are percent-escapes)."""
+
+    text: str
+    raw: bool = False
+    repeat: int = 1  # an array parameter: the value this many times
+
+
+def _schema(param: dict[str, Any]) -> dict[str, Any]:
+    """The parameter's schema without its `null` option (FastAPI writes `X | None` as anyOf)."""
+    schema = param.get("schema") or {}
+    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
+    if len(options) != 1:
+        raise AssertionError(f"parameter {param['name']!r}: teach the fuzz test the schema {schema}")
+    return options[0]
+
+
+def boundaries(schema: dict[str, Any]) -> list[Value]:
+    """The boundary values of a parameter's type (its OpenAPI schema); an unknown type fails the test
+    (it must learn the new type rather than skip the parameter)."""
+    kind = schema.get("type")
+    if kind == "integer":
+        declared = [schema[k] + d for k in ("minimum", "maximum") if k in schema for d in (-1, 0, 1)]
+        return [Value(str(v)) for v in dict.fromkeys(_INTS + declared)] + [Value(v) for v in _INT_LIKE]
+    if kind == "number":
+        return [Value(str(v)) for v in _INTS] + [Value(v) for v in _FLOATS + _INT_LIKE]
+    if kind == "boolean":
+        return [Value(v) for v in ("true", "false", "", "2", "yes", "TRUE", "\x00")] + [Value("%ff", raw=True)]
+    if kind == "array":
+        items = boundaries(schema.get("items") or {"type": "string"})
+        return [*items, Value("a", repeat=500), Value("a" * 100, repeat=100)]
+    if kind == "string" or "enum" in schema:
+        lengths = [schema[k] + d for k in ("minLength", "maxLength") if k in schema for d in (-1, 0, 1)]
+        sized = [Value("a" * n) for n in dict.fromkeys(lengths) if n >= 0]
+        enum = [Value(str(v)) for v in schema.get("enum", [])] + [Value(str(v).upper()) for v in schema.get("enum", [])]
+        return [Value(v) for v in _STRINGS] + sized + enum + [Value(v, raw=True) for v in _RAW]
+    raise AssertionError(f"teach the fuzz test the parameter type of {schema}")
+
+
+def _operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
         (method.upper(), path, op)
         for path, item in spec["paths"].items()
         for method, op in item.items()
-        if method in ("get", "post")
+        if method in ("get", "post", "put", "patch", "delete")
     ]
+
+
+def _sendable_in_header(value: Value) -> bool:
+    text = value.text
+    return not value.raw and value.repeat == 1 and text.isascii() and text.isprintable() and text == text.strip()
+
+
+def _url(template: str, path_values: dict[str, Value], query: list[tuple[str, Value]]) -> str:
+    path = template
+    for name, value in path_values.items():
+        path = path.replace("{" + name + "}", value.text if value.raw else quote(value.text, safe=""))
+    parts = [
+        f"{quote(name)}={value.text if value.raw else quote(value.text, safe='')}"
+        for name, value in query
+        for _ in range(value.repeat)
+    ]
+    return path + ("?" + "&".join(parts) if parts else "")
+
+
+def _minimal(spec: dict[str, Any], schema: dict[str, Any]) -> Any:
+    """The smallest value `schema` accepts (required properties only), so that a call's parameters
+    are what the server judges, not its body."""
+    if "$ref" in schema:
+        return _minimal(spec, spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]])
+    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
+    schema = options[0] if options else schema
+    kind = schema.get("type", "object")
+    if kind == "object":
+        required = schema.get("required", [])
+        return {k: _minimal(spec, v) for k, v in schema.get("properties", {}).items() if k in required}
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 1)
+    if kind == "string":
+        return str(schema["enum"][0]) if "enum" in schema else "a" * max(schema.get("minLength", 0), 7)
+    return {"array": [], "boolean": False}.get(kind)
+
+
+def _body_of(spec: dict[str, Any], op: dict[str, Any]) -> bytes | None:
+    content = (op.get("requestBody") or {}).get("content", {})
+    if "application/json" not in content:
+        return None
+    return json.dumps(_minimal(spec, content["application/json"].get("schema", {}))).encode()
+
+
+class Call(NamedTuple):
+    method: str
+    url: str
+    body: bytes | None
+    headers: dict[str, str]
+
+
+def boundary_sweep(spec: dict[str, Any], maintainer_token: str) -> tuple[list[Call], dict[str, int]]:
+    """One call per boundary value of every path, query and header parameter of every operation in
+    `spec`; the other path parameters name what exists, the other query parameters are left out,
+    the body is the smallest one the operation accepts, and maintainers' operations get the token.
+    Returns the calls and how many parameters of each type were swept."""
+    calls: list[Call] = []
+    swept: dict[str, int] = {}
+    for method, template, op in _operations(spec):
+        params = [p for p in op.get("parameters", []) if p["in"] in ("path", "query", "header")]
+        body = _body_of(spec, op)
+        auth = {"authorization": f"Bearer {maintainer_token}"} if "maintainers" in op.get("tags", []) else {}
+        for param in params:
+            schema = _schema(param)
+            kind = str(schema.get("type", "enum"))
+            swept[kind] = swept.get(kind, 0) + 1
+            for value in boundaries(schema):
+                path_values = {p["name"]: Value(VALID.get(p["name"], "x")) for p in params if p["in"] == "path"}
+                query: list[tuple[str, Value]] = []
+                headers = dict(auth)
+                if param["in"] == "path":
+                    path_values[param["name"]] = value
+                elif param["in"] == "query":
+                    query.append((param["name"], value))
+                elif _sendable_in_header(value):
+                    headers = {k: v for k, v in headers.items() if k != param["name"].lower()}
+                    headers[param["name"]] = value.text
+                else:
+                    continue  # no HTTP client sends it as a header
+                calls.append(Call(method, _url(template, path_values, query), body, headers))
+    return calls, swept
+
+
+def _hostile(rng: random.Random, param: dict[str, Any]) -> Value:
+    if rng.random() < 0.5:
+        return rng.choice(boundaries(_schema(param)))
+    return Value(_text(rng))
+
+
+def _api_requests(rng: random.Random, spec: dict[str, Any], n: int) -> list[tuple[str, str, bytes | None]]:
+    operations = [(m, path, op) for m, path, op in _operations(spec) if m in ("GET", "POST")]
     out = []
     for _ in range(n):
         method, template, op = rng.choice(operations)
-        path, query = template, []
+        path_values: dict[str, Value] = {}
+        query: list[tuple[str, Value]] = []
         for param in op.get("parameters", []):
             # Path parameters mostly name what exists, so that hostile query values reach the database.
             odds = 0.85 if param["in"] == "path" else 0.3
-            value = valid.get(param["name"], "1") if rng.random() < odds else _text(rng)
+            value = Value(VALID.get(param["name"], "1")) if rng.random() < odds else _hostile(rng, param)
             if param["in"] == "path":
-                path = path.replace("{" + param["name"] + "}", quote(value, safe="") or "x")
+                path_values[param["name"]] = value if value.text else Value("x")
             elif param["in"] == "query" and rng.random() < 0.7:
                 query.append((param["name"], value))
-        url = path + ("?" + urlencode(query) if query else "")
         body = _body(rng, _json_value(rng)) if method == "POST" else None
-        out.append((method, url, body))
+        out.append((method, _url(template, path_values, query), body))
     return out
 
 
@@ -200,6 +372,41 @@ def test_a_thousand_hostile_requests_get_no_server_error(clean_factory, hub_sett
         assert not failures, failures[:10]
         assert client.get("/api/v1/health").json()["status"] == "ok"
     print(f"1000 requests in {elapsed:.1f}s, statuses {dict(sorted(statuses.items()))}")
+
+
+def test_boundary_values_of_every_parameter_get_no_server_error(clean_factory, hub_settings) -> None:
+    index_source(clean_factory, ListSource([space(0), space(7)]))  # user0/env_00000 and user0/env_00007
+    settings = hub_settings.model_copy(
+        update={
+            "website": True,
+            "webhook_secret": SecretStr(SECRET),
+            "maintainer_token": SecretStr(MAINTAINER),
+            "hf_endpoint": "http://127.0.0.1:9",  # nothing is asked of a real Hub
+            "play_max_sessions": 0,
+            **{f"rate_{kind}_burst": 100_000 for kind in ("api", "webhook", "web", "play", "model")},
+            **{f"rate_{kind}_per_minute": 1e7 for kind in ("api", "webhook", "web", "play", "model")},
+        }
+    )
+    with serve_app(create_app(settings, run_migrations=False)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        calls, swept = boundary_sweep(client.get("/openapi.json").json(), MAINTAINER)
+        assert swept.get("integer", 0) >= 5 and swept.get("string", 0) >= 20, swept  # the schema was read
+        started = time.monotonic()
+        failures = []
+        statuses: dict[int, int] = {}
+        for call in calls:
+            headers = {**call.headers, **({"content-type": "application/json"} if call.body is not None else {})}
+            try:
+                response = client.request(call.method, call.url, content=call.body, headers=headers)
+            except httpx.TransportError as exc:  # the server broke the connection off: a server error too
+                failures.append(f"{call.method} {call.url[:200]} {call.headers} -> {exc!r}")
+                continue
+            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+            if response.status_code >= 500:
+                failures.append(f"{call.method} {call.url[:200]} {call.headers} -> {response.status_code}")
+        elapsed = time.monotonic() - started
+        assert not failures, failures[:10]
+        assert client.get("/api/v1/health").json()["status"] == "ok"
+    print(f"{len(calls)} values of {swept} parameters in {elapsed:.1f}s, statuses {dict(sorted(statuses.items()))}")
 
 
 def test_the_reported_inputs_get_a_4xx_that_names_the_field(clean_factory, hub_settings) -> None:

@@ -19,8 +19,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.app import create_app
 from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.db import session_scope
 from hub_service.indexer.service import IndexReport, index_source
 from hub_service.indexer.sources import HfSource, LocalSource
+from hub_service.queue.jobs import enqueue_task
 from hub_service.settings import HubSettings
 from tests.hub.helpers import ListSource, space
 from tests.hub.live import MAINTAINER_TOKEN, Live, env_files
@@ -234,6 +236,41 @@ def test_a_forged_move_is_checked_with_the_hub_and_changes_nothing(
     assert live.tasks() == ["done"]
     moved = live.env("alice/echo_env_v2")
     assert moved is not None and moved.sha == sha and live.env("alice/echo_env") is None
+
+
+def test_a_move_to_a_name_without_an_owner_is_ignored_with_an_audit_line(live: Live) -> None:
+    """Issue 47: `movedTo` names no owner (the schema lets a bare name through, as legacy models have
+    one). The delivery is ignored with the reason and the env's trail says so; a task queued with
+    such a name (by an older service) ends done, never with a TypeError, and moves nothing."""
+    sha = live.publish("alice/echo_env", env_files("echo_env"))
+    live.tasks()
+    real = copy.deepcopy(live.hub.webhooks.deliveries[-1].payload)
+    before = live.counts()
+
+    reply = live.post(_forged_move(real, "alice/echo_env", "echo_env_v2"))
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["status"] == "ignored" and "'echo_env_v2' names no owner" in reply.json()["reason"]
+    assert live.tasks() == []
+
+    with session_scope(live.factory) as s:  # what a service without the check queued for such a delivery
+        enqueue_task(
+            s,
+            "index_repo",
+            "repo:hf:alice/echo_env",
+            {"repo": "alice/echo_env", "cause": "webhook delivery 0 (repo move)", "moved_to": "echo_env_v2"},
+        )
+    assert live.tasks() == ["done"]
+
+    env = live.env("alice/echo_env")
+    assert env is not None and env.sha == sha and not env.gone
+    events = httpx.get(f"{live.url}/api/v1/envs/alice/echo_env/events").json()["items"]
+    ignored = [e for e in events if e["kind"] == "move_ignored"]
+    assert len(ignored) == 2 and all(e["details"] == {"moved_to": "echo_env_v2"} for e in ignored)
+    assert "names no owner" in ignored[0]["summary"] and ignored[0]["cause"] == "webhook delivery 0 (repo move)"
+    assert ignored[1]["cause"] == f"webhook delivery {reply.json()['delivery']} (repo move)"
+    after = live.counts()
+    assert (after["envs"], after["versions"]) == (before["envs"], before["versions"])
+    assert after["events"] == before["events"] + 2  # the two audit lines, nothing else
 
 
 # -- 4. maintainer revisions match sha prefixes, never patterns ---------------------------------------------
