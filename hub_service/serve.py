@@ -24,10 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import Engine
+
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.indexer import source_for
 from hub_service.indexer.service import IndexReport, index_source
-from hub_service.leadership import Leadership, run_duty
+from hub_service.leadership import Deposed, Fence, Leadership, run_duty
 from hub_service.pipeline.assembly import assemble
 from hub_service.settings import HubSettings
 
@@ -61,18 +63,34 @@ def settings_env(settings: HubSettings) -> dict[str, str]:
     return env
 
 
-def index_all(settings: HubSettings) -> list[IndexReport]:
-    """Index every configured source once (local folder, and the Hub when enabled)."""
+def index_all(settings: HubSettings, fence: Fence | None = None) -> list[IndexReport]:
+    """Index every configured source once (local folder, and the Hub when enabled); as a periodic
+    duty, under its `fence`."""
     assemble(settings)  # the lifecycle's listeners are in place before a revision moves
-    factory = sessionmaker_for(make_engine(settings.sqlalchemy_url))
+    engine = _duty_engine(settings, fence)
+    factory = sessionmaker_for(engine)
     reports = []
     kinds = (["local"] if settings.local_source else []) + (["hf"] if settings.hf_enabled else [])
-    for kind in kinds:
-        try:
-            reports.append(index_source(factory, source_for(settings, kind), max_attempts=settings.job_max_attempts))
-        except Exception:  # one source failing must not stop the other, nor the service
-            log.exception("indexing the %s source failed", kind)
+    try:
+        for kind in kinds:
+            try:
+                reports.append(
+                    index_source(factory, source_for(settings, kind), max_attempts=settings.job_max_attempts)
+                )
+            except Deposed:
+                raise
+            except Exception:  # one source failing must not stop the other, nor the service
+                log.exception("indexing the %s source failed", kind)
+    finally:
+        engine.dispose()
     return reports
+
+
+def _duty_engine(settings: HubSettings, fence: Fence | None) -> Engine:
+    """An engine of the Hub's database for one run of a duty: with a `fence`, nothing it writes
+    commits once this process has lost the lease (hub_service/leadership/fence.py)."""
+    engine = make_engine(settings.sqlalchemy_url)
+    return fence.guard(engine) if fence is not None else engine
 
 
 class WorkerSupervisor(threading.Thread):
@@ -164,18 +182,20 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="hub-parent-watchdog", daemon=True).start()
 
 
-def reconcile(settings: HubSettings) -> list[IndexReport]:
+def reconcile(settings: HubSettings, fence: Fence | None = None) -> list[IndexReport]:
     """The periodic crawl that catches what webhooks missed: index every source (new, changed and
     gone Spaces), and sync every open pull request the bot follows."""
-    reports = index_all(settings)
+    reports = index_all(settings, fence)
     if settings.pr_bot:
         from hub_service.db import session_scope
         from hub_service.prbot.service import reconcile_open
 
-        engine = make_engine(settings.sqlalchemy_url)
+        engine = _duty_engine(settings, fence)
         try:
             with session_scope(sessionmaker_for(engine)) as session:
                 reconcile_open(session)
+        except Deposed:
+            raise
         except Exception:  # the next round tries again; the service keeps serving
             log.exception("queueing the pull-request reconcile failed")
         finally:
@@ -183,33 +203,37 @@ def reconcile(settings: HubSettings) -> list[IndexReport]:
     return reports
 
 
-def poll_health(settings: HubSettings) -> None:
+def poll_health(settings: HubSettings, fence: Fence | None = None) -> None:
     """One health poll of the indexed Spaces (one listing of their runtime)."""
     from hub_service.health.service import poll
 
-    engine = make_engine(settings.sqlalchemy_url)
+    engine = _duty_engine(settings, fence)
     try:
         poll(sessionmaker_for(engine), source_for(settings, "hf"))
+    except Deposed:
+        raise
     except Exception:  # the Hub may be down: the next poll tries again
         log.exception("polling the health of Spaces failed")
     finally:
         engine.dispose()
 
 
-def collect(settings: HubSettings) -> None:
+def collect(settings: HubSettings, fence: Fence | None = None) -> None:
     """One collection: expired locks purged, then the registry's images nothing keeps (as
     `registry_gc` says: planned and audited, or deleted)."""
     from hub_service.locks.service import purge_expired
     from hub_service.pipeline.registry_gc import collect_registry
 
-    engine = make_engine(settings.sqlalchemy_url)
+    engine = _duty_engine(settings, fence)
     try:
         factory = sessionmaker_for(engine)
         purged = purge_expired(factory)
         if purged:
             log.info("purged %s expired lock(s)", purged)
         if settings.registry and settings.registry_gc != "off":
-            collect_registry(settings, factory, dry_run=settings.registry_gc == "dry_run")
+            collect_registry(settings, factory, dry_run=settings.registry_gc == "dry_run", fence=fence)
+    except Deposed:
+        raise
     except Exception:  # the next round tries again; the service keeps serving
         log.exception("collecting images failed")
     finally:
@@ -217,8 +241,9 @@ def collect(settings: HubSettings) -> None:
 
 
 class _Every(threading.Thread):
-    """Calls `fn(settings)` now and then every `every_s` seconds (once when every_s <= 0), in
-    the leader only when there is a `leadership` (a duty waits while another process leads)."""
+    """Calls `fn(settings, fence)` now and then every `every_s` seconds (once when every_s <= 0), in
+    the leader only when there is a `leadership` (a duty waits while another process leads; `fence`
+    is its term, None without leadership)."""
 
     def __init__(
         self, name: str, fn: Any, settings: HubSettings, every_s: float, leadership: Leadership | None = None
@@ -233,7 +258,7 @@ class _Every(threading.Thread):
             if self.leadership is not None and not self.leadership.wait_leading(self.stopping):
                 return
             try:
-                ran = run_duty(self.leadership, self.duty, lambda: self.fn(self.settings))
+                ran = run_duty(self.leadership, self.duty, lambda fence: self.fn(self.settings, fence))
             except Exception:  # the database failed around the run: the next round tries again
                 log.exception("the %s duty failed", self.duty)
                 ran = True

@@ -6,7 +6,9 @@ may take it once it has run out (a holder killed outright stops renewing, so ano
 within one lease). Times come from the database's clock on PostgreSQL, so hosts whose clocks differ
 still agree. A holder counts itself the leader only until `lease_s` after it *sent* its last
 successful renewal (the database's expiry is never earlier), so a holder cut off from the database
-stops starting duties before anyone else may start them.
+stops starting duties before anyone else may start them. A duty that is still running when another
+process takes over is fenced (hub_service/leadership/fence.py): it gets the term it started in, and
+none of its writes commits once the lease has another term.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from hub_service.leadership.fence import Deposed, Fence
 from hub_service.quota._sql import Dialect
 
 __all__ = ["DUTY_GROUP", "Leadership", "run_duty"]
@@ -120,12 +123,15 @@ class Leadership:
                 return False
         return True
 
-    def record(self, duty: str, fn: Callable[[], object]) -> bool:
-        """Run `fn` as `duty` if this process leads, noted in `duty_runs`; returns whether it ran."""
+    def record(self, duty: str, fn: Callable[[Fence], object]) -> bool:
+        """Run `fn(fence)` as `duty` if this process leads, noted in `duty_runs`; returns whether it
+        ran. `fence` holds this lease's term: `fn` writes through engines it guards (a run that was
+        deposed is noted `deposed`)."""
         if not self.leading():
             return False
         now = self._sql.now
-        params = self._sql.params(duty=duty, holder=self.holder, term=self.term)
+        term = self.term
+        params = self._sql.params(duty=duty, holder=self.holder, term=term)
         with self._engine.begin() as conn:
             run_id = conn.execute(
                 text(
@@ -136,8 +142,10 @@ class Leadership:
             ).scalar_one()
         outcome = "failed"
         try:
-            fn()
+            fn(Fence(self.group, self.holder, term, duty))
             outcome = "done"
+        except Deposed:  # said in the log by the fence; the new leader runs the duty from here
+            outcome = "deposed"
         finally:
             with self._engine.begin() as conn:
                 conn.execute(
@@ -151,10 +159,10 @@ class Leadership:
         return True
 
 
-def run_duty(leadership: Leadership | None, duty: str, fn: Callable[[], object]) -> bool:
-    """Run `fn` as the periodic duty `duty`: always without leadership (one process by design),
-    else only in the leader."""
+def run_duty(leadership: Leadership | None, duty: str, fn: Callable[[Fence | None], object]) -> bool:
+    """Run `fn(fence)` as the periodic duty `duty`: always without leadership (one process by
+    design, `fence` None), else only in the leader (see `Leadership.record`)."""
     if leadership is None:
-        fn()
+        fn(None)
         return True
     return leadership.record(duty, fn)

@@ -1,12 +1,19 @@
 """Registering lock files (`POST /api/v1/locks`): a lock names env revisions this Hub indexed, and
-while it lives their images are kept (hub_service/catalog/pins.py says what "kept" reads)."""
+while it lives their images are kept (hub_service/catalog/pins.py says what "kept" reads).
+
+A registration is one transaction that no other registration of the same user interleaves with (on
+PostgreSQL an advisory lock on the user, on SQLite the write lock taken at its start), so that two
+at once cannot both pass the quota. It reads the revisions it names `FOR SHARE` (PostgreSQL), so
+an image collection deleting one of their images either waits for it or is waited for
+(hub_service/pipeline/registry_gc.py).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,6 +27,7 @@ from hub_service.errors import Conflict, Forbidden, InvalidRequest, NotFound
 __all__ = ["MAX_ENVS", "QuotaReached", "purge_expired", "register"]
 
 MAX_ENVS = 256  # envs one lock may name: a training run's, not a mirror of the catalog
+_QUOTA_LOCK = 0x4C4F434B  # "LOCK": the first key of the advisory locks on users' quotas (PostgreSQL)
 
 
 class QuotaReached(Forbidden):
@@ -53,9 +61,11 @@ def register(
         raise InvalidRequest(str(exc)) from None
     if len(lock.envs) > MAX_ENVS:
         raise InvalidRequest(f"a lock names at most {MAX_ENVS} envs; split the run's envs into several locks")
+    _serialize(session, owner if max_per_owner is not None else None)
     now = utcnow()
-    existing = session.get(ImageLock, lock.id)
+    existing = session.get(ImageLock, lock.id, populate_existing=True)
     if existing is not None:
+        _hold_versions(session, lock.id)
         extend_lock(existing, now, ttl_days, force=True)
         return existing, False
     if owner is not None and max_per_owner is not None:
@@ -90,10 +100,38 @@ def register(
     return row, True
 
 
+def _serialize(session: Session, owner: str | None) -> None:
+    """Make this registration's transaction one no other registration by `owner` interleaves with
+    (see the module). On SQLite, a session already in a transaction stays as it is: SQLite refuses
+    its first write if another writer committed since it began, rather than let it count stale rows."""
+    bind = session.get_bind()
+    if bind.dialect.name == "sqlite":
+        if not session.in_transaction():
+            session.connection(execution_options={"openenv_write": True})
+    elif owner is not None:
+        session.execute(text(f"SELECT pg_advisory_xact_lock({_QUOTA_LOCK}, hashtext(:owner))"), {"owner": owner})
+
+
+def _hold_versions(session: Session, lock_id: str) -> None:
+    """Share-lock the revisions lock `lock_id` names (PostgreSQL), so that renewing it and collecting
+    their images never interleave."""
+    session.execute(
+        select(EnvVersion.id)
+        .join(ImageLockEntry, ImageLockEntry.version_id == EnvVersion.id)
+        .where(ImageLockEntry.lock_id == lock_id)
+        .with_for_update(read=True, of=EnvVersion)
+    ).all()
+
+
 def _locked_version(session: Session, entry: Any) -> EnvVersion:
     owner, _, name = entry.id.partition("/")
     env = get_env(session, owner, name)
-    version = session.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id, EnvVersion.sha == entry.revision))
+    version = session.scalar(
+        select(EnvVersion)
+        .where(EnvVersion.env_id == env.id, EnvVersion.sha == entry.revision)
+        .with_for_update(read=True)
+        .execution_options(populate_existing=True)
+    )
     if version is None:
         raise NotFound(
             f"{entry.id} has no revision {entry.revision} on this Hub; lock against the Hub that resolved it, "

@@ -8,6 +8,12 @@ and the `keep_images_per_env` newest other passing main revisions (clients may p
 rest of its images are removed after each of its jobs, and their versions forget the image (the
 resolve record then offers building from source). An image a container still runs (a play
 session) is not forced out: the next pass takes it.
+
+Each image is removed in its own transaction, which plans its env again first and holds what could
+keep it until the version has forgotten it (as registry collection does, registry_gc.py): on
+PostgreSQL the versions naming that image `FOR UPDATE` (a new lock entry's foreign key and a pin
+wait) and the locks naming them `FOR SHARE`; on SQLite the write lock. A lock registered after the
+plan keeps its image.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service.catalog.lock_models import ImageLock, ImageLockEntry
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.pins import live_locked_version_ids
 from hub_service.catalog.states import VersionState
@@ -84,20 +91,41 @@ def prune_env_images(settings: HubSettings, factory: sessionmaker[Session], env_
     removed: dict[int, str] = {}
     try:
         for version_id, ref in doomed:
-            try:
-                client.images.remove(ref)  # not forced: an image a container runs stays until the next pass
-            except ImageNotFound:
-                pass  # removed by hand: the version forgets it all the same
-            except APIError as exc:
-                log.info("keeping image %s for now: %s", ref, getattr(exc, "explanation", None) or exc)
-                continue
+            with session_scope(factory) as session:
+                if not _still_doomed(session, env_id, settings.keep_images_per_env, version_id, ref):
+                    log.info("keeping image %s: something keeps it since the plan", ref)
+                    continue
+                try:
+                    client.images.remove(ref)  # not forced: an image a container runs stays until the next pass
+                except ImageNotFound:
+                    pass  # removed by hand: the version forgets it all the same
+                except APIError as exc:
+                    log.info("keeping image %s for now: %s", ref, getattr(exc, "explanation", None) or exc)
+                    continue
+                version = session.get(EnvVersion, version_id)
+                if version is not None and version.image_ref == ref:
+                    version.image_ref = None
             removed[version_id] = ref
     finally:
         client.close()
-    with session_scope(factory) as session:
-        for version_id, ref in removed.items():
-            version = session.get(EnvVersion, version_id)
-            if version is not None and version.image_ref == ref:
-                version.image_ref = None
     log.info("removed %d image(s) of env %s: %s", len(removed), env_id, ", ".join(removed.values()))
     return list(removed.values())
+
+
+def _still_doomed(session: Session, env_id: int, keep: int, version_id: int, ref: str) -> bool:
+    """Whether nothing keeps `ref` of `version_id` now; what could start keeping it stays locked
+    until the session's transaction ends (see the module)."""
+    same_image = session.scalars(
+        select(EnvVersion.id)
+        .where(EnvVersion.env_id == env_id, EnvVersion.image_ref == ref)
+        .order_by(EnvVersion.id)  # rows locked in one order by every collector
+        .with_for_update()
+    ).all()
+    session.execute(
+        select(ImageLock.id)
+        .join(ImageLockEntry, ImageLockEntry.lock_id == ImageLock.id)
+        .where(ImageLockEntry.version_id.in_(same_image))
+        .with_for_update(read=True, of=ImageLock)
+    ).all()
+    env = session.get(EnvRecord, env_id, populate_existing=True)
+    return env is not None and (version_id, ref) in _doomed(session, env, keep)

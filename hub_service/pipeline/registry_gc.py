@@ -13,6 +13,14 @@ A dry run plans only: every manifest it would delete is logged and recorded in
 outcome, and the revision forgets its registry reference (its resolve record then offers
 building from source; a digest pin to it answers 404 with what to do). Deleting manifests frees
 no disk by itself: the registry's own blob collection does (`scripts/registry gc`, docs/deploy.md).
+
+Each deletion is its own transaction, which plans that image's env again first and holds what
+could keep it until the deletion is recorded: on PostgreSQL the revisions with that image (`FOR
+UPDATE`: a lock file registered now, whose entry's foreign key needs a share lock on its revision,
+and a pin wait) and the locks naming them (`FOR SHARE`: a renewal waits); on SQLite the write lock.
+So a lock registered after the plan keeps its image, and one registered during the deletion is
+told the image is gone. As a periodic duty, each deletion also checks its `fence` first (a leader
+that lost the lease deletes nothing more).
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service import registry_api
+from hub_service.catalog.lock_models import ImageLock, ImageLockEntry
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.db import session_scope
+from hub_service.leadership.fence import Fence
 from hub_service.pipeline.gc_models import RegistryDeletion
 from hub_service.pipeline.images_gc import kept_versions
 from hub_service.settings import HubSettings
@@ -52,34 +62,64 @@ def plan(session: Session, settings: HubSettings) -> list[Doomed]:
     host = registry_api.host_of(settings.registry)
     doomed: list[Doomed] = []
     for env in session.scalars(select(EnvRecord).order_by(EnvRecord.id)):
-        versions = session.scalars(
-            select(EnvVersion)
-            .where(
-                EnvVersion.env_id == env.id, EnvVersion.registry_ref.is_not(None), EnvVersion.image_digest.is_not(None)
-            )
-            .order_by(EnvVersion.created_at.desc(), EnvVersion.id.desc())
-        ).all()
-        if not versions:
-            continue
-        kept_ids = kept_versions(session, env, settings.keep_images_per_env, versions)
-        named = {
-            (registry_api.repository_of(v.registry_ref or "", host), v.image_digest)
-            for v in versions
-            if v.id in kept_ids
-        }
-        for version in versions:
-            repository = registry_api.repository_of(version.registry_ref or "", host)
-            key = (repository, version.image_digest)
-            if version.id in kept_ids or key in named or repository is None or version.image_digest is None:
-                continue
-            named.add(key)  # two revisions with one image: delete it once
-            doomed.append(Doomed(version.id, repository, version.image_digest))
+        doomed.extend(_plan_env(session, env, settings.keep_images_per_env, host))
     return doomed
 
 
-def collect_registry(settings: HubSettings, factory: sessionmaker[Session], *, dry_run: bool) -> list[RegistryDeletion]:
+def _plan_env(session: Session, env: EnvRecord, keep: int, host: str) -> list[Doomed]:
+    versions = session.scalars(
+        select(EnvVersion)
+        .where(EnvVersion.env_id == env.id, EnvVersion.registry_ref.is_not(None), EnvVersion.image_digest.is_not(None))
+        .order_by(EnvVersion.created_at.desc(), EnvVersion.id.desc())
+    ).all()
+    if not versions:
+        return []
+    kept_ids = kept_versions(session, env, keep, versions)
+    named = {
+        (registry_api.repository_of(v.registry_ref or "", host), v.image_digest) for v in versions if v.id in kept_ids
+    }
+    doomed: list[Doomed] = []
+    for version in versions:
+        repository = registry_api.repository_of(version.registry_ref or "", host)
+        key = (repository, version.image_digest)
+        if version.id in kept_ids or key in named or repository is None or version.image_digest is None:
+            continue
+        named.add(key)  # two revisions with one image: delete it once
+        doomed.append(Doomed(version.id, repository, version.image_digest))
+    return doomed
+
+
+def _still_doomed(session: Session, keep: int, host: str, doomed: Doomed) -> bool:
+    """Whether nothing keeps `doomed` now; what could start keeping it stays locked until the
+    session's transaction ends (see the module)."""
+    same_image = session.scalars(
+        select(EnvVersion)
+        .where(EnvVersion.image_digest == doomed.digest)
+        .order_by(EnvVersion.id)  # rows locked in one order by every collector
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).all()
+    session.execute(
+        select(ImageLock.id)
+        .join(ImageLockEntry, ImageLockEntry.lock_id == ImageLock.id)
+        .where(ImageLockEntry.version_id.in_([v.id for v in same_image]))
+        .with_for_update(read=True, of=ImageLock)
+    ).all()
+    version = next((v for v in same_image if v.id == doomed.version_id), None)
+    env = session.get(EnvRecord, version.env_id, populate_existing=True) if version is not None else None
+    return env is not None and doomed in _plan_env(session, env, keep, host)
+
+
+def collect_registry(
+    settings: HubSettings, factory: sessionmaker[Session], *, dry_run: bool, fence: Fence | None = None
+) -> list[RegistryDeletion]:
     """Plan (and unless `dry_run`, carry out) the deletion of every manifest nothing keeps; each is
-    logged and recorded. Returns the records written."""
+    logged and recorded. Returns the records written.
+
+    Raises:
+        Deposed: run as a periodic duty whose `fence` another leader's term has passed (what was
+            deleted before is recorded; nothing after).
+    """
     if not settings.registry:
         return []
     with factory() as session:
@@ -101,8 +141,13 @@ def collect_registry(settings: HubSettings, factory: sessionmaker[Session], *, d
         return records
     with registry_api.client(settings) as client:
         for d in doomed:
-            outcome, detail = _delete(client, host, d)
             with session_scope(factory) as session:
+                if fence is not None:
+                    fence.check(session.connection())
+                if not _still_doomed(session, settings.keep_images_per_env, host, d):
+                    log.info("registry collection: %s@%s is kept since the plan; not deleted", d.repository, d.digest)
+                    continue
+                outcome, detail = _delete(client, host, d)
                 records.append(_record(session, d, dry_run=False, outcome=outcome, detail=detail))
                 if outcome in ("deleted", "gone"):
                     version = session.get(EnvVersion, d.version_id)
