@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from hub_service.catalog import service
 from hub_service.catalog.discovery import validation_parts
 from hub_service.catalog.schemas import EnvDetail, EnvPage, ResolveRecord, StageSummary, VersionDetail
-from hub_service.catalog.snapshot import stream_snapshot_async
+from hub_service.catalog.snapshot import build_index, open_shard, stream_in_thread
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.deps import db_session, etag_json, hub_settings
 from hub_service.errors import NotFound
@@ -227,13 +227,40 @@ def signing_key(settings: Settings) -> PlainTextResponse:
 
 @router.get(
     "/catalog/snapshot",
-    summary="The catalog as a snapshot in upstream OpenEnv's Environment Card profile (0.1-draft)",
+    summary="The catalog (one shard of it, when it is larger than 16 MiB) as a snapshot in upstream "
+    "OpenEnv's Environment Card profile (0.1-draft)",
     response_class=StreamingResponse,
 )
-def catalog_snapshot(request: Request, settings: Settings) -> StreamingResponse:
+def catalog_snapshot(
+    request: Request,
+    settings: Settings,
+    first: Annotated[
+        str | None,
+        Query(alias="from", max_length=300, description="The shard that starts at this env path (the index names it)"),
+    ] = None,
+    revision: Annotated[
+        str | None,
+        Query(
+            pattern="^[0-9a-f]{64}$", description="The catalog revision the index named (409 when it is not current)"
+        ),
+    ] = None,
+) -> StreamingResponse:
     # Streamed from batches of rows, with its own sessions: memory stays flat for any number of envs.
+    current, chunks = open_shard(request.app.state.sessionmaker, settings, first, revision)
+    index = request.url_for("catalog_index").path
     return StreamingResponse(
-        stream_snapshot_async(request.app.state.sessionmaker, settings),
+        stream_in_thread(chunks),
         media_type="application/json",
-        headers={"Content-Disposition": 'inline; filename="catalog.json"', "Cache-Control": "no-cache"},
+        headers={
+            "Content-Disposition": 'inline; filename="catalog.json"',
+            "Cache-Control": "no-cache",
+            "Link": f'<{index}>; rel="index"',
+            "OpenEnv-Catalog-Revision": current,
+        },
     )
+
+
+@router.get("/catalog/index", summary="The catalog's snapshot shards: URL, digest, size and env count of each")
+def catalog_index(request: Request, settings: Settings) -> Response:
+    snapshot = request.url_for("catalog_snapshot").path
+    return etag_json(request, build_index(request.app.state.sessionmaker, settings, snapshot))

@@ -1,75 +1,68 @@
-"""The catalog as a snapshot in upstream OpenEnv's Environment Card profile (`0.1-draft`).
+"""The catalog as snapshots in upstream OpenEnv's Environment Card profile (`0.1-draft`), served in
+shards that upstream's own reader takes, and the index that names them.
 
-Upstream's `openenv catalog inspect` and `openenv discover --catalog FILE` read it as they read a
-snapshot built from a Git monorepo. The profile binds every entry to one source revision of one
-GitHub repository; a Hub is many Spaces, each at its own commit. So the snapshot's source is the
-configured `catalog_source_uri` at a *catalog revision*: the sha256 of every listed
-(env, commit, image digest), which changes whenever any entry would. Each env's own Space,
-commit, image digest and resolve URL ride in its entry's `metadata.hub`.
+Upstream's `openenv discover QUERY --catalog FILE` and `openenv catalog inspect` (openenv 0.10.0)
+read one local file of at most 16 MiB (`MAX_CATALOG_BYTES`) into a `CatalogSnapshot` whose models
+forbid any field the profile lacks, so one document can neither be larger nor point to another. A
+catalog is therefore served as *shards*: each a complete snapshot of a run of envs in path order,
+within `catalog_shard_bytes` (16 MiB) as served; the index (`build_index`) names each by URL, digest,
+size and count. A catalog that fits in one document is one shard, the whole snapshot.
 
-The body is streamed: envs are read from the database in batches and each entry is written and
-hashed as it is made, so memory stays flat however many envs the Hub lists. The digest is the
-profile's: sha256 over the snapshot without `digest`, keys sorted, compact, UTF-8.
+The profile binds every entry to one source revision of one GitHub repository; a Hub is many
+Spaces, each at its own commit. So every shard's source is the configured `catalog_source_uri` at
+the *catalog revision*: the sha256 of the settings entries are made from and of every listed env's
+path and what its entry shows that can change (`cards.CHANGING`). It changes whenever any entry
+would, so one revision names the bytes of every shard, and a shard asked for at a revision that is
+no longer current is refused (`catalog_changed`) rather than served from another catalog.
+
+Shards are cut greedily: one takes entries from its first path for as long as the next still fits.
+That depends on nothing before the first path, so (revision, first path) names a shard, and any
+shard is made without the ones before it. Bodies are streamed: envs are read in batches and each
+entry is written and hashed as it is made, so memory stays flat however many envs the Hub lists.
+The digest is the profile's: sha256 over the document without `digest`, keys sorted, compact, UTF-8.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import json
+import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, load_only, sessionmaker
 
-from hub_service.catalog.discovery import validation_parts
+from hub_service.catalog import cards
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.states import EnvStatus, VersionState
+from hub_service.errors import Conflict
 from hub_service.settings import _DNS, HubSettings
-from openenv.validation.rfc008 import check_summary
 
-__all__ = ["MEDIA_TYPE", "PROFILE", "canonical", "publisher_of", "stream_snapshot", "stream_snapshot_async"]
+__all__ = [
+    "Plan",
+    "build_index",
+    "canonical",
+    "make_plan",
+    "open_shard",
+    "publisher_of",
+    "stream_in_thread",
+    "stream_snapshot",
+]
 
-PROFILE = "0.1-draft"
-MEDIA_TYPE = "application/vnd.openenv.environment-card+json"
-CONTEXT = "https://agenticresourcediscovery.org/context/v1"
+log = logging.getLogger("hub_service.catalog")
+
 GENERATOR = {"name": "openenv-git-catalog", "version": "1"}
-NAMESPACE = "openenv"
 ROOT = "envs"
 BATCH = 200
 CHUNK = 64 * 1024
-MAX_TEXT = 8192  # the profile's longest string
-
-# Only what an entry shows (never the README or the validation report, which can be large).
-_ENV_COLUMNS = (
-    EnvRecord.source,
-    EnvRecord.owner,
-    EnvRecord.name,
-    EnvRecord.title,
-    EnvRecord.description,
-    EnvRecord.tags,
-    EnvRecord.deprecated,
-    EnvRecord.successor,
-)
-_VERSION_COLUMNS = (
-    EnvVersion.sha,
-    EnvVersion.manifest,
-    EnvVersion.discovery,
-    EnvVersion.registry_ref,
-    EnvVersion.image_digest,
-    EnvVersion.rfc008,
-)
-
-
-@dataclass(frozen=True)
-class _Planned:
-    path: str
-    version_id: int
+_DIGEST_HEX = 64
 
 
 def canonical(value: Any) -> bytes:
@@ -85,8 +78,264 @@ def publisher_of(settings: HubSettings) -> str:
     return host if _DNS.match(host) else "openenv-hub.localhost"
 
 
-async def stream_snapshot_async(factory: sessionmaker[Session], settings: HubSettings) -> AsyncIterator[bytes]:
-    """`stream_snapshot` made in ONE worker thread and handed over through a short queue.
+@dataclass(frozen=True)
+class Plan:
+    """The versions the catalog lists, in path order, and the catalog revision they make."""
+
+    paths: list[str]
+    version_ids: list[int]
+    revision: str
+
+
+def make_plan(factory: sessionmaker[Session], settings: HubSettings) -> Plan:
+    """Every public env whose current revision passed (not yanked), by path, and the catalog revision."""
+    inputs = (publisher_of(settings), settings.catalog_source_uri, settings.public_url, settings.hf_endpoint)
+    found: dict[str, tuple[int, str]] = {}
+    with factory() as session:
+        rows = session.execute(
+            select(EnvRecord.source, EnvRecord.owner, EnvRecord.name, EnvVersion.id, *cards.CHANGING)
+            .join(EnvVersion, EnvVersion.id == EnvRecord.latest_version_id)
+            .where(
+                EnvRecord.gone.is_(False),
+                EnvRecord.private.is_(False),
+                EnvRecord.status == EnvStatus.PASSING,
+                EnvVersion.state == VersionState.PASSED,
+                EnvVersion.yanked.is_(False),
+            )
+            .execution_options(yield_per=2000)
+        )
+        for source, owner, name, version_id, *changing in rows:
+            path = _path(source, owner, name)
+            if path not in found:
+                shown = json.dumps(changing, default=str, ensure_ascii=False).encode()
+                found[path] = (version_id, hashlib.sha256(shown).hexdigest())
+    paths = sorted(found)
+    revision = hashlib.sha256(json.dumps(inputs).encode() + b"\n")
+    for path in paths:
+        revision.update(f"{path} {found[path][1]}\n".encode())
+    return Plan(paths, [found[p][0] for p in paths], revision.hexdigest())
+
+
+def _path(source: str, owner: str, name: str) -> str:
+    # One folder name per env: Space names never hold "--", so owner--name cannot collide.
+    return f"{ROOT}/{owner}--{name}" if source == "hf" else f"{ROOT}/{source}--{owner}--{name}"
+
+
+def stream_snapshot(factory: sessionmaker[Session], settings: HubSettings) -> Iterator[bytes]:
+    """The whole catalog as ONE snapshot document, however large, in chunks of about 64 KiB
+    (`openenv hub export-catalog`; over 16 MiB, upstream's reader refuses it, ours does not)."""
+    plan = make_plan(factory, settings)
+    return _chunked(_shard(factory, settings, plan, 0, None))
+
+
+def open_shard(
+    factory: sessionmaker[Session], settings: HubSettings, first: str | None = None, revision: str | None = None
+) -> tuple[str, Iterator[bytes]]:
+    """The current catalog revision and the chunks of the shard that starts at path `first` (the
+    first env when None; the next listed path when that env is no longer listed).
+
+    Raises:
+        Conflict: `revision` is not the current catalog revision (reason `catalog_changed`).
+    """
+    plan = make_plan(factory, settings)
+    if revision is not None and revision != plan.revision:
+        raise Conflict(
+            f"the catalog changed since revision {revision[:12]} (now {plan.revision[:12]}): "
+            "read GET /api/v1/catalog/index again and fetch the shards it names",
+            reason="catalog_changed",
+            revision=plan.revision,
+        )
+    at = bisect.bisect_left(plan.paths, first) if first else 0
+    return plan.revision, _chunked(_shard(factory, settings, plan, at, settings.catalog_shard_bytes))
+
+
+def build_index(factory: sessionmaker[Session], settings: HubSettings, snapshot_path: str) -> dict[str, Any]:
+    """The index of the current catalog's shards: each one's `url` (a path on the Hub: `snapshot_path`
+    with its first env and the revision), `first` and `last` env path, `envs`, `bytes` and `digest`.
+
+    Every shard is made (hashed, not kept) to know its size and digest: one pass over the catalog.
+    """
+    limit = settings.catalog_shard_bytes
+    plan = make_plan(factory, settings)
+    context = _context(settings, plan.revision)
+    shards: list[dict[str, Any]] = []
+    left_out: list[dict[str, Any]] = []
+    document = _Document(context)
+    for made in _entries(factory, context, plan, 0):
+        if document.empty + made.alone > limit:
+            left_out.append({"path": made.name, "bytes": document.empty + made.alone})
+            _too_large(made, document.empty, limit)
+            continue
+        if document.size + document.grow(made) > limit:
+            document.close()
+            shards.append(_record(document, snapshot_path, plan.revision, first=not shards))
+            document = _Document(context)
+        document.add(made)
+    document.close()
+    shards.append(_record(document, snapshot_path, plan.revision, first=not shards))
+    index: dict[str, Any] = {
+        "revision": plan.revision,
+        "max_bytes": limit,
+        "envs": sum(s["envs"] for s in shards),
+        "shards": shards,
+        "left_out": left_out,
+    }
+    index["digest"] = "sha256:" + hashlib.sha256(canonical(index)).hexdigest()
+    return index
+
+
+def _record(document: _Document, snapshot_path: str, revision: str, *, first: bool) -> dict[str, Any]:
+    start = document.paths[0] if document.paths else None
+    query = {"revision": revision} if first or start is None else {"from": start, "revision": revision}
+    return {
+        "url": f"{snapshot_path}?{urlencode(query)}",
+        "first": start,
+        "last": document.paths[-1] if document.paths else None,
+        "envs": len(document.paths),
+        "bytes": document.size,
+        "digest": document.digest,
+    }
+
+
+def _too_large(made: _Made, empty: int, limit: int) -> None:
+    log.warning(
+        "catalog: the entry of %s alone makes a %d-byte snapshot, over catalog_shard_bytes (%d): left out of the shards",
+        made.name,
+        empty + made.alone,
+        limit,
+    )
+
+
+def _context(settings: HubSettings, revision: str) -> cards.Context:
+    uri = settings.catalog_source_uri
+    repository = uri.removeprefix("https://github.com/").removesuffix(".git")
+    source = {"id": repository, "provider": "github", "revision": revision, "uri": uri}
+    return cards.Context(settings, publisher_of(settings), source)
+
+
+@dataclass(frozen=True)
+class _Made:
+    """One entry as it is written: its path, and its bytes in the entries, inventory and issues."""
+
+    name: str
+    path: bytes
+    body: bytes
+    issues: tuple[bytes, ...]
+
+    @property
+    def alone(self) -> int:
+        """What it adds to a document that has no entry yet."""
+        return len(self.body) + len(self.path) + sum(map(len, self.issues)) + max(len(self.issues) - 1, 0)
+
+
+def _entries(factory: sessionmaker[Session], context: cards.Context, plan: Plan, start: int) -> Iterator[_Made]:
+    """The entries of the plan from position `start`, read in batches (an env gone since the plan is skipped)."""
+    for at in range(start, len(plan.paths), BATCH):
+        paths, ids = plan.paths[at : at + BATCH], plan.version_ids[at : at + BATCH]
+        with factory() as session:
+            rows = {
+                version.id: (env, version)
+                for env, version in session.execute(
+                    select(EnvRecord, EnvVersion)
+                    .join(EnvVersion, EnvVersion.env_id == EnvRecord.id)
+                    .options(load_only(*cards.ENV_COLUMNS), load_only(*cards.VERSION_COLUMNS))
+                    .where(EnvVersion.id.in_(ids))
+                )
+            }
+            for path, version_id in zip(paths, ids, strict=True):
+                row = rows.get(version_id)
+                if row is None:
+                    continue
+                entry, warnings = cards.entry(context, path, *row)
+                issues = tuple(canonical(_issue(path, w)) for w in warnings)
+                yield _Made(path, canonical(path), canonical(entry), issues)
+
+
+def _issue(path: str, warning: str) -> dict[str, str]:
+    return {"code": "discovery_warning", "message": warning[: cards.MAX_TEXT], "path": path, "severity": "warning"}
+
+
+_CLOSING = b'],"inventory":{"paths":[],"root":' + canonical(ROOT) + b'},"issues":[],"digest":"sha256:' + b'"}\n'
+
+
+@dataclass
+class _Document:
+    """One snapshot document as it is written: its pieces in order, its exact size and its digest."""
+
+    context: cards.Context
+    paths: list[str] = field(default_factory=list)
+    digest: str = ""
+    _inventory: list[bytes] = field(default_factory=list)
+    _issues: list[bytes] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        context = self.context
+        head = {"schema_version": cards.PROFILE, "publisher": context.publisher, "generator": GENERATOR}
+        self.opening = b"{" + canonical({**head, "source": context.source})[1:-1] + b',"complete":true,"entries":['
+        self.empty = len(self.opening) + len(_CLOSING) + _DIGEST_HEX
+        self.size = self.empty
+        self._hash = hashlib.sha256(b'{"complete":true,"entries":[')
+
+    def grow(self, made: _Made) -> int:
+        """How many bytes adding `made` would add."""
+        return made.alone + (2 if self.paths else 0) + (1 if self._issues and made.issues else 0)
+
+    def add(self, made: _Made) -> bytes:
+        """Take `made`; returns its piece of the body."""
+        self.size += self.grow(made)
+        piece = b"," + made.body if self.paths else made.body
+        self._hash.update(piece)
+        self.paths.append(made.name)
+        self._inventory.append(made.path)
+        self._issues += made.issues
+        return piece
+
+    def close(self) -> bytes:
+        """The rest of the body, and the digest set."""
+        inventory = b'{"paths":[' + b",".join(self._inventory) + b'],"root":' + canonical(ROOT) + b"}"
+        issues = b"[" + b",".join(self._issues) + b"]"
+        context = self.context
+        self._hash.update(
+            b'],"generator":' + canonical(GENERATOR) + b',"inventory":' + inventory + b',"issues":' + issues
+        )
+        self._hash.update(
+            b',"publisher":' + canonical(context.publisher) + b',"schema_version":' + canonical(cards.PROFILE)
+        )
+        self._hash.update(b',"source":' + canonical(context.source) + b"}")
+        self.digest = "sha256:" + self._hash.hexdigest()
+        return b'],"inventory":' + inventory + b',"issues":' + issues + b',"digest":"' + self.digest.encode() + b'"}\n'
+
+
+def _shard(
+    factory: sessionmaker[Session], settings: HubSettings, plan: Plan, start: int, limit: int | None
+) -> Iterator[bytes]:
+    """The pieces of the shard that starts at plan position `start`; no limit: every entry from there."""
+    context = _context(settings, plan.revision)
+    document = _Document(context)
+    yield document.opening
+    for made in _entries(factory, context, plan, start):
+        if limit is not None and document.empty + made.alone > limit:
+            _too_large(made, document.empty, limit)
+            continue
+        if limit is not None and document.size + document.grow(made) > limit:
+            break
+        yield document.add(made)
+    yield document.close()
+
+
+def _chunked(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    buffer = bytearray()
+    for piece in pieces:
+        buffer += piece
+        if len(buffer) >= CHUNK:  # a server hops threads per chunk: few large ones, not one per entry
+            yield bytes(buffer)
+            buffer.clear()
+    if buffer:
+        yield bytes(buffer)
+
+
+async def stream_in_thread(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """`chunks` made in ONE worker thread and handed over through a short queue.
 
     A plain generator given to a streaming response is advanced on whichever pool thread is free,
     chunk after chunk; each thread's allocator keeps its own arena, so memory grew with the number
@@ -97,7 +346,7 @@ async def stream_snapshot_async(factory: sessionmaker[Session], settings: HubSet
 
     def produce() -> None:
         try:
-            for piece in stream_snapshot(factory, settings):
+            for piece in chunks:
                 while not stop.is_set():
                     try:
                         pieces.put(piece, timeout=0.5)
@@ -109,6 +358,10 @@ async def stream_snapshot_async(factory: sessionmaker[Session], settings: HubSet
             pieces.put(None)
         except BaseException as exc:  # handed to the reader, which raises it in the request
             pieces.put(exc)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:  # a reader that went away: the open database session ends now
+                close()
 
     producer = threading.Thread(target=produce, name="catalog-snapshot", daemon=True)
     producer.start()
@@ -127,210 +380,3 @@ async def stream_snapshot_async(factory: sessionmaker[Session], settings: HubSet
             yield piece
     finally:
         stop.set()
-
-
-def stream_snapshot(factory: sessionmaker[Session], settings: HubSettings) -> Iterator[bytes]:
-    """The snapshot's bytes, in chunks of about 64 KiB, for every public env whose current revision passed."""
-    buffer = bytearray()
-    for piece in _pieces(factory, settings):
-        buffer += piece
-        if len(buffer) >= CHUNK:  # a server hops threads per chunk: few large ones, not one per entry
-            yield bytes(buffer)
-            buffer.clear()
-    if buffer:
-        yield bytes(buffer)
-
-
-def _pieces(factory: sessionmaker[Session], settings: HubSettings) -> Iterator[bytes]:
-    publisher, uri = publisher_of(settings), settings.catalog_source_uri
-    repository = uri.removeprefix("https://github.com/").removesuffix(".git")
-    with factory() as session:
-        planned, revision = _plan(session)
-    source = {"id": repository, "provider": "github", "revision": revision, "uri": uri}
-    digest = hashlib.sha256(b'{"complete":true,"entries":[')
-    head = {"schema_version": PROFILE, "publisher": publisher, "generator": GENERATOR, "source": source}
-    yield b"{" + canonical(head)[1:-1] + b',"complete":true,"entries":['
-    paths: list[str] = []
-    issues: list[dict[str, str]] = []
-    context = _Context(settings, publisher, source)
-    for start in range(0, len(planned), BATCH):
-        chunk = planned[start : start + BATCH]
-        with factory() as session:
-            rows = {
-                version.id: (env, version)
-                for env, version in session.execute(
-                    select(EnvRecord, EnvVersion)
-                    .join(EnvVersion, EnvVersion.env_id == EnvRecord.id)
-                    .options(load_only(*_ENV_COLUMNS), load_only(*_VERSION_COLUMNS))
-                    .where(EnvVersion.id.in_([p.version_id for p in chunk]))
-                )
-            }
-            for item in chunk:
-                row = rows.get(item.version_id)
-                if row is None:  # gone between the plan and now: left out, and out of the inventory
-                    continue
-                entry, warnings = _entry(context, item.path, *row)
-                body = canonical(entry)
-                digest.update(b"," + body if paths else body)
-                yield b"," + body if paths else body
-                paths.append(item.path)
-                issues += [
-                    {"code": "discovery_warning", "message": w[:MAX_TEXT], "path": item.path, "severity": "warning"}
-                    for w in warnings
-                ]
-    inventory = canonical({"paths": paths, "root": ROOT})
-    tail = canonical(issues)
-    digest.update(b'],"generator":' + canonical(GENERATOR) + b',"inventory":' + inventory + b',"issues":' + tail)
-    digest.update(b',"publisher":' + canonical(publisher) + b',"schema_version":' + canonical(PROFILE))
-    digest.update(b',"source":' + canonical(source) + b"}")
-    yield b'],"inventory":' + inventory + b',"issues":' + tail
-    yield b',"digest":"sha256:' + digest.hexdigest().encode() + b'"}\n'
-
-
-def _plan(session: Session) -> tuple[list[_Planned], str]:
-    """Which versions the snapshot lists, in path order, and the catalog revision they make."""
-    rows = session.execute(
-        select(
-            EnvRecord.source, EnvRecord.owner, EnvRecord.name, EnvVersion.id, EnvVersion.sha, EnvVersion.image_digest
-        )
-        .join(EnvVersion, EnvVersion.id == EnvRecord.latest_version_id)
-        .where(
-            EnvRecord.gone.is_(False),
-            EnvRecord.private.is_(False),
-            EnvRecord.status == EnvStatus.PASSING,
-            EnvVersion.state == VersionState.PASSED,
-            EnvVersion.yanked.is_(False),
-        )
-    )
-    planned: dict[str, tuple[_Planned, str]] = {}
-    for source, owner, name, version_id, sha, image_digest in rows:
-        path = _path(source, owner, name)
-        planned.setdefault(path, (_Planned(path, version_id), f"{path} {sha} {image_digest or '-'}\n"))
-    ordered = [planned[path] for path in sorted(planned)]
-    revision = hashlib.sha256("".join(line for _, line in ordered).encode()).hexdigest()
-    return [item for item, _ in ordered], revision
-
-
-def _path(source: str, owner: str, name: str) -> str:
-    # One folder name per env: Space names never hold "--", so owner--name cannot collide.
-    return f"{ROOT}/{owner}--{name}" if source == "hf" else f"{ROOT}/{source}--{owner}--{name}"
-
-
-@dataclass(frozen=True)
-class _Context:
-    settings: HubSettings
-    publisher: str
-    source: dict[str, str]
-
-
-def _clip(value: Any) -> str | None:
-    return value.strip()[:MAX_TEXT] if isinstance(value, str) and value.strip() else None
-
-
-def _entry(context: _Context, path: str, env: EnvRecord, version: EnvVersion) -> tuple[dict[str, Any], list[str]]:
-    """One DiscoveryEntry (as the profile dumps it, None left out) and the warnings to report."""
-    manifest = version.manifest if isinstance(version.manifest, dict) else {}
-    found = version.discovery if isinstance(version.discovery, dict) else {}
-    revision = context.source["revision"]
-    origins = (
-        ("discovery.json", found.get("description")),
-        ("openenv.yaml", manifest.get("description")),
-        ("README.md", env.description),
-        ("README.md", env.title),
-    )
-    origin, description = next(((o, _clip(v)) for o, v in origins if _clip(v)), ("hub", env.repo_id))
-    name = _clip(manifest.get("name")) or env.name
-    interfaces: list[dict[str, Any]] = [{"protocol": "openenv", "role": "orchestration"}]
-    tools = found.get("agent_tools") if isinstance(found.get("agent_tools"), dict) else None
-    capabilities: list[str] = []
-    if tools:
-        interfaces.append(
-            {"protocol": tools["protocol"], "role": "agent-tools", "source_revision": revision, "status": "declared"}
-        )
-        capabilities = list(tools["names"])
-    card: dict[str, Any] = {
-        "schema_version": PROFILE,
-        "name": name,
-        "description": description,
-        "owner": {"authority": "huggingface.co" if env.source == "hf" else context.publisher, "id": env.owner},
-        "source": {**context.source, "path": path},
-        # The profile's only artifact kind is a path in its Git source; ours are a Space and an
-        # OCI image elsewhere, named in metadata.hub.
-        "artifact_availability": "external",
-        "artifacts": [],
-        "interfaces": interfaces,
-        **_license(context.settings, env, version, found),
-    }
-    spec = manifest.get("spec_version")
-    if isinstance(spec, int | str) and not isinstance(spec, bool):
-        card["manifest_spec_version"] = spec
-    if isinstance(found.get("framework_requirement"), str):
-        card["framework_requirement"] = found["framework_requirement"]
-    tags = found.get("tags") or [t for t in env.tags or [] if isinstance(t, str)] or manifest.get("tags") or []
-    locator = hashlib.sha256(f"{context.source['uri']}\n{path}".encode()).hexdigest()
-    entry: dict[str, Any] = {
-        "@context": CONTEXT,
-        "identifier": f"urn:air:{context.publisher}:{NAMESPACE}:{locator}:{revision}",
-        "displayName": env.repo_id,
-        "type": MEDIA_TYPE,
-        "data": card,
-        "description": description,
-        "tags": sorted({t.strip()[:MAX_TEXT] for t in tags if isinstance(t, str) and t.strip()}),
-        "capabilities": capabilities,
-        "representativeQueries": list(found.get("representative_queries") or []),
-        "metadata": {
-            "provenance": {"description": origin, "name": "openenv.yaml" if manifest.get("name") else "hub"},
-            "hub": _hub(context.settings, env, version, manifest),
-        },
-    }
-    warnings = [w["message"] for w in found.get("warnings") or [] if isinstance(w, dict) and _clip(w.get("message"))]
-    return entry, warnings
-
-
-def _license(settings: HubSettings, env: EnvRecord, version: EnvVersion, found: dict[str, Any]) -> dict[str, str]:
-    name, origin = found.get("license"), found.get("license_origin")
-    if not isinstance(name, str) or not name:
-        return {"license": "unknown"}
-    url = _file_url(settings, env, version, origin) if isinstance(origin, str) and name != "unknown" else None
-    if name == "other" and url is None:
-        return {"license": "unknown"}  # the profile needs a reference for "other"; we have none to give
-    return {"license": name, **({"license_url": url} if url else {})}
-
-
-def _file_url(settings: HubSettings, env: EnvRecord, version: EnvVersion, origin: str) -> str | None:
-    """An https link to a file of the Space at the revision (None for local folders or http Hubs)."""
-    if env.source != "hf":
-        return None
-    base = (settings.hf_endpoint or "https://huggingface.co").rstrip("/")
-    if not base.startswith("https://"):
-        return None
-    return f"{base}/spaces/{env.owner}/{env.name}/blob/{version.sha}/{origin}"
-
-
-def _hub(settings: HubSettings, env: EnvRecord, version: EnvVersion, manifest: dict[str, Any]) -> dict[str, Any]:
-    """What the profile has no field for: the env's own id, commit, image and where to resolve it."""
-    public = settings.public_url.rstrip("/")
-    hub: dict[str, Any] = {
-        "id": env.repo_id,
-        "source": env.source,
-        "revision": version.sha,
-        "resolve": f"{public}/api/v1/envs/{env.owner}/{env.name}/resolve?revision={version.sha}",
-        "page": f"{public}/api/v1/envs/{env.owner}/{env.name}",
-    }
-    if version.image_digest:
-        hub["image_digest"] = version.image_digest
-        if version.registry_ref:
-            ref = version.registry_ref.split("@", 1)[0]
-            repository = ref.rsplit(":", 1)[0] if ":" in ref.rsplit("/", 1)[-1] else ref
-            hub["image"] = f"{repository}@{version.image_digest}"
-    if env.deprecated:
-        hub["deprecated"] = True
-        if env.successor:
-            hub["successor"] = env.successor
-    parts = validation_parts(manifest)
-    if parts:
-        hub["validation"] = parts
-    checks = check_summary(version.rfc008) if version.rfc008 else None
-    if checks:  # the RFC 008 report in 60 bytes: `openenv discover --check ID` filters on it
-        hub["checks"] = checks
-    return hub

@@ -9,10 +9,10 @@ from typing import Any
 from openenv.cli._output import CliError, Output
 
 DESCRIPTION = """Search an OpenEnv Hub service's catalog by what you want an env to do. The catalog is
-the Hub's snapshot (GET /api/v1/catalog/snapshot, in upstream OpenEnv's Environment Card profile),
-fetched from --hub / OPENENV_HUB_URL, or read from a file (--catalog) that `openenv hub
-export-catalog` or upstream's `openenv catalog build` wrote. Its digest is checked first. Only
-metadata is read: no env is started."""
+the Hub's snapshot in upstream OpenEnv's Environment Card profile, fetched from --hub /
+OPENENV_HUB_URL (every shard GET /api/v1/catalog/index names, when the catalog is larger than one
+document), or read from a file (--catalog) that `openenv hub export-catalog` or upstream's
+`openenv catalog build` wrote. Digests are checked first. Only metadata is read: no env is started."""
 
 EXAMPLES = """
 openenv discover "guess a five-letter word" --hub http://127.0.0.1:7860
@@ -47,6 +47,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
     _known_checks(args.check)
     if args.catalog is not None:
         snapshot = _catalog.load_file(args.catalog.expanduser())
+        matches = _catalog.search(snapshot, args.query, tags=args.tag, checks=args.check, limit=args.limit)
+        found = _catalog.Found(matches, len(snapshot["entries"]), str(snapshot.get("digest")))
     else:
         hub = (args.hub or client_settings.hub_url() or "").strip().rstrip("/")
         if not hub:
@@ -54,22 +56,23 @@ def run(args: argparse.Namespace, out: Output) -> int:
                 "no catalog to search", "pass --hub URL (or set OPENENV_HUB_URL), or --catalog FILE", exit_code=2
             )
         with out.status(f"reading the catalog of {hub}"):
-            snapshot = _catalog.load_hub(hub)
-    matches = _catalog.search(snapshot, args.query, tags=args.tag, checks=args.check, limit=args.limit)
+            found = _catalog.search_hub(hub, args.query, tags=args.tag, checks=args.check, limit=args.limit)
     if args.json:
-        out.json({"snapshot": snapshot.get("digest"), "results": [_result(m) for m in matches]})
+        results = [_result(m) for m in found.matches]
+        out.json({"snapshot": found.digest, "envs": found.envs, "shards": found.shards, "results": results})
         return 0
-    if not matches:
+    if not found.matches:
         out.mark("warn", f"no env in the catalog matches {args.query!r}", "try fewer or other words")
         return 0
-    for match in matches:
+    for match in found.matches:
         row = _result(match)
         out.line(f"{row['id']}  ({row['score']}%)  {row['description']}", style="bold")
         details = [f"revision {str(row['revision'])[:12]}"] if row["revision"] else []
         details += [f"image {row['image']}"] if row["image"] else []
         details += [f"tags {', '.join(row['tags'])}"] if row["tags"] else []
         out.line("    " + "   ".join(details))
-    out.line(f"{len(matches)} of {len(snapshot['entries'])} envs; catalog {snapshot.get('digest')}")
+    shards = f" in {found.shards} shards" if found.shards > 1 else ""
+    out.line(f"{len(found.matches)} of {found.envs} envs{shards}; catalog {found.digest}")
     return 0
 
 
