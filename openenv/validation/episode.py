@@ -87,6 +87,7 @@ class Episode:
     state: Any = None
     release_wait_s: float = 0.0  # how long the server answered CAPACITY_REACHED before the reset was taken
     verdict: Verdict = field(default_factory=lambda: Verdict(False, "NO_ACTION", "not played"))
+    path: str = "plain"  # the way in: "plain" (/ws frames) or "mcp-session" (openenv/validation/paths.py)
 
     def steps(self) -> list[StepRecord]:
         return [r for r in self.records if r.request == "step"]

@@ -2,7 +2,9 @@
 
 The episode is driven with `GenericEnvClient`, the way a trainer would, and judged by the rule
 the Hub's smoke stage applies too (openenv/validation/episode.py, docs/validate.md): actions
-come from the server's own action schema, and an MCP env's tools are listed and then called. Error handling is checked on a second, raw
+come from the server's own action schema, and an MCP env's tools are listed and then called. An
+MCP env is played on the MCP session path too, the one upstream's MCPToolClient takes, and that
+path decides (openenv/validation/paths.py). Error handling is checked on a second, raw
 connection that sends frames no client would.
 """
 
@@ -21,7 +23,9 @@ from openenv.client import GenericEnvClient
 from openenv.client._transport import Connection, ws_url_for
 from openenv.errors import EnvClientError, EnvDisconnectedError, EnvServerError
 from openenv.protocol import STATE_REQUEST, loads
-from openenv.validation.episode import REFUSAL_CODES, play_episode
+from openenv.validation.episode import REFUSAL_CODES, is_tool_schema, reset_when_free
+from openenv.validation.mcp_session import McpSessionClient
+from openenv.validation.paths import MCP_SESSION_PATH, play_paths
 from openenv.validation.registry import REGISTRY, Finding, define, ok, problem, skipped, to_result
 from openenv.validation.report import CheckResult, Report, Target
 
@@ -250,14 +254,16 @@ async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> N
     client = GenericEnvClient(
         run.url, headers=run.headers, connect_timeout_s=run.timeout_s, message_timeout_s=run.timeout_s
     )
+    repeat: GenericEnvClient | McpSessionClient = client
     try:
         started = time.perf_counter()
         schema = run.schema.get("action") if run.schema else None
         if not isinstance(schema, dict):
             schema = {"type": "object"}
-        # The same episode and verdict rule as the Hub's smoke stage (openenv/validation/episode.py).
-        # The session of a check before (the Hub's own episode) may still be being released.
-        episode = await play_episode(client, schema, EPISODE_STEPS, seed=None, release_grace_s=run.timeout_s)
+        # The same episode and verdict rule as the Hub's smoke stage (openenv/validation/episode.py), on
+        # the path an MCP env's users take too (openenv/validation/paths.py). The session of a check
+        # before (the Hub's own episode) may still be being released.
+        episode = await play_paths(client, schema, EPISODE_STEPS, seed=None, release_grace_s=run.timeout_s)
         reset = episode.records[0]
         if reset.outcome != "ok":
             run.record(RESET, problem(f"reset failed: {reset.got}", code=reset.code), started)
@@ -267,7 +273,7 @@ async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> N
         said = f" (after {waited:.2f}s of CAPACITY_REACHED while the server released a session)" if waited else ""
         run.record(RESET, ok(f"reset returned an observation{said}", observation=reset.got), started)
         verdict = episode.verdict
-        details: dict[str, Any] = {"verdict": verdict.code, "steps": episode.as_data()}
+        details: dict[str, Any] = {"verdict": verdict.code, "path": episode.path, "steps": episode.as_data()}
         if episode.tools is not None:
             details["tools"] = episode.tools
         if verdict.ok:
@@ -289,12 +295,23 @@ async def _episode(run: _Run, latency_steps: int, latency_budget_ms: float) -> N
         if run.action is None:
             run.skip_rest([LATENCY], "no action was accepted (see runtime.step)")
             return
-        await _latency(run, client, latency_steps, latency_budget_ms)
+        # The repeated step goes the way the episode went; for an MCP env play_paths closed the
+        # episode's sessions, so a new one is reset first.
+        repeat = McpSessionClient.like(client) if episode.path == MCP_SESSION_PATH else client
+        if is_tool_schema(schema):
+            try:
+                await reset_when_free(repeat, run.timeout_s)
+            except EnvClientError as exc:
+                run.record(LATENCY, problem(f"no session to repeat the step in: {exc}"), started)
+                return
+        await _latency(run, repeat, latency_steps, latency_budget_ms)
     finally:
         await client.close()
+        if repeat is not client:
+            await repeat.close()
 
 
-async def _latency(run: _Run, client: GenericEnvClient, steps: int, budget_ms: float) -> None:
+async def _latency(run: _Run, client: GenericEnvClient | McpSessionClient, steps: int, budget_ms: float) -> None:
     started = time.perf_counter()
     samples: list[float] = []
     try:

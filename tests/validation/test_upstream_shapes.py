@@ -64,7 +64,7 @@ def test_each_upstream_shape_has_no_failures_and_only_its_real_warnings(shape: s
 
 def test_the_readme_lists_every_fixture() -> None:
     listed = re.findall(r"^\| `(\w+)` \|", (FIXTURES / "README.md").read_text(), flags=re.MULTILINE)
-    assert sorted(listed) == SHAPES and len(SHAPES) == 11
+    assert sorted(listed) == SHAPES and len(SHAPES) == 12
 
 
 # -- where the Dockerfile lives -------------------------------------------------------------------------
