@@ -95,13 +95,15 @@ def create_app(settings: HubSettings | None = None, *, run_migrations: bool = Tr
         from sqlalchemy.orm import Session
 
         from hub_service.indexer.drift import drift_summary
+        from hub_service.queue.jobs import waiting_summary
 
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
             # what the reconcile had to correct (issue 30): drift the webhooks did not bring
             with Session(bind=conn) as session:
                 drift = drift_summary(session)
-        return {"status": "ok", "drift": drift}
+                waiting = waiting_summary(session)
+        return {"status": "ok", "drift": drift, **waiting}
 
     from hub_service.catalog.routes import router as catalog_router
 

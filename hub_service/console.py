@@ -26,6 +26,7 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.catalog.states import VersionState
 from hub_service.db import make_engine, sessionmaker_for
+from hub_service.queue.errors import WaitCode
 from hub_service.settings import HubSettings
 
 __all__ = ["Verdict", "VerdictWatcher", "setup_console_logging"]
@@ -60,7 +61,7 @@ class Verdict:
     env: str  # owner/name
     state: str
     seconds: float | None
-    stage: str | None
+    stage: str | None  # where it failed; while it waits, the wait's code
     reason: str | None
 
     def line(self) -> str | None:
@@ -69,6 +70,8 @@ class Verdict:
             return f"✓ {self.env} passed{took}"
         if self.state == VersionState.FAILED:
             return f"✗ {self.env} failed at {self.stage or 'an unknown stage'}: {_short(self.reason)}"
+        if self.state == VersionState.WAITING and self.stage == WaitCode.HOST_SETUP:
+            return f"… {self.env} waits for this host's set-up (the operator's to fix; it runs once fixed): {_short(self.reason)}"
         if self.state == VersionState.WAITING:
             return f"… {self.env} waiting: {_short(self.reason)}"
         return None  # queued, running: no verdict yet
@@ -136,8 +139,10 @@ class VerdictWatcher(threading.Thread):
                         )
                     )
                     seconds = _between(started, version.finished_at)
-                reason = version.waiting_reason if version.state == VersionState.WAITING else version.failure_reason
-                verdicts.append(Verdict(f"{owner}/{name}", version.state, seconds, version.failure_stage, reason))
+                waiting = version.state == VersionState.WAITING
+                reason = version.waiting_reason if waiting else version.failure_reason
+                stage = version.waiting_code if waiting else version.failure_stage  # a wait's stage is its code
+                verdicts.append(Verdict(f"{owner}/{name}", version.state, seconds, stage, reason))
             return verdicts
 
     def report(self, verdicts: list[Verdict]) -> list[str]:

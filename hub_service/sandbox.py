@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from hub_service.settings import HubSettings
@@ -35,6 +36,7 @@ __all__ = [
     "SMOKE_ENV",
     "SMOKE_NETWORK",
     "SMOKE_USER",
+    "RuntimeUnverified",
     "block_host_from_default_bridge",
     "build_limits",
     "build_options",
@@ -45,6 +47,7 @@ __all__ = [
     "reap_leftovers",
     "smoke_process_cap",
     "smoke_run_options",
+    "verify_runtime",
 ]
 
 log = logging.getLogger("hub_service.sandbox")
@@ -97,44 +100,83 @@ _GVISOR_THREADS_PER_PROCESS = 32  # host threads of gVisor's sandbox per process
 _GVISOR_MB_PER_PROCESS = 32  # memory gVisor holds per forked server process (measured: 15-30 MB)
 
 
-def smoke_process_cap(settings: HubSettings) -> int:
+def smoke_process_cap(settings: HubSettings, memory_mb: int | None = None) -> int:
     """How many processes a confined container may run. Under runc: `smoke_pids`. Under gVisor it
-    is also bounded by the memory limit: the sandbox keeps state of its own for each process (a
-    forked Python server cost it 15-30 MB here, where runc shares the pages), so 256 forks of a
-    server would meet a 1 GB limit and kill the container before the process cap stopped them."""
+    is also bounded by the container's memory limit (`memory_mb`: what the env was granted; default
+    `smoke_memory`): the sandbox keeps state of its own for each process (a forked Python server
+    cost it 15-30 MB here, where runc shares the pages), so 256 forks of a server would meet a 1 GB
+    limit and kill the container before the process cap stopped them."""
     if settings.sandbox_runtime != GVISOR:
         return settings.smoke_pids
-    return max(8, min(settings.smoke_pids, (_bytes(settings.smoke_memory) >> 20) // _GVISOR_MB_PER_PROCESS))
+    memory_mb = memory_mb if memory_mb is not None else _bytes(settings.smoke_memory) >> 20
+    return max(8, min(settings.smoke_pids, memory_mb // _GVISOR_MB_PER_PROCESS))
+
+
+def _process_limits(settings: HubSettings, memory_mb: int | None = None) -> dict[str, Any]:
+    """The `ulimits` and `pids_limit` of a confined container whose memory limit is `memory_mb`."""
+    from docker.types import Ulimit
+
+    files = settings.smoke_file_size_mb << 20
+    ulimits = [Ulimit(name="fsize", soft=files, hard=files), Ulimit(name="nofile", soft=4096, hard=4096)]
+    if settings.sandbox_runtime != GVISOR:
+        return {"ulimits": ulimits, "pids_limit": settings.smoke_pids}
+    # Under gVisor the container's processes live inside its own kernel, which counts them against
+    # RLIMIT_NPROC (per container, not per host uid as under runc); the host's pids limit then only
+    # bounds gVisor's own threads, several per process the code starts.
+    cap = smoke_process_cap(settings, memory_mb)
+    return {
+        "ulimits": [*ulimits, Ulimit(name="nproc", soft=cap, hard=cap)],
+        "pids_limit": cap * _GVISOR_THREADS_PER_PROCESS,
+    }
 
 
 def smoke_run_options(settings: HubSettings, network: str | None, *, read_only: bool = True) -> dict[str, Any]:
     """Keyword arguments of the Docker host config for a smoke-test container."""
-    from docker.types import Ulimit
-
     options: dict[str, Any] = {
         "mem_limit": settings.smoke_memory,
         "memswap_limit": settings.smoke_memory,  # no swap beyond the memory limit
         "nano_cpus": int(settings.smoke_cpus * 1e9),
-        "pids_limit": settings.smoke_pids,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
-        "ulimits": [
-            Ulimit(name="fsize", soft=settings.smoke_file_size_mb << 20, hard=settings.smoke_file_size_mb << 20),
-            Ulimit(name="nofile", soft=4096, hard=4096),
-        ],
+        **_process_limits(settings),
         "tmpfs": {"/tmp": f"rw,size={settings.smoke_tmpfs_mb}m,mode=1777"},
         "read_only": read_only,
     }
-    if settings.sandbox_runtime == GVISOR:
-        # Under gVisor the container's processes live inside its own kernel, which counts them
-        # against RLIMIT_NPROC (per container, not per host uid as under runc); the host's pids limit
-        # then only bounds gVisor's own threads, several per process the code starts.
-        cap = smoke_process_cap(settings)
-        options["ulimits"].append(Ulimit(name="nproc", soft=cap, hard=cap))
-        options["pids_limit"] = cap * _GVISOR_THREADS_PER_PROCESS
     if network:
         options["network_mode"] = network
     return options
+
+
+class RuntimeUnverified(Exception):
+    """A container meant for the Hub's sandbox runtime that the Hub cannot show runs under it: the
+    host's set-up, never the env's doing. The message says what was seen and how to fix it."""
+
+
+def verify_runtime(settings: HubSettings, provider: Any, log_line: Callable[[str], None]) -> None:
+    """Check, on the engine's host, the runtime a started confined container really runs under, and
+    say what was seen (`log_line`). Fails closed: a container meant for gVisor counts only when this
+    host saw gVisor's own program as its first process (evidence the image cannot forge), so one
+    the Hub cannot look at (an engine on another host, a Hub not running as root, another pid
+    namespace) is stopped as surely as one seen on the host's kernel.
+
+    Raises:
+        RuntimeUnverified: the container was stopped; the message says why and what to do.
+    """
+    observed = provider.observed_runtime()
+    log_line(observed.line)
+    if settings.sandbox_runtime != GVISOR or observed.gvisor is True:
+        return
+    provider.stop()
+    if observed.gvisor is False:
+        raise RuntimeUnverified(
+            f"the engine was told to run the container under gVisor ({GVISOR}) but it runs on the host's kernel "
+            f"({observed.evidence}); check the engine's runtimes (docker info)"
+        )
+    raise RuntimeUnverified(
+        f"cannot verify the runtime: the container is meant for gVisor ({GVISOR}) but this host cannot see its "
+        f"processes ({observed.evidence}); run the Hub's workers as root on the engine's own host, or set "
+        "OPENENV_HUB_SANDBOX_RUNTIME=runc if gVisor is not wanted"
+    )
 
 
 def grant(settings: HubSettings, declared: Any) -> tuple[dict[str, Any], list[str]]:
@@ -148,6 +190,7 @@ def grant(settings: HubSettings, declared: Any) -> tuple[dict[str, Any], list[st
         cap_mb, cap_cpu = _bytes(settings.smoke_memory) >> 20, settings.smoke_cpus
         memory_mb, cpus = min(resources.memory_mb, cap_mb), min(resources.cpu, cap_cpu)
         options = {"mem_limit": f"{memory_mb}m", "memswap_limit": f"{memory_mb}m", "nano_cpus": int(cpus * 1e9)}
+        options.update(_process_limits(settings, memory_mb))  # under gVisor the process cap follows the memory
         capped = " (capped by the Hub's limits)" if (memory_mb, cpus) != (resources.memory_mb, resources.cpu) else ""
         notes.append(
             f"declared resources: {resources.cpu:g} cpu, {resources.memory_mb} MB; granted {cpus:g} cpu, {memory_mb} MB{capped}"
@@ -258,6 +301,9 @@ def build_limits(settings: HubSettings) -> dict[str, Any]:
 def build_options(settings: HubSettings) -> dict[str, Any]:
     """`build_image` keyword arguments that confine a build: memory, processes, disk written while
     it runs (the image cap), and its network: none unless the operator allows egress or names one."""
+    from openenv.client.providers import lifecycle
+    from openenv.images import NetworkProbe
+
     network = settings.build_network or (None if settings.build_egress else "none")
     if network is None and settings.build_block_host:
         block_host_from_default_bridge()
@@ -267,6 +313,11 @@ def build_options(settings: HubSettings) -> dict[str, Any]:
         "pids_limit": settings.build_pids,
         "disk_limit_mb": settings.image_max_mb,
         "offline": network == "none" and settings.build_network is None,  # the policy, not an outage
+        # the container that checks the build's network after a failed step: the Hub's own image,
+        # under the sandbox runtime, known to the reaper
+        "network_probe": NetworkProbe(
+            runtime=settings.sandbox_runtime, labels=lifecycle.owner_labels(extra={HUB_LABEL: hub_instance(settings)})
+        ),
     }
 
 

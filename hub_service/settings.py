@@ -50,6 +50,16 @@ class HubSettings(BaseSettings):
             "admits only GitHub sources; each entry's real Space, revision and image are in its metadata.hub)."
         ),
     )
+    catalog_shard_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=16 * 1024,
+        le=16 * 1024 * 1024,
+        description=(
+            "Largest catalog snapshot document the Hub serves, in bytes: a larger catalog is served in "
+            "shards of at most this size, named by GET /api/v1/catalog/index. At most 16 MiB, the most "
+            "upstream OpenEnv's `openenv discover` reads."
+        ),
+    )
 
     # Sources
     hf_enabled: bool = Field(default=False, description="Index Spaces from the Hugging Face Hub.")
@@ -87,6 +97,15 @@ class HubSettings(BaseSettings):
         gt=0,
         description=(
             "Wall-clock limit of each of the fetch, validate and build stages (keep it above build_timeout_s)."
+        ),
+    )
+    engine_answer_s: float = Field(
+        default=10.0,
+        gt=0,
+        description=(
+            "When a stage on the container engine runs past its deadline, the engine is asked (over a new connection) "
+            "whether it still answers and has not restarted; no answer within this long makes the revision wait for "
+            "the engine instead of failing."
         ),
     )
     first_work_budget_s: float = Field(
@@ -161,6 +180,15 @@ class HubSettings(BaseSettings):
         ge=1,
         le=1000,
         description="Sessions opened and closed one at a time to see that sessions are released.",
+    )
+    trust_release_grace_s: float = Field(
+        default=5.0,
+        ge=0,
+        description=(
+            "How long a trust check's new session (and each session of the capacity ramp) waits while the server "
+            "still answers CAPACITY_REACHED for sessions closed a moment before; the ramp reports that wait apart "
+            "(release_s), never as less capacity or against capacity_budget_s."
+        ),
     )
     determinism_check: bool = Field(default=True, description="Play the same seed and actions twice and compare.")
     determinism_steps: int = Field(default=10, ge=1, le=1000)
@@ -380,6 +408,14 @@ class HubSettings(BaseSettings):
         default=60.0, ge=0, description="A started env with no sessions is stopped after this long."
     )
     play_start_timeout_s: float = Field(default=120.0, gt=0)
+    play_release_grace_s: float = Field(
+        default=3.0,
+        ge=0,
+        description=(
+            "How long a visitor's reset waits while the env's server still answers CAPACITY_REACHED: a server frees a "
+            "closed session's place a moment after, and a visitor starting again at once is not told it is full."
+        ),
+    )
     try_max_episodes: int = Field(default=10, ge=1)
     try_max_steps: int = Field(default=100, ge=1, description="Steps per episode at most when a model plays.")
     llm_base_url: str | None = Field(

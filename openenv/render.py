@@ -579,15 +579,18 @@ def _field_type(schema: dict[str, Any], prop: Any) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def action_choices(action_schema: dict[str, Any] | None, observation: dict[str, Any] | None) -> list[Choice] | None:
+def action_choices(
+    action_schema: dict[str, Any] | None, observation: dict[str, Any] | None, limit: int | None = MAX_CHOICES
+) -> list[Choice] | None:
     """One `Choice` per legal action when the action space is finite, else None (free-form).
 
     The action must have one field to choose (other fields optional). Its values come from the
     schema (an enum / Literal / bool), narrowed to the observation's list of legal actions when
-    it has one (`legal_actions`, `legal_moves`, ...); or, for a free string or integer field,
-    from that list alone (an integer field indexes the list, as Atari's does). Direction-like
-    values get arrow keys. An empty list means the action space is finite but nothing is legal
-    now (the episode is over).
+    it has one (`legal_actions`, `legal_moves`, ..., in the observation or in its `metadata`); or,
+    for a free string or integer field, from that list alone (an integer field indexes the list,
+    as Atari's does). Direction-like values get arrow keys. An empty list means the action space
+    is finite but nothing is legal now (the episode is over). More than `limit` choices (one
+    button each) is None too; `limit=None` lists them all.
     """
     if not isinstance(action_schema, dict):
         return None
@@ -617,7 +620,7 @@ def action_choices(action_schema: dict[str, Any] | None, observation: dict[str, 
         choices = [Choice(str(v), {name: v}, _KEYS.get(str(v).lower())) for v in legal]
     else:
         return None
-    return choices if len(choices) <= MAX_CHOICES else None
+    return choices if limit is None or len(choices) <= limit else None
 
 
 def _legal_list(observation: dict[str, Any] | None) -> list[Any] | None:
@@ -626,8 +629,12 @@ def _legal_list(observation: dict[str, Any] | None) -> list[Any] | None:
     inner = observation.get("observation")
     if isinstance(inner, dict):  # a wire payload {"observation": {...}, "reward", "done"}
         observation = inner
-    for key in _LEGAL_FIELDS:
-        value = observation.get(key)
-        if isinstance(value, list) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
-            return value
+    metadata = observation.get("metadata")
+    for where in (observation, metadata if isinstance(metadata, dict) else {}):
+        for key in _LEGAL_FIELDS:
+            value = where.get(key)
+            if isinstance(value, list) and all(
+                isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value
+            ):
+                return value
     return None

@@ -112,13 +112,16 @@ class StageSummary(BaseModel):
 
 _CAPACITY = (
     'The capacity card (docs/hub-api.md, "Trust signals"): cold start, step latency, memory per session, '
-    "sessions one server held and why the ramp stopped; null: not measured"
+    "sessions one server held, how long it took to free a closed session's place (release_s, measured apart) "
+    "and why the ramp stopped; null: not measured"
 )
 _DETERMINISM = (
     "Same seed twice: verdict deterministic | nondeterministic | stochastic | unchecked, and the first difference"
 )
 _REWARD_CHECK = (
-    "Reward sanity check: verdict ok | flagged | unchecked, the observed range, and its flags in plain words"
+    "Reward sanity check: verdict ok | flagged | inconclusive | unchecked, the observed range, its flags "
+    "(or an inconclusive check's notes) in plain words, and the random baseline of legal actions (none for "
+    "free-form actions: no_baseline)"
 )
 
 

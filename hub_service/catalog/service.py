@@ -37,6 +37,7 @@ __all__ = [
     "manifest_search_text",
     "parse_flag",
     "resolve",
+    "reward_verdict",
     "stage_runs",
     "summary",
     "version_summary",
@@ -345,7 +346,7 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
     env.cold_start_s = version.cold_start_s
     env.step_p50_ms = version.step_p50_ms
     env.deterministic = _verdict(version.determinism, "deterministic")
-    env.reward_checked = _verdict(version.reward_check, "ok")
+    env.reward_checked = _verdict({"verdict": reward_verdict(version.reward_check)}, "ok")
     fork = (version.determinism or {}).get("fork")  # the fork check (pipeline/trust_fork.py)
     env.forkable = (
         None if not isinstance(fork, dict) or fork.get("verdict") == "not_offered" else _verdict(fork, "forkable")
@@ -370,11 +371,25 @@ def manifest_search_text(manifest: Any) -> str:
 
 
 def _verdict(check: dict[str, Any] | None, good: str) -> bool | None:
-    """A trust check's verdict as a filterable flag: True when `good`, None when not checked."""
+    """A trust check's verdict as a filterable flag: True when `good`, None when not checked or
+    when the check could not conclude ("inconclusive")."""
     verdict = (check or {}).get("verdict")
-    if verdict in (None, "unchecked"):
+    if verdict in (None, "unchecked", "inconclusive"):
         return None
     return verdict == good
+
+
+def reward_verdict(card: Any) -> str | None:
+    """The reward check's one conclusion: `ok`, `flagged`, `inconclusive` or `unchecked` (None: no
+    card). An `ok` with notes, as Hubs before `inconclusive` stored it, is inconclusive: its notes
+    say why the play could not show the reward works."""
+    if not isinstance(card, dict) or not card:
+        return None
+    verdict = card.get("verdict")
+    notes = card.get("notes")
+    if verdict == "ok" and isinstance(notes, list) and any(isinstance(n, str) and n for n in notes):
+        return "inconclusive"
+    return verdict if isinstance(verdict, str) else None
 
 
 def badges(env: EnvRecord) -> list[str]:

@@ -133,17 +133,17 @@ def _read_card(readme: Path) -> str:
         os.close(fd)
 
 
-def _manifest_text(path: Path) -> str:
-    """openenv.yaml's description and tags, as text search matches them ("" when unreadable)."""
+def _manifest(path: Path) -> dict[str, Any]:
+    """A local env's openenv.yaml as data ({} when unreadable, invalid or not a mapping)."""
     import yaml
 
-    from hub_service.catalog.service import manifest_search_text
     from openenv._yaml import load_limited
 
     try:
-        return manifest_search_text(load_limited(_read_card(path)))
+        data = load_limited(_read_card(path))
     except (yaml.YAMLError, ValueError):
-        return ""
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _front_matter(readme: Path) -> dict[str, Any]:
@@ -191,10 +191,13 @@ class LocalSource:
         self.max_bytes = max_bytes
 
     def list(self) -> Iterator[SourceEnv]:
+        from hub_service.catalog.service import manifest_search_text
+
         if not self.root.is_dir():
             raise SourceError(f"local source {self.root} is not a folder; set OPENENV_HUB_LOCAL_SOURCE")
         for folder in sorted(p for p in self.root.iterdir() if p.is_dir() and (p / "openenv.yaml").is_file()):
             front = _front_matter(folder / "README.md")
+            manifest = _manifest(folder / "openenv.yaml")
             raw_tags = front.get("tags")
             tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
             mtime = _newest_mtime(folder)
@@ -204,11 +207,14 @@ class LocalSource:
                 sha=folder_sha(folder),
                 tags=[t for t in (card_text(t) for t in tags) if t],
                 title=card_text(front.get("title")) or folder.name,
-                description=card_text(front.get("short_description")) or card_text(front.get("description")),
+                # the README card's words, else openenv.yaml's (which every env has)
+                description=card_text(front.get("short_description"))
+                or card_text(front.get("description"))
+                or card_text(manifest.get("description")),
                 stage="LOCAL",
                 last_modified=dt.datetime.fromtimestamp(mtime, dt.UTC),
                 location=str(folder),
-                manifest_text=_manifest_text(folder / "openenv.yaml"),
+                manifest_text=manifest_search_text(manifest),
             )
 
     def fetch(self, owner: str, name: str, sha: str, dest: Path) -> Path:

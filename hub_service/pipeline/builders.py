@@ -104,6 +104,9 @@ class DockerBuilder:
             summary = (
                 exc.reason != ImageBuildError.FAILED or exc.exit_code == 137
             )  # the message says it better than the log
+            setting = _CAP_SETTINGS.get(exc.reason)
+            if setting:  # the Hub's cap the build ran into, by the name an operator sets it with
+                text += f" ({setting})"
             raise StageFailed(text if summary else _last_error_line(exc.log, text)) from exc
         try:
             size_mb = image_size_mb(tag)
@@ -118,9 +121,9 @@ class DockerBuilder:
         )
         if size_mb > settings.image_max_mb:
             _remove_image(tag)
-            raise StageFailed(
-                f"the image is {size_mb:.0f} MB, over the Hub's cap of {settings.image_max_mb} MB; slim the image"
-            )
+            over = f"the image is {size_mb:.0f} MB, over the Hub's cap of {settings.image_max_mb} MB; slim the image"
+            log(over)
+            raise StageFailed(f"{over} ({_CAP_SETTINGS[ImageBuildError.TOO_BIG]})")
         rebuilt = _build_again(settings, folder, tag, rel, scope, log) if settings.reproducible_build_check else None
         return BuildOutput(
             builder=self.kind,
@@ -131,6 +134,12 @@ class DockerBuilder:
             cache_mounts=result.cache_mounts,
             cache_mounts_dropped=result.cache_mounts_dropped,
         )
+
+
+_CAP_SETTINGS = {
+    "too_big": "OPENENV_HUB_IMAGE_MAX_MB",
+    "process_cap": "OPENENV_HUB_BUILD_PIDS",
+}  # by ImageBuildError.reason
 
 
 def cache_scope(owner: str, name: str) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from hub_service.catalog.stage_runs import StageName
+from hub_service.catalog.states import BuilderKind
 from hub_service.pipeline.stage_kit import Abort, StageFailed, StageLog
 from hub_service.queue.errors import Transient, WaitCode
 from hub_service.settings import HubSettings
@@ -19,6 +21,26 @@ __all__ = ["within"]
 log = logging.getLogger("hub_service.pipeline")
 
 _ABORT_GRACE_S = 30.0  # how long an aborted stage gets to stop its server before the runner moves on
+
+
+_ON_THE_ENGINE = frozenset({StageName.BUILD, StageName.SMOKE, StageName.PUBLISH})
+
+
+def _engine_at_deadline(settings: HubSettings, elapsed_s: float) -> Transient | None:
+    """Why a stage past its deadline is the engine's doing: it does not answer a new connection
+    within `engine_answer_s`, or it started less than `elapsed_s` ago (it restarted during the
+    stage); None when it answers as before, or when the Hub runs no engine."""
+    from openenv.images._engine import engine_change
+
+    if settings.builder != BuilderKind.DOCKER:
+        return None
+    change = engine_change(None, started_within_s=elapsed_s, answer_s=settings.engine_answer_s)
+    if change is None:
+        return None
+    setting = " (OPENENV_HUB_ENGINE_ANSWER_S): it hangs" if change.startswith("did not answer") else ""
+    return Transient(
+        f"the container engine {change} when the stage ran past its deadline{setting}", code=Transient.ENGINE_LOST
+    )
 
 
 def _deadline(settings: HubSettings, name: str) -> tuple[float, str]:
@@ -34,6 +56,8 @@ def within(
 
     Raises:
         StageFailed: the deadline passed (the env's doing: its server was stopped).
+        Transient: the deadline passed on a stage that runs on the container engine, and the engine
+            does not answer or restarted meanwhile (`engine_lost`).
         Transient: the fetch's deadline passed (the source's doing).
         Whatever `fn` raised.
     """
@@ -48,14 +72,20 @@ def within(
             outcome["error"] = exc
 
     thread = threading.Thread(target=target, name=f"stage-{name}-job-{job_id}", daemon=True)
+    began = time.monotonic()
     thread.start()
     thread.join(limit)
     if thread.is_alive():
         stage_log(f"the {name} stage ran past its deadline of {limit:g}s ({setting}); stopping it")
+        # The engine first, as for every other failure: a hung or restarted engine is not the env's doing.
+        engine = _engine_at_deadline(settings, time.monotonic() - began) if name in _ON_THE_ENGINE else None
         abort.abort()
         thread.join(_ABORT_GRACE_S)
         if thread.is_alive():
             log.warning("stage %s of job %s is still winding down after its abort; moving on", name, job_id)
+        if engine is not None:
+            stage_log(f"not the env's failure: {engine}")
+            raise engine
         if name == StageName.FETCH:
             raise Transient(f"fetching the revision took longer than {limit:g}s ({setting})", code=WaitCode.SOURCE)
         if name == StageName.SMOKE:

@@ -4,7 +4,7 @@ container: `runtime.network_policy`, `runtime.host_containment`, `runtime.resour
 
 Evidence comes only from what the container cannot shape: the kernel's view on the engine's host
 (the container's cgroup, its processes' status in the host's /proc, its network namespace entered by
-the Hub's own Python: `_netprobe.py`) and sinks the Hub owns. Where the Hub cannot look (the engine
+the Hub's own Python: `openenv.engines.netns`) and sinks the Hub owns. Where the Hub cannot look (the engine
 runs on another host, the Hub is not root, gVisor keeps the processes in its own kernel) a check
 says `skip` and why, never `pass`; what the Hub itself did not enforce (its isolation turned off, no
 limit set) is never the env's failure: the check skips and names the setting.
@@ -15,13 +15,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import select
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,14 +29,13 @@ from typing import Any
 
 from hub_service.sandbox import SMOKE_USER
 from hub_service.settings import HubSettings
+from openenv.engines.netns import probe_from
 from openenv.validation.rfc008 import ResultV2
 from openenv.validation.rfc008.manifest import NormalizedManifest
 
 __all__ = ["Cgroup", "ContainerMeasures", "cgroup_of", "grade_no_network", "measure_network"]
 
 _MB = 1 << 20
-_NETPROBE = Path(__file__).with_name("_netprobe.py")
-_PROBE_TIMEOUT_S = 20.0
 # A limit of 2**62 or more (v1) or "max" (v2) is no limit.
 _UNLIMITED = 1 << 62
 
@@ -567,19 +564,6 @@ def _sinks(addresses: list[str]) -> Iterator[list[list[Any]]]:
             s.close()
 
 
-def _run_probe(pid: int, targets: list[list[Any]]) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-I", str(_NETPROBE), str(pid), json.dumps(targets)],
-        capture_output=True,
-        text=True,
-        timeout=_PROBE_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise OSError((done.stderr.strip().splitlines() or ["no output"])[-1])
-    return dict(json.loads(done.stdout))
-
-
 def measure_network(pid: int, gateway: str | None) -> dict[str, Any]:
     """What the network namespace of process `pid` holds and reaches: TCP and UDP sinks of the
     Hub's own on the container's gateway (this host, as the container sees it) and on this host's
@@ -589,7 +573,7 @@ def measure_network(pid: int, gateway: str | None) -> dict[str, Any]:
     addresses = ([gateway] if gateway else []) + others[: 4 - bool(gateway)]
     with _sinks(addresses) as targets:
         try:
-            found = _run_probe(pid, targets)
+            found = probe_from(pid, targets)
         except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
             return {
                 "error": f"the Hub could not enter the container's network namespace ({exc}); it needs root on the engine's host"

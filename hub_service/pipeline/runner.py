@@ -329,6 +329,7 @@ class JobRunner:
             max_s=self.settings.infra_retry_max_s,
             max_waits=self.settings.infra_wait_max_count,
             max_wait_s=self.settings.infra_wait_max_s,
+            counted=exc.code != WaitCode.HOST_SETUP,
         )
         if waited is None:
             return "lost"

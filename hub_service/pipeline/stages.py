@@ -187,13 +187,14 @@ def smoke(
     try:
         client = docker_client()
         epoch = engine_epoch(client)
-        engine().runtime_options(client.api, settings.sandbox_runtime)
-    except ProviderUnavailableError as exc:  # the host's set-up, not the env: wait until it is fixed
-        raise Transient(f"{exc}; the smoke test waits for it", code=Transient.NO_ENGINE) from exc
     except Exception as exc:  # no engine to run the container on
         raise Transient(
-            f"no Docker engine answers ({exc}); the smoke test waits for one", code=Transient.NO_ENGINE
+            f"no container engine answers ({exc}); the smoke test waits for one", code=Transient.NO_ENGINE
         ) from exc
+    try:
+        engine().runtime_options(client.api, settings.sandbox_runtime)
+    except ProviderUnavailableError as exc:  # the host's set-up, not the env: wait until it is fixed
+        raise Transient(f"{exc}; the smoke test waits for it", code=Transient.HOST_SETUP) from exc
     try:
         return asyncio.run(_abortable(_smoke(settings, built, folder, log, abort, validated), abort))
     except StageFailed as exc:
@@ -218,21 +219,12 @@ async def _abortable(coro: Any, abort: Abort) -> Any:
 
 def _engine_trouble(epoch: str | None) -> Transient | None:
     """Why a failed smoke test is the engine's doing (gone, or restarted since `epoch`), or None."""
-    from openenv.client.providers._docker import docker_client
-    from openenv.images import engine_epoch
-    from openenv.images._engine import ping_anew
+    from openenv.images._engine import engine_change
 
-    try:
-        client = docker_client()
-        ping_anew(client)  # not over a kept-alive connection: a stopping engine still answers on those
-    except Exception as exc:
-        return Transient(
-            f"the Docker engine stopped answering during the smoke test ({exc})", code=Transient.ENGINE_LOST
-        )
-    now = engine_epoch(client)
-    if epoch is not None and now is not None and now != epoch:
-        return Transient("the Docker engine restarted during the smoke test", code=Transient.ENGINE_LOST)
-    return None
+    change = engine_change(None, epoch=epoch)
+    if change is None:
+        return None
+    return Transient(f"the container engine {change} during the smoke test", code=Transient.ENGINE_LOST)
 
 
 def _declared(folder: Path) -> Any:
@@ -302,23 +294,19 @@ async def _start(
 
 
 async def _check_runtime(settings: HubSettings, provider: Any, log: StageLog) -> None:
-    """Log the runtime the container really runs under (checked on the host); a container that was
-    meant for gVisor but runs on the host's kernel is stopped, and the test waits: the host's fault.
+    """Log the runtime the container really runs under (checked on the host); a container meant for
+    gVisor that runs on the host's kernel, or that the Hub cannot see, is stopped and the test waits:
+    the host's set-up (`hub_service.sandbox.verify_runtime`).
 
     Raises:
-        Transient: the engine did not run the container under gVisor although told to.
+        Transient: the host could not show the container runs under the Hub's sandbox runtime.
     """
-    from openenv.engines.runtimes import GVISOR
+    from hub_service.sandbox import RuntimeUnverified, verify_runtime
 
-    observed = await asyncio.to_thread(provider.observed_runtime)
-    log(observed.line)
-    if settings.sandbox_runtime == GVISOR and observed.gvisor is False:
-        await provider.astop()
-        raise Transient(
-            f"the engine was told to run the container under gVisor ({GVISOR}) but it runs on the host's kernel "
-            f"({observed.evidence}); check the engine's runtimes (docker info); the smoke test waits",
-            code=Transient.NO_ENGINE,
-        )
+    try:
+        await asyncio.to_thread(verify_runtime, settings, provider, log)
+    except RuntimeUnverified as exc:
+        raise Transient(f"{exc}; the smoke test waits", code=Transient.HOST_SETUP) from exc
 
 
 def _wrote_on_read_only_root(exc: Exception) -> bool:
@@ -337,7 +325,7 @@ async def _smoke(
     validated: Validated | None = None,
 ) -> SmokeOutput:
     from openenv import GenericEnvClient
-    from openenv.validation.episode import play_episode
+    from openenv.validation.paths import play_paths
 
     declared = _declared(folder)
     if built.builder == "docker":
@@ -363,8 +351,9 @@ async def _smoke(
         try:
             # The episode and its verdict: the one rule `openenv validate --url` applies too (docs/validate.md).
             begun = time.monotonic()
-            episode = await play_episode(
-                client, action_schema, settings.smoke_steps, seed=0, on_record=lambda r: log(_step_line(r))
+            # An MCP env is played on its users' MCP session path too, which then decides (openenv/validation/paths.py).
+            episode = await play_paths(
+                client, action_schema, settings.smoke_steps, seed=0, on_record=lambda r: log(_step_line(r)), on_note=log
             )
             reset = episode.records[0]
             if reset.outcome != "ok":

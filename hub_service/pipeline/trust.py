@@ -6,14 +6,16 @@ Three checks, each bounded in time and failing softly (a check that cannot run i
 - the capacity card: the smoke run's figures, the image's size, the server's memory with no
   session, per idle and per active session, and how many concurrent sessions it holds (a ramp of
   1, 2, 4, ... sessions that stops at the first level with an error or a p99 step latency over
-  the Hub's limit, or when its time budget runs out), and whether sessions leak (opened and
-  closed one at a time, they must all be taken, and none counted open afterwards);
+  the Hub's limit, or when its time budget runs out), how long it takes to free the places of
+  sessions closed before (measured apart: a slow release is not less capacity), and whether
+  sessions leak (opened and closed one at a time, they must all be taken, and none counted open
+  afterwards);
 - determinism: the same seed and the same actions in two fresh sessions must give the same
   observations, rewards and done flags (an env that declares `stochastic: true` is reported,
   never flagged);
-- reward sanity: a seeded random policy's returns (the env's random baseline), the rewards it
-  saw against the declared range, and probes with an empty and an oversized answer
-  (hub_service/pipeline/trust_reward.py).
+- reward sanity: a seeded random policy of legal actions and its returns (the env's random
+  baseline; none where actions are free-form), the rewards it saw against the declared range, and
+  probes with an empty, a long and an oversized answer (hub_service/pipeline/trust_reward.py).
 
 `hub_service.pipeline.trust_checks.run_checks` runs them; this module holds the first two and
 the helpers the reward check shares.
@@ -67,16 +69,18 @@ def session_client(ctx: TrustContext) -> Any:
     )
 
 
-_RELEASE_GRACE_S = 5.0  # how long a check's new session may wait for those closed before to be released
-
-
-async def first_reset(client: Any, seed: int) -> Any:
+async def first_reset(ctx: TrustContext, client: Any, seed: int) -> Any:
     """The reset that opens a check's session: a server may still be releasing the session the
-    check before closed, so CAPACITY_REACHED is waited out for at most _RELEASE_GRACE_S
-    (`reset_when_free`), not counted against the env."""
+    check before closed, so CAPACITY_REACHED is waited out for at most the Hub's
+    `trust_release_grace_s` (`reset_when_free`), not counted against the env."""
+    return (await _reset_released(ctx, client, seed))[0]
+
+
+async def _reset_released(ctx: TrustContext, client: Any, seed: int) -> tuple[Any, float]:
+    """`first_reset`, with the seconds it waited for a place to be released."""
     from openenv.validation.episode import reset_when_free
 
-    return (await reset_when_free(client, _RELEASE_GRACE_S, seed=seed))[0]
+    return await reset_when_free(client, ctx.settings.trust_release_grace_s, seed=seed)
 
 
 async def _close_all(clients: list[Any]) -> None:
@@ -121,7 +125,7 @@ async def _play(ctx: TrustContext, actions: list[dict[str, Any]]) -> list[dict[s
 
     client = session_client(ctx)
     try:
-        outcomes = [_outcome(await first_reset(client, SEED))]
+        outcomes = [_outcome(await first_reset(ctx, client, SEED))]
         for action in actions:
             try:
                 result = await client.step(action)
@@ -354,21 +358,55 @@ def _levels(top: int) -> list[int]:
     return [*levels, top]
 
 
+class _Clock:
+    """The ramp's time budget, with the time the server takes to free the places of sessions
+    closed before set apart (a slow release is measured on its own, never read as less capacity)."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.ends = time.monotonic() + budget_s
+        self.release_s = 0.0  # the longest one level waited for places to be freed
+
+    def left(self) -> float:
+        return self.ends - time.monotonic()
+
+    def released(self, waited: float) -> None:
+        """`waited` seconds went to waiting for the server to free places: not the ramp's time."""
+        self.ends += waited
+
+    async def within(self, work: Awaitable[Any], extra: float = 0.0) -> Any:
+        """`work`'s result, if it ends within the time left (plus `extra`).
+
+        Raises:
+            _OutOfTime: it did not (a timeout of the env's own is its error, as it was).
+        """
+        from openenv.errors import OpenEnvError
+
+        try:
+            return await asyncio.wait_for(work, max(0.0, self.left() + extra))  # (none left: cancelled at once)
+        except TimeoutError as exc:
+            if isinstance(exc, OpenEnvError):  # EnvTimeoutError: a session's, not the ramp's
+                raise
+            raise _OutOfTime from None
+
+
+class _OutOfTime(Exception):
+    """The ramp's time budget ran out."""
+
+
 async def _ramp(ctx: TrustContext, server_max: int | None) -> dict[str, Any]:
     s = ctx.settings
     ramp: list[dict[str, Any]] = []
     held = 0
     stopped = f"held the ramp's top, {s.capacity_max_sessions} sessions (OPENENV_HUB_CAPACITY_MAX_SESSIONS)"
-    ends = time.monotonic() + s.capacity_budget_s
+    clock = _Clock(s.capacity_budget_s)
     actions = random_actions(ctx, s.capacity_steps, seed=SEED + 1)
     for level in _levels(s.capacity_max_sessions):
-        left = ends - time.monotonic()
-        if left <= 0:
+        if clock.left() <= 0:
             stopped = f"the ramp's time budget ({s.capacity_budget_s:g}s, OPENENV_HUB_CAPACITY_BUDGET_S) ran out before {level} sessions"
             break
         try:
-            latencies, errors = await asyncio.wait_for(_level(ctx, level, actions), left)
-        except TimeoutError:
+            latencies, errors = await _level(ctx, level, actions, clock)
+        except _OutOfTime:
             ramp.append({"sessions": level, "p99_ms": None, "errors": None})
             stopped = f"the ramp's time budget ({s.capacity_budget_s:g}s, OPENENV_HUB_CAPACITY_BUDGET_S) ran out during {level} sessions"
             break
@@ -382,31 +420,53 @@ async def _ramp(ctx: TrustContext, server_max: int | None) -> dict[str, Any]:
             stopped = f"p99 step latency {p99:.0f} ms at {level} sessions, over {s.capacity_p99_ms:g} ms (OPENENV_HUB_CAPACITY_P99_MS)"
             break
         held = level
-    return {"sessions_held": held, "ramp": ramp, "stopped_because": stopped}
+    return {
+        "sessions_held": held,
+        "release_s": round(clock.release_s, 3),
+        "ramp": ramp,
+        "stopped_because": stopped,
+    }
 
 
-async def _level(ctx: TrustContext, n: int, actions: list[dict[str, Any]]) -> tuple[list[float], list[str]]:
+async def _level(
+    ctx: TrustContext, n: int, actions: list[dict[str, Any]], clock: _Clock
+) -> tuple[list[float], list[str]]:
     """Hold `n` sessions at once, reset and step each concurrently; their latencies and errors.
 
     The sessions of the level before were closed, but a server releases a closed session a moment
     later (and upstream's /health does not count them): each session of this level is opened in
-    turn, waiting up to _RELEASE_GRACE_S while the server still answers CAPACITY_REACHED. Those
-    already opened stay open, so a wait ends only when an earlier level's session is gone, and
-    the level still needs `n` sessions held together."""
+    turn, waiting up to the Hub's `trust_release_grace_s` while the server still answers
+    CAPACITY_REACHED. Those already opened stay open, so a wait ends only when an earlier level's
+    session is gone, and the level still needs `n` sessions held together. The waits are the
+    server's release time, set apart on `clock`: the level's time is the rest.
+
+    Raises:
+        _OutOfTime: the ramp's time budget ran out (its release waits not counted).
+    """
     from hub_service.pipeline import trust_memory
 
-    await trust_memory.wait_sessions(ctx.url, lambda k: k == 0, timeout=_RELEASE_GRACE_S)
+    grace = ctx.settings.trust_release_grace_s
+    began = time.monotonic()
+    await trust_memory.wait_sessions(ctx.url, lambda k: k == 0, timeout=grace)
+    waited = time.monotonic() - began  # this level's wait for the places of the last one's sessions
+    clock.released(waited)
     clients: list[Any] = []
     errors: list[str] = []
     try:
         for i in range(n):
             try:
-                clients.append(await _open(ctx, i))
+                client, freed = await clock.within(_open_released(ctx, i), grace)
+            except _OutOfTime:
+                raise
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {unlinked(str(exc), ctx.url)}")
                 return [], errors
-        results = await asyncio.gather(
-            *(_exercise(c, i, actions) for i, c in enumerate(clients)), return_exceptions=True
+            clients.append(client)
+            clock.released(freed)
+            waited += freed
+        clock.release_s = max(clock.release_s, waited)
+        results = await clock.within(
+            asyncio.gather(*(_exercise(c, i, actions) for i, c in enumerate(clients)), return_exceptions=True)
         )
     finally:
         await _close_all(clients)
@@ -423,14 +483,19 @@ async def _level(ctx: TrustContext, n: int, actions: list[dict[str, Any]]) -> tu
 
 async def _open(ctx: TrustContext, seed: int) -> Any:
     """A session that has reset, waiting while the server says it is full (CAPACITY_REACHED) for
-    at most _RELEASE_GRACE_S: sessions closed a moment ago may not be released yet."""
+    at most the Hub's `trust_release_grace_s`: sessions closed a moment ago may not be released yet."""
+    return (await _open_released(ctx, seed))[0]
+
+
+async def _open_released(ctx: TrustContext, seed: int) -> tuple[Any, float]:
+    """`_open`, with the seconds it waited for the server to free a place."""
     client = session_client(ctx)
     try:
-        await first_reset(client, seed)
+        _, waited = await _reset_released(ctx, client, seed)
     except BaseException:
         await client.close()
         raise
-    return client
+    return client, waited
 
 
 def _p99(values: list[float]) -> float | None:

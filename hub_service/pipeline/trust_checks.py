@@ -96,7 +96,8 @@ def _summary(name: str, result: dict[str, Any]) -> str:
         return f"unchecked: {result.get('reason')}"
     if name == "capacity":
         return (
-            f"held {result.get('sessions_held')} sessions ({result.get('stopped_because')}); server "
+            f"held {result.get('sessions_held')} sessions ({result.get('stopped_because')}), a closed one's place "
+            f"freed within {result.get('release_s')}s; server "
             f"{result.get('server_base_mb')} MB, {result.get('idle_session_mb')} MB per idle session, "
             f"{result.get('active_session_mb')} MB per active session"
             + "".join(f"; {flag}" for flag in result.get("flags") or [])
@@ -106,9 +107,6 @@ def _summary(name: str, result: dict[str, Any]) -> str:
         return f"{result['verdict']}" + (
             f", first difference at step {diff['step']} in {diff['field']}" if diff else ""
         )
-    flags = result.get("flags") or []
-    return (
-        f"{result['verdict']}"
-        + (": " + "; ".join(flags) if flags else "")
-        + f", baseline {result.get('baseline_returns')}"
-    )
+    flags = result.get("flags") or result.get("notes") or []  # an inconclusive check's notes say why
+    baseline = result.get("baseline_returns") or ("none (free-form actions)" if result.get("no_baseline") else None)
+    return f"{result['verdict']}" + (": " + "; ".join(flags) if flags else "") + f", baseline {baseline}"

@@ -38,7 +38,7 @@ async def fork_check(ctx: TrustContext) -> dict[str, Any]:
         await client.connect()
         if "fork" not in client.server_extensions:
             return {"verdict": "not_offered", "reason": "the server does not announce the fork extension"}
-        await first_reset(client, SEED)
+        await first_reset(ctx, client, SEED)
         snap = await client.snapshot()
         prefix = 0
         for action in random_actions(ctx, PREFIX_STEPS, seed=SEED + 1):

@@ -1,6 +1,12 @@
 """The reward sanity check (see hub_service/pipeline/trust.py): a seeded random policy's returns,
 which become the env's random baseline, the rewards it saw against the declared range, and probes
-with an empty and an oversized answer, each a fresh episode's first step."""
+with an empty, a long and an oversized answer, each a fresh episode's first step.
+
+The random policy plays legal actions (`hub_service.play.policies.legal_action`: those the env lists
+in its observations, else draws within a closed action schema). Where none can be known (free-form
+actions), it plays schema-valid actions for the reward's sake only and records no baseline
+(`no_baseline`): random text scores nonsense. The verdict is one conclusion: `flagged` (something
+is wrong), `inconclusive` (the play could not show the reward works: why is in `notes`), or `ok`."""
 
 from __future__ import annotations
 
@@ -24,11 +30,13 @@ from hub_service.pipeline.trust import (
 __all__ = ["empty_action", "reward_check"]
 
 _OVERSIZED = 100_000  # characters of the oversized probe's answer
+_LONG = 1_000  # characters of the long probe's answer, which the oversized one is compared with
+_GROWTH = 10.0  # an answer 100 times as long scoring this many times as much: the reward grows with length
 _CONSTANT_MIN = 20  # rewards a random policy must see before "the reward is constant" is said
 
 
 async def reward_check(ctx: TrustContext) -> dict[str, Any]:
-    from hub_service.play.policies import random_action
+    from hub_service.play.policies import action_source, legal_action, random_action
     from openenv.errors import EnvServerError
 
     s = ctx.settings
@@ -36,27 +44,40 @@ async def reward_check(ctx: TrustContext) -> dict[str, Any]:
     completed: list[float] = []
     capped: list[float] = []
     rewards: list[float] = []
-    rejected = steps = 0
+    play = _Play()
     ends = time.monotonic() + s.reward_check_budget_s
     client = session_client(ctx)
     try:
         for episode in range(s.reward_check_episodes):
-            if steps >= s.reward_check_max_steps or time.monotonic() >= ends:
+            if play.steps >= s.reward_check_max_steps or time.monotonic() >= ends:
                 break
-            await first_reset(client, SEED + episode)  # a session closed just before may still be held
+            # a session closed just before may still be held
+            seen = _seen(await first_reset(ctx, client, SEED + episode))
             total, taken, done = 0.0, 0, False
-            while not done and taken < s.reward_check_episode_steps and steps < s.reward_check_max_steps:
+            while not done and taken < s.reward_check_episode_steps and play.steps < s.reward_check_max_steps:
                 if time.monotonic() >= ends:
                     break
+                source = action_source(ctx.action_schema, seen)
+                # free-form: schema-valid actions, for the rewards' sake only (no baseline)
+                action = (
+                    random_action(ctx.action_schema, rng)
+                    if source == "free-form"
+                    else legal_action(ctx.action_schema, seen, rng)
+                )
+                if action is None:  # the env lists its legal actions, and none now: the episode cannot go on
+                    play.stuck += 1
+                    break
+                play.sources[source] = play.sources.get(source, 0) + 1
                 taken += 1
-                steps += 1
+                play.steps += 1
                 try:
-                    result = await client.step(random_action(ctx.action_schema, rng))
+                    result = await client.step(action)
                 except EnvServerError as exc:  # refused (invalid, or the env raised): a step with no reward
                     if not is_refusal(exc):
                         raise
-                    rejected += 1
+                    play.rejected += 1
                     continue
+                seen = _seen(result)
                 if is_number(result.reward):
                     rewards.append(float(result.reward))
                     total += float(result.reward)
@@ -65,20 +86,39 @@ async def reward_check(ctx: TrustContext) -> dict[str, Any]:
     finally:
         await client.close()
     probes = await _probes(ctx)
-    return _reward_verdict(ctx, completed, capped, rewards, probes, steps, rejected)
+    return _reward_verdict(ctx, completed, capped, rewards, probes, play)
+
+
+class _Play:
+    """Counts of the random policy's steps (taken, refused), of where their actions came from (by
+    `action_source`), and of episodes cut because the env listed no legal action in them."""
+
+    def __init__(self) -> None:
+        self.steps = self.rejected = self.stuck = 0
+        self.sources: dict[str, int] = {}
+
+
+def _seen(result: Any) -> dict[str, Any]:
+    """A reset's or step's observation as the legal-action reader takes it, its metadata inside."""
+    observation = result.observation if isinstance(result.observation, dict) else {}
+    if isinstance(result.metadata, dict) and not isinstance(observation.get("metadata"), dict):
+        return {**observation, "metadata": result.metadata}
+    return observation
 
 
 async def _probes(ctx: TrustContext) -> dict[str, dict[str, Any]]:
-    """An empty answer (every text field "", every nullable field null) and an oversized one
-    (every text field 100 KB), each as the first step of a fresh episode in a session of its own
-    (a server that drops the session over one is recorded, and the other probe still runs)."""
+    """An empty answer (every text field "", every nullable field null), a long one (every text
+    field 1,000 characters) and an oversized one (100,000), each as the first step of a fresh episode
+    in a session of its own (a server that drops the session over one is recorded, and the others
+    still run)."""
     from openenv.errors import EnvServerError, OpenEnvError
 
     base = random_actions(ctx, 1)[0]
     out: dict[str, dict[str, Any]] = {}
     for name, action in (
         ("empty", empty_action(ctx.action_schema, base)),
-        ("oversized", _oversized_action(ctx.action_schema, base)),
+        ("long", _sized_action(ctx.action_schema, base, _LONG)),
+        ("oversized", _sized_action(ctx.action_schema, base, _OVERSIZED)),
     ):
         if action is None:
             out[name] = {"skipped": "the action schema has no text or nullable field"}
@@ -86,7 +126,7 @@ async def _probes(ctx: TrustContext) -> dict[str, dict[str, Any]]:
         shown = {k: (f"<{len(v)} characters>" if isinstance(v, str) and len(v) > 40 else v) for k, v in action.items()}
         client = session_client(ctx)
         try:
-            await first_reset(client, SEED)
+            await first_reset(ctx, client, SEED)
             result = await client.step(action)
         except EnvServerError as exc:
             if not is_refusal(exc):
@@ -138,10 +178,28 @@ def empty_action(schema: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]
     return changed if touched else None
 
 
-def _oversized_action(schema: dict[str, Any], base: dict[str, Any]) -> dict[str, Any] | None:
-    text = ("the answer is 42; " * (_OVERSIZED // 18 + 1))[:_OVERSIZED]
+def _sized_action(schema: dict[str, Any], base: dict[str, Any], size: int) -> dict[str, Any] | None:
+    text = ("the answer is 42; " * (size // 18 + 1))[:size]
     names = [n for n, f in _fields(schema).items() if "string" in _kinds(f, schema)]
     return {**base, **{n: text for n in names}} if names else None
+
+
+_ACTIONS_FROM = {
+    "listed": "random legal actions, from the lists the env's observations gave",
+    "declared": "random actions within the action schema's enums and bounds",
+}
+
+
+def _growth(probes: dict[str, dict[str, Any]]) -> str | None:
+    """A flag when the oversized answer scored at least `_GROWTH` times what the long one did (a
+    reward that grows with the answer's length has no top a trainer could trust), else None."""
+    long, oversized = (probes.get(n, {}).get("reward") for n in ("long", "oversized"))
+    if not (isinstance(long, float) and isinstance(oversized, float)) or long <= 0 or oversized < _GROWTH * long:
+        return None
+    return (
+        f"the reward grows with the answer's length: a {_LONG:,}-character answer scored {long:g}, "
+        f"a {_OVERSIZED:,}-character one {oversized:g}"
+    )
 
 
 def _reward_verdict(
@@ -150,9 +208,10 @@ def _reward_verdict(
     capped: list[float],
     rewards: list[float],
     probes: dict[str, dict[str, Any]],
-    steps: int,
-    rejected: int,
+    play: _Play,
 ) -> dict[str, Any]:
+    from hub_service.play.policies import FREE_FORM, FREE_FORM_WHY
+
     s = ctx.settings
     declared = ctx.declared.reward.range if ctx.declared.reward is not None else None
     probe_rewards = [p["reward"] for p in probes.values() if isinstance(p.get("reward"), float)]
@@ -164,7 +223,7 @@ def _reward_verdict(
     usual = statistics.median(rewards) if rewards and not declared else None
     flags: list[str] = []
     for name, probe in probes.items():
-        if "reward" not in probe:
+        if "reward" not in probe or name == "long":  # the long answer is only compared with the oversized one
             continue
         got = (
             top is not None
@@ -178,8 +237,11 @@ def _reward_verdict(
         where = "the top of the declared range" if declared else f"as much as the best a random policy scored ({top:g})"
         if name == "empty":
             flags.append(f"the empty answer scored {probe['reward']:g}, {where}")
-        elif declared:  # a reward growing with the answer's length is a choice (echo's) unless the env declares a top
+        elif declared:  # without a declared top, the growth below tells a flood's reward apart
             flags.append(f"a {_OVERSIZED // 1000} KB answer scored {probe['reward']:g}, {where}")
+    grows = _growth(probes)
+    if grows:
+        flags.append(grows)
     outside = ctx.declared.reward_outside(every)
     if outside and declared:
         shown = ", ".join(f"{r:g}" for r in sorted(set(outside))[:5])
@@ -196,23 +258,36 @@ def _reward_verdict(
         notes.append(
             f"all {len(every)} rewards seen were {every[0]:g}, but fewer than 2 episodes ended: the reward may be sparse"
         )
-    answered = steps - rejected
+    answered = play.steps - play.rejected
     if answered and not every:
         flags.append(f"none of the {answered} steps a random policy took returned a numeric reward")
-    if steps and not answered:
-        notes.append(f"the env refused all {steps} actions of a random policy drawn from its action schema")
+    if play.stuck:
+        flags.append(
+            f"the env listed no legal action while its episode went on ({play.stuck} episode"
+            f"{'s' if play.stuck != 1 else ''} of a random policy could not continue)"
+        )
+    if play.steps and not answered:
+        notes.append(f"the env refused all {play.steps} actions of a random policy")
+    free = play.sources.get("free-form", 0)
     baseline, source = (completed, "completed episodes") if completed else (capped, "capped episodes")
     if not completed and capped:
         source = f"capped episodes (none ended within {s.reward_check_episode_steps} steps or the time budget)"
+    if free or not answered:  # random text (or actions the env refused) scores nonsense: no baseline
+        baseline = []
     return {
-        "verdict": "flagged" if flags else "ok",
+        # one conclusion: something is wrong; else the play could not show the reward works; else ok
+        "verdict": "flagged" if flags else "inconclusive" if notes else "ok",
         "flags": flags,
         "baseline_returns": baseline,
         "baseline_from": source if baseline else None,
+        "baseline_actions": _ACTIONS_FROM.get(max(play.sources, key=play.sources.__getitem__))
+        if baseline and play.sources
+        else None,
+        "no_baseline": f"{FREE_FORM}: {FREE_FORM_WHY}" if free else None,
         "episodes_completed": len(completed),
         "episodes_capped": len(capped),
-        "steps": steps,
-        "rejected_actions": rejected,
+        "steps": play.steps,
+        "rejected_actions": play.rejected,
         "observed_min": min(rewards) if rewards else None,
         "observed_max": max(rewards) if rewards else None,
         "declared_range": list(declared) if declared else None,

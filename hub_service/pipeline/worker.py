@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,9 +24,8 @@ from hub_service.catalog.states import BuilderKind, VersionState
 from hub_service.db import make_engine, sessionmaker_for
 from hub_service.pipeline.assembly import assemble
 from hub_service.pipeline.runner import JobRunner
-from hub_service.pipeline.stages import docker_available
 from hub_service.queue import jobs
-from hub_service.queue.errors import Transient
+from hub_service.queue.errors import Transient, WaitCode
 from hub_service.queue.kinds import JobKind
 from hub_service.queue.tasks import Handler, run_task
 from hub_service.settings import HubSettings
@@ -61,6 +61,8 @@ class Worker:
         self.runner = JobRunner(settings, self.factory, self.worker_id)
         self.stopping = threading.Event()
         self._probed_at = float("-inf")
+        self._engine_seen: str | object | None = _UNSEEN  # the engine's epoch at the last look ("" no epoch, None down)
+        self._host_ok: bool | None = None  # the host's set-up check at the last look
 
     def run_once(self) -> str | None:
         """Reclaim stale jobs, then run one job if there is one; returns its outcome or None."""
@@ -76,8 +78,12 @@ class Worker:
         return self.runner.run(claim)
 
     def _wake_if_engine_back(self) -> None:
-        """While idle, now and then: when revisions wait for the Docker engine and it answers
-        again, run them now rather than at the end of their backoff."""
+        """While idle, now and then: run the revisions that wait for the infrastructure now, rather
+        than at the end of their backoff, when this worker sees evidence their cause changed: the
+        engine answers after it did not, or restarted (its epoch) between two looks (`no_engine`,
+        `engine_lost`); the host's set-up check passes after it failed, or for the first time in
+        this worker (`host_setup`: a worker starts with the operator's current settings). An engine
+        that merely goes on answering is no evidence: the backoff runs its course (a wake resets it)."""
         if self.kinds is not None and JobKind.PIPELINE not in self.kinds:
             return
         now = time.monotonic()
@@ -85,15 +91,31 @@ class Worker:
             return
         self._probed_at = now
         with self.factory() as session:
-            waiting = session.scalar(
-                select(EnvVersion.id)
-                .where(EnvVersion.state == VersionState.WAITING, EnvVersion.waiting_code.in_(sorted(Transient.ENGINE)))
-                .limit(1)
+            codes = set(
+                session.scalars(
+                    select(EnvVersion.waiting_code)
+                    .where(
+                        EnvVersion.state == VersionState.WAITING,
+                        EnvVersion.waiting_code.in_(sorted({*Transient.ENGINE, WaitCode.HOST_SETUP})),
+                    )
+                    .distinct()
+                )
             )
-        if waiting is not None and docker_available():
+        if not codes:
+            return
+        client, seen = _engine_now()
+        before, self._engine_seen = self._engine_seen, seen
+        if codes & Transient.ENGINE and seen is not None and before is not _UNSEEN and before != seen:
             woken = jobs.wake_waiting(self.factory, Transient.ENGINE)
             if woken:
-                log.info("the Docker engine answers again: %s revisions waiting for it run now", woken)
+                log.info("the container engine answers anew: %s revisions waiting for it run now", woken)
+        if WaitCode.HOST_SETUP in codes and client is not None:
+            ok = _host_set_up(client, self.settings)
+            was, self._host_ok = self._host_ok, ok
+            if ok and was is not True:
+                woken = jobs.wake_waiting(self.factory, {WaitCode.HOST_SETUP})
+                if woken:
+                    log.info("the host's set-up check passes: %s revisions waiting for it run now", woken)
 
     def run_until_idle(self, max_wait_s: float = 120.0) -> list[str]:
         """Run jobs until the queue is empty (tests, `openenv hub index --wait`); waits for jobs
@@ -125,6 +147,35 @@ class Worker:
             if outcome is None:
                 self.stopping.wait(poll_s)
         log.info("worker %s stopped", self.worker_id)
+
+
+_UNSEEN = object()
+
+
+def _engine_now() -> tuple[Any, str | None]:
+    """A client of the engine and its epoch ("" when it has none to tell), over a new connection;
+    (None, None) when it does not answer."""
+    from openenv.client.providers._docker import docker_client
+    from openenv.images import engine_epoch
+    from openenv.images._engine import ping_anew
+
+    try:
+        client = docker_client()
+        ping_anew(client)
+        return client, engine_epoch(client) or ""
+    except Exception:  # down, or no engine here at all
+        return None, None
+
+
+def _host_set_up(client: Any, settings: HubSettings) -> bool:
+    """Whether the engine can run containers under the Hub's sandbox runtime (the smoke stage's first check)."""
+    from openenv.engines import engine
+
+    try:
+        engine().runtime_options(client.api, settings.sandbox_runtime)
+    except Exception:  # not set up (or it went away meanwhile): no evidence of a fix
+        return False
+    return True
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from hub_service.play.policies import Policy
+from hub_service.play.policies import Policy, RandomPolicy
 from hub_service.play.sessions import PlaySession
 
 __all__ = ["run_episodes"]
@@ -93,7 +93,12 @@ async def run_episodes(
                 stopped = decision.error
                 invalid += 1
                 yield event
-                reason = "the model could not be asked"
+                # the random baseline's reason is its own (no baseline for free-form actions, ...)
+                reason = (
+                    (decision.error or "the random baseline could not play")
+                    if isinstance(policy, RandomPolicy)
+                    else "the model could not be asked"
+                )
                 break
             if event["error"]:
                 invalid += 1

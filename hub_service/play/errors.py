@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
-from hub_service.errors import HubError
+from hub_service.errors import HubError, scrub_addresses
 
 __all__ = ["NotPlayable", "PlayError", "PlayLimit", "PlayStartError", "describe_env_failure", "scrub_addresses"]
 
@@ -37,18 +35,6 @@ class PlayStartError(PlayError):
     """The env's server did not start or could not be reached."""
 
     status, code = 502, "play_start_failed"
-
-
-# " [http://127.0.0.1:32795]" after a client error, and any other address of a machine the Hub runs
-_URL_SUFFIX = re.compile(r"\s*\[(?:https?|wss?)://[^\]\s]*\]")
-_INTERNAL_URL = re.compile(
-    r"(?:https?|wss?)://(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\])(?::\d+)?[^\s\]\)\"']*"
-)
-
-
-def scrub_addresses(text: str) -> str:
-    """`text` without the addresses of servers the Hub runs (a visitor has no use for them)."""
-    return _INTERNAL_URL.sub("the env's server", _URL_SUFFIX.sub("", text)).strip()
 
 
 def describe_env_failure(exc: BaseException) -> str:

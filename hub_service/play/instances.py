@@ -32,6 +32,9 @@ class Target:
     how: str  # "space" | "docker" | "process"
     url: str | None = None
     make_provider: Callable[[], Any] | None = None
+    # Called with the started provider before anyone plays it (the sandbox's runtime check); what it
+    # raises stops the start, and its message (the host's trouble, never the env's) is the visitor's.
+    check_started: Callable[[Any], None] | None = None
 
 
 @dataclass
@@ -102,6 +105,17 @@ class InstancePool:
             inst.url = await provider.astart()
         except OpenEnvError as exc:
             raise PlayStartError(f"{inst.target.key} did not start: {_first_line(exc)}") from exc
+        if inst.target.check_started is not None:
+            try:
+                await asyncio.to_thread(inst.target.check_started, provider)
+            except Exception as exc:
+                log.warning("stopped %s before play: %s", inst.target.key, exc)
+                with contextlib.suppress(Exception):
+                    await provider.astop()
+                raise PlayStartError(
+                    f"this Hub cannot play {inst.target.key} right now: its sandbox could not be verified "
+                    "(the Hub's set-up, not the env's; its operator is told)"
+                ) from exc
         return inst.url
 
     async def release(self, inst: Instance) -> None:

@@ -27,16 +27,27 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
 __all__ = [
+    "FREE_FORM",
+    "FREE_FORM_WHY",
     "Decision",
     "EndpointRefused",
     "LLMPolicy",
     "Policy",
     "RandomPolicy",
+    "action_source",
+    "bounded",
     "check_public_endpoint",
+    "legal_action",
+    "legal_choices",
     "parse_action",
     "random_action",
 ]
 
+FREE_FORM = "no baseline for free-form actions"
+FREE_FORM_WHY = (
+    "the observation lists no legal actions (legal_actions, legal_moves, ...) and the action schema "
+    "has a field no enum or bounds close (text, or a number without a minimum and a maximum)"
+)
 _WORDS = ("hello", "world", "apple", "crane", "north", "seven", "green", "river", "stone", "light", "print(1)", "ok")
 _HISTORY_TURNS = 4
 
@@ -62,7 +73,8 @@ class Policy(Protocol):
 
 
 class RandomPolicy:
-    """Random actions valid against the action schema (bounds, enums, lengths honoured)."""
+    """Plays a random legal action each step (`legal_action`); on an env whose actions are
+    free-form it plays nothing and says so (`FREE_FORM`): random text would score nonsense."""
 
     name = "random baseline"
 
@@ -71,10 +83,82 @@ class RandomPolicy:
         self.rng = random.Random(seed)
 
     async def act(self, observation: dict[str, Any], step: int) -> Decision:
-        return Decision(action=random_action(self.schema, self.rng))
+        action = legal_action(self.schema, observation, self.rng)
+        if action is not None:
+            return Decision(action=action)
+        if action_source(self.schema, observation) == "free-form":
+            return Decision(action=None, error=f"{FREE_FORM}: {FREE_FORM_WHY}", fatal=True)
+        return Decision(action=None, error="the env lists no legal action in a running episode", fatal=True)
 
     def feedback(self, decision: Decision, result: str) -> None:
         return None
+
+
+def legal_choices(schema: dict[str, Any], observation: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """Every legal action as an action body, when the env names them: the observation's list of legal
+    actions (`legal_actions`, `legal_moves`, ..., or the same in its `metadata`; an integer field indexes
+    a list of names, as Atari's does) or the enum / Literal / bool of the action's one field, as
+    `openenv.render.action_choices` reads them (its buttons on the `/web` page). None when they are
+    not named; an empty list when nothing is legal now."""
+    from openenv.render import action_choices
+
+    choices = action_choices(schema, observation, limit=None)
+    return None if choices is None else [dict(choice.action) for choice in choices]
+
+
+def bounded(schema: dict[str, Any]) -> bool:
+    """Whether every action field is drawn from a closed set: an enum or constant, a bool, an integer
+    or number with a minimum and a maximum, an array or object of such (`random_action` honours them).
+    Text, a number without both bounds, or an object with no field is free-form."""
+    props = {k: v for k, v in (schema.get("properties") or {}).items() if k != "metadata"}
+    return bool(props) and all(_bounded(v, schema, 1) for v in props.values())
+
+
+def _bounded(schema: Any, root: dict[str, Any], depth: int) -> bool:
+    s = deref(schema, root) if isinstance(schema, dict) else {}
+    if depth > 8 or not s:
+        return False
+    if (isinstance(s.get("enum"), list) and s["enum"]) or "const" in s:
+        return True
+    for key in ("anyOf", "oneOf"):
+        if isinstance(s.get(key), list) and s[key]:
+            options = [o for o in s[key] if deref(o, root).get("type") != "null"] or s[key]
+            return all(_bounded(o, root, depth + 1) for o in options)
+    kind = s.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"] or kind
+        return all(_bounded({**s, "type": k}, root, depth + 1) for k in kinds)
+    if kind in ("integer", "number"):
+        return ("minimum" in s or "exclusiveMinimum" in s) and ("maximum" in s or "exclusiveMaximum" in s)
+    if kind in ("boolean", "null"):
+        return True
+    if kind == "array":
+        return _bounded(s.get("items") or {}, root, depth + 1)
+    if kind == "object" or (kind is None and "properties" in s):
+        props = {k: v for k, v in (s.get("properties") or {}).items() if k != "metadata"}
+        return bool(props) and all(_bounded(v, root, depth + 1) for v in props.values())
+    return False
+
+
+def action_source(schema: dict[str, Any], observation: dict[str, Any] | None) -> str:
+    """Where `legal_action` draws from: "listed" (the observation lists the legal actions),
+    "declared" (the action schema closes them: an enum, a bool, bounds), or "free-form" (no legal
+    action can be known)."""
+    choices = legal_choices(schema, observation)
+    if choices is not None and choices != legal_choices(schema, None):
+        return "listed"
+    return "declared" if choices is not None or bounded(schema) else "free-form"
+
+
+def legal_action(
+    schema: dict[str, Any], observation: dict[str, Any] | None, rng: random.Random
+) -> dict[str, Any] | None:
+    """A random legal action: one of `legal_choices` when the env names them, else a draw within the
+    schema's bounds when it is `bounded`. None when the actions are free-form, or none is legal now."""
+    choices = legal_choices(schema, observation)
+    if choices is not None:
+        return rng.choice(choices) if choices else None
+    return random_action(schema, rng) if bounded(schema) else None
 
 
 def random_action(schema: dict[str, Any], rng: random.Random) -> dict[str, Any]:
@@ -338,7 +422,7 @@ async def check_public_endpoint(base_url: str) -> None:
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise PlayError(f"the base URL's port is not a number: {base_url!r}") from None
+        raise PlayError(f"the base URL's port is not a number: {base_url!r}", public_urls=[base_url]) from None
     try:
         await _public_addresses(parts.hostname, port)
     except EndpointRefused as exc:

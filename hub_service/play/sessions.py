@@ -34,11 +34,6 @@ __all__ = ["PlayManager", "PlaySession", "resolve_target"]
 
 log = logging.getLogger("hub_service.play")
 
-# How long a reset waits while the env's server still answers CAPACITY_REACHED: a server frees a
-# closed session's place a moment after (openenv/validation/episode.py, reset_when_free), and a
-# visitor who starts again at once on a one-session env must not be told it is full.
-PLAY_RELEASE_GRACE_S = 3.0
-
 
 @dataclass
 class PlaySession:
@@ -60,6 +55,9 @@ class PlaySession:
     last_active: float = field(default_factory=time.monotonic)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     max_reply_mb: float = 0.0  # the client's cap on one reply (play_max_reply_mb), named when it trips
+    # How long a reset waits while the env's server still answers CAPACITY_REACHED (play_release_grace_s): a
+    # server frees a closed session's place a moment after (openenv/validation/episode.py, reset_when_free).
+    release_grace_s: float = 3.0
     lease: str = ""  # its lease in the database, which counts it against the caps of every process
     reset_options: dict[str, Any] | None = None  # the JSON Schema of reset's arguments, when the server tells
 
@@ -97,7 +95,7 @@ class PlaySession:
             self.touch()
             with self._naming_the_cap():
                 result, _ = await reset_when_free(
-                    self.client, PLAY_RELEASE_GRACE_S, **(options or {}), **({"seed": seed} if seed is not None else {})
+                    self.client, self.release_grace_s, **(options or {}), **({"seed": seed} if seed is not None else {})
                 )
             self.history, self.episode_return = [], 0.0
             self.last = _payload(result)
@@ -199,7 +197,7 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
 
     timeout = settings.play_start_timeout_s
     if version.builder == "docker" and version.image_ref:
-        from hub_service.sandbox import confined_provider, grant
+        from hub_service.sandbox import confined_provider, grant, verify_runtime
         from openenv.declared import read_declared
 
         image, port = version.image_ref, version.port or 8000
@@ -216,6 +214,7 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
                 port=port,
                 overrides=overrides,
             ),
+            check_started=lambda provider: verify_runtime(settings, provider, log.info),
         )
     if env.trusted and env.location:
         folder = env.location
@@ -299,6 +298,7 @@ class PlayManager:
                 reset_options=reset_options,
                 description=description,
                 max_reply_mb=self.settings.play_max_reply_mb,
+                release_grace_s=self.settings.play_release_grace_s,
                 lease=lease,
             )
             self.sessions[key] = session

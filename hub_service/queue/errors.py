@@ -17,6 +17,9 @@ class WaitCode(StrEnum):
     BASE_IMAGE = "base_image"
     NETWORK = "network"
     NO_BUILDKIT = "no_buildkit"
+    # The host is not set up as the Hub's settings ask (a runtime missing or not honoured, a runtime the
+    # engine cannot pick, a runtime it cannot verify): the operator's to fix, never counted against the env.
+    HOST_SETUP = "host_setup"
     SOURCE = "source"
     REGISTRY = "registry"  # the publish stage's push was not taken
     OTHER = "other"
@@ -31,6 +34,7 @@ class Transient(Exception):
 
     NO_ENGINE = WaitCode.NO_ENGINE
     ENGINE_LOST = WaitCode.ENGINE_LOST
+    HOST_SETUP = WaitCode.HOST_SETUP
     BASE_IMAGE = WaitCode.BASE_IMAGE
     NETWORK = WaitCode.NETWORK
     SOURCE = WaitCode.SOURCE

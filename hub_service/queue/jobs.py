@@ -35,6 +35,7 @@ __all__ = [
     "reclaim_stale",
     "requeue",
     "wait_for_infrastructure",
+    "waiting_summary",
     "wake_waiting",
 ]
 
@@ -211,23 +212,26 @@ def wait_for_infrastructure(
     max_s: float,
     max_waits: int | None = None,
     max_wait_s: float | None = None,
+    counted: bool = True,
 ) -> Waited | None:
     """Give a job back because the infrastructure failed it: queued again after a backoff that
     doubles with each such retry (`first_s`, twice that, four times, ... up to `max_s`), without using up an
     attempt; or, once it has been given back `max_waits` times or its first wait was `max_wait_s` ago,
-    failed (no wait is endless). Returns what was done, or None if the job was no longer ours."""
+    failed (no wait is endless). A wait that is not `counted` (the host's set-up: the operator's to fix,
+    never the env's) neither counts toward the caps nor ends in failure: it comes back at the longest
+    backoff until the host is fixed. Returns what was done, or None if the job was no longer ours."""
     with session_scope(factory) as session:
         job = session.get(Job, job_id, with_for_update=True)
         if job is None or job.worker_id != worker_id or job.state != JobState.RUNNING:
             return None
         now = utcnow()
-        first = job.first_waited_at or now
-        waits = (job.infra_waits or 0) + 1
-        waited_s = (now - first).total_seconds()
+        first = job.first_waited_at or (now if counted else None)
+        waits = (job.infra_waits or 0) + counted
+        waited_s = (now - first).total_seconds() if first is not None else 0.0
         gave_up = None
-        if max_waits is not None and waits >= max_waits:
+        if counted and max_waits is not None and waits >= max_waits:
             gave_up = f"gave up waiting for the infrastructure after {waits} tries over {_span(waited_s)} (the Hub's cap is {max_waits} tries)"
-        elif max_wait_s is not None and waited_s >= max_wait_s:
+        elif counted and max_wait_s is not None and waited_s >= max_wait_s:
             gave_up = f"gave up waiting for the infrastructure after {waits} tries over {_span(waited_s)} (the Hub's cap is {_span(max_wait_s)})"
         job.infra_waits, job.first_waited_at = waits, first
         if gave_up is not None:
@@ -321,3 +325,25 @@ def reclaim_stale(factory: sessionmaker[Session], stale_after_s: float) -> list[
                     lifecycle.move(session, env, version, VersionState.QUEUED, cause=f"pipeline job {job.id}")
             touched.append((job.id, job.state))
     return touched
+
+
+def waiting_summary(session: Session) -> dict[str, Any]:
+    """For the Hub's health endpoint: how many revisions wait for the infrastructure, by code, and
+    (`host_setup`, None when none) how many wait for the host's set-up and the latest reason: the
+    operator's to fix, and nothing runs them until it is."""
+    from sqlalchemy import func
+
+    from hub_service.queue.errors import WaitCode
+
+    waiting = select(EnvVersion.waiting_code, func.count()).where(EnvVersion.state == VersionState.WAITING)
+    counts = {str(code): int(n) for code, n in session.execute(waiting.group_by(EnvVersion.waiting_code)).all()}
+    host = None
+    if counts.get(WaitCode.HOST_SETUP):
+        reason = session.scalar(
+            select(EnvVersion.waiting_reason)
+            .where(EnvVersion.state == VersionState.WAITING, EnvVersion.waiting_code == WaitCode.HOST_SETUP)
+            .order_by(EnvVersion.waiting_since.desc(), EnvVersion.id.desc())
+            .limit(1)
+        )
+        host = {"revisions": counts[WaitCode.HOST_SETUP], "reason": reason}
+    return {"waiting": counts, "host_setup": host}

@@ -10,7 +10,7 @@ from typing import Any
 import gradio as gr
 
 from hub_service.errors import HubError
-from hub_service.play.errors import PlayError, PlayStartError, describe_env_failure, scrub_addresses
+from hub_service.play.errors import PlayError, describe_env_failure
 from hub_service.play.sessions import PlayManager, PlaySession
 from hub_service.settings import HubSettings
 from hub_service.ui import views
@@ -296,9 +296,8 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
             hint = gr.Textbox(placeholder=options_hint(session.reset_options))
             session.check_options(extra)
             await session.reset(seed=seed_value, options=extra)
-        except HubError as exc:  # the env's server did not start, say: said without its address
-            message = scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message
-            return [*_unchanged(message), hint]
+        except HubError as exc:  # the env's server did not start, say: `message` is said without its address
+            return [*_unchanged(exc.message), hint]
         except EnvServerError as exc:  # the env refused the reset (its options, say): its session goes on
             return [*_unchanged(describe_env_failure(exc)), hint]
         except OpenEnvError as exc:

@@ -108,6 +108,7 @@ def _capacity(card: Any) -> str:
             f" · per active session {_fig(card.get('active_session_mb'), 'MB', 2)}",
         ),
         ("sessions held", held_text),
+        ("session release", f"a closed session's place freed within {_fig(card.get('release_s'), 's', 2)}"),
         ("ramp stopped", str(stopped) if stopped else "not said"),
         ("image size", _fig(card.get("image_size_mb"), "MB")),
     ]
@@ -174,9 +175,13 @@ def _range(low: Any, high: Any) -> str | None:
 
 
 def _reward(card: Any) -> str:
+    """The reward check's card: one conclusion (sound, flagged, inconclusive or not checked), what
+    the play saw, the random baseline or why there is none, and what was flagged."""
     if not isinstance(card, dict) or not card:
         return '<div id="oe-reward-check"><p>Not checked yet.</p></div>'
-    verdict = card.get("verdict")
+    verdict = catalog.reward_verdict(card)
+    raw_notes = card.get("notes")
+    notes = [n[:300] for n in raw_notes[:5] if isinstance(n, str) and n] if isinstance(raw_notes, list) else []
     observed = _range(card.get("observed_min"), card.get("observed_max"))
     declared = card.get("declared_range")
     declared_text = _range(*declared) if isinstance(declared, list) and len(declared) == 2 else None
@@ -185,8 +190,13 @@ def _reward(card: Any) -> str:
         parts.append(f"<p>{escape(_sound(card, declared_text is not None))}</p>")
     elif verdict == "flagged":
         parts.append("<p>Flagged: the reward check found something a trainer should know.</p>")
+    elif verdict == "inconclusive":  # the notes are its one conclusion's reasons, said once
+        why = "; ".join(notes) or "the random policy's play showed too little"
+        parts.append(f"<p>{escape(f'Inconclusive: the check cannot say whether the rewards are sound: {why}.')}</p>")
     else:
         parts.append(f"<p>{escape(_unchecked({**card, 'verdict': 'unchecked'}) or 'Not checked.')}</p>")
+    if verdict not in ("ok", "flagged", "inconclusive"):
+        return f'<div id="oe-reward-check">{"".join(parts)}</div>'
     facts = []
     low, high = _num(card.get("observed_min")), _num(card.get("observed_max"))
     if observed and low == high and low is not None:
@@ -201,11 +211,12 @@ def _reward(card: Any) -> str:
         facts.append(
             f"a random policy's mean return {sum(baseline) / len(baseline):g} over {len(baseline)} episode{'s' if len(baseline) != 1 else ''}"
         )
-    if facts and verdict in ("ok", "flagged"):
+    elif isinstance(card.get("no_baseline"), str):
+        facts.append(card["no_baseline"][:300])
+    if facts:
         parts.append(f"<p>{escape('; '.join(facts))}.</p>")
-    raw_notes = card.get("notes")
-    notes: list[Any] = raw_notes if isinstance(raw_notes, list) else []
-    parts.extend(f"<p>{escape(n[:300])}.</p>" for n in notes[:5] if isinstance(n, str) and verdict in ("ok", "flagged"))
+    if verdict == "flagged":  # beside a flag, a note is one more thing seen, not a second conclusion
+        parts.extend(f"<p>{escape(n)}.</p>" for n in notes)
     flags = [f for f in card.get("flags") or [] if isinstance(f, str)] if isinstance(card.get("flags"), list) else []
     if flags:
         parts.append('<ul class="oe-flags">' + "".join(f"<li>{escape(f)}</li>" for f in flags[:20]) + "</ul>")

@@ -9,7 +9,7 @@ import gradio as gr
 
 from hub_service.errors import HubError
 from hub_service.play.episodes import run_episodes
-from hub_service.play.errors import PlayError, PlayStartError, describe_env_failure, scrub_addresses
+from hub_service.play.errors import PlayError, describe_env_failure
 from hub_service.play.policies import LLMPolicy, Policy, RandomPolicy, check_public_endpoint
 from hub_service.play.sessions import PlayManager, PlaySession
 from hub_service.settings import HubSettings
@@ -19,7 +19,7 @@ from hub_service.ui.play_panel import _env_parts, parse_seed, visitor_of
 
 __all__ = ["NO_ENDPOINT", "choose_endpoint", "models_can_try", "trusted_endpoints", "try_panel"]
 
-BASELINE = "Random baseline (schema-valid actions)"
+BASELINE = "Random baseline (legal actions)"
 LLM = "LLM (OpenAI-compatible endpoint)"
 
 
@@ -60,7 +60,8 @@ def choose_endpoint(settings: HubSettings, base_url: str, model: str, token: str
                     raise PlayError(NO_ENDPOINT)
                 raise PlayError(
                     f"this Hub lets models try only through the endpoints its operator lists: {', '.join(listed)}"
-                    + ("; or leave the base URL empty to use its own" if own else "")
+                    + ("; or leave the base URL empty to use its own" if own else ""),
+                    public_urls=listed,
                 )
             if not base_url.startswith(("http://", "https://")):
                 raise PlayError(
@@ -71,7 +72,10 @@ def choose_endpoint(settings: HubSettings, base_url: str, model: str, token: str
         if not own:
             listed = sorted(trusted_endpoints(settings))
             if listed:
-                raise PlayError(f"enter a base URL: one of those this Hub's operator lists ({', '.join(listed)})")
+                raise PlayError(
+                    f"enter a base URL: one of those this Hub's operator lists ({', '.join(listed)})",
+                    public_urls=listed,
+                )
             if settings.llm_allow_custom_endpoint:
                 raise PlayError(
                     "enter the base URL of an OpenAI-compatible endpoint (e.g. https://router.huggingface.co/v1)"
@@ -173,11 +177,8 @@ def try_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> An
                         views.try_summary(None, f"{chosen.name} is playing: episode {event['episode']}..."),
                         views.trajectory_view(events),
                     ]
-        except HubError as exc:
-            text = (
-                scrub_addresses(exc.message) if isinstance(exc, PlayStartError) else exc.message
-            )  # no env server's address
-            outcome = [views.message(text, "error"), views.trajectory_view(events)]
+        except HubError as exc:  # `message`: no env server's address
+            outcome = [views.message(exc.message, "error"), views.trajectory_view(events)]
         except Exception as exc:  # the env or endpoint failed mid-run: say so, keep what was played
             from openenv.errors import OpenEnvError
 

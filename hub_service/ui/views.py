@@ -18,6 +18,7 @@ from typing import Any
 
 from hub_service.catalog.states import VersionState
 from hub_service.play.errors import scrub_addresses
+from hub_service.queue.errors import WaitCode
 from hub_service.ui.trust_card import badge_row
 
 __all__ = [
@@ -181,14 +182,18 @@ def figures(version: Any | None) -> str:
         ("image", f"<code>{escape(version.image_ref or '–')}</code>"),
     ]
     if version.failure_stage:
-        rows.append(("failed at", f"{escape(version.failure_stage)}: {escape(version.failure_reason or '')}"))
+        rows.append(
+            ("failed at", f"{escape(version.failure_stage)}: {escape(scrub_addresses(version.failure_reason or ''))}")
+        )
     if version.waiting_code and version.state in (VersionState.WAITING, VersionState.QUEUED, VersionState.RUNNING):
         since = escape(_ago(version.waiting_since))
+        host = version.waiting_code == WaitCode.HOST_SETUP  # the operator's to fix: nothing retries it into a verdict
         rows.append(
             (
-                "waiting for infrastructure",
-                f"{escape(version.waiting_code)} (not the env's failure; retried by itself), "
-                f"since {since}: {escape(version.waiting_reason or '')}",
+                "waiting for this Hub's host" if host else "waiting for infrastructure",
+                f"{escape(version.waiting_code)} (not the env's failure; "
+                + ("it runs once the Hub's operator fixes the host's set-up" if host else "retried by itself")
+                + f"), since {since}: {escape(scrub_addresses(version.waiting_reason or ''))}",
             )
         )
     body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog import service as catalog
-from hub_service.errors import HubError
+from hub_service.errors import HubError, InvalidRequest
 from hub_service.settings import HubSettings
 from hub_service.ui import trust_card, views
 from hub_service.ui.leaderboard import env_board
@@ -48,6 +48,10 @@ form.oe-filters label{display:flex;flex-direction:column;font-size:.85em;color:#
 form.oe-filters label.oe-q{flex:1 1 16em}
 form.oe-filters input[type=search]{width:100%;font:inherit;padding:6px 8px}
 form.oe-filters select,form.oe-filters button{font:inherit;padding:5px 8px}
+form.oe-filters input[type=number]{width:6em;font:inherit;padding:5px 8px}
+form.oe-filters fieldset{display:flex;flex-wrap:wrap;gap:4px 10px;border:0;margin:0;padding:0;font-size:.85em;color:#424a53}
+form.oe-filters fieldset legend{padding:0}
+form.oe-filters fieldset label{flex-direction:row;align-items:center;gap:4px;font-size:1em;color:#1f2328}
 .oe-count{color:#424a53;font-size:.9em;margin:6px 0}
 .oe-cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(290px,1fr));gap:12px;padding:0;list-style:none}
 .oe-cardbox{border:1px solid #d0d7de;border-radius:10px;padding:12px;display:flex;flex-direction:column;gap:6px}
@@ -133,6 +137,19 @@ def _card(root: str, env: Any) -> str:
     )
 
 
+_TRUST_FLAGS = tuple(flag for _, flag in trust_card.FILTER_CHOICES)  # deterministic, reward_checked
+
+
+def _trust_filters(query: catalog.ListQuery) -> str:
+    """The *Trust* checkboxes: each keeps only the envs with that badge (`true`, as the API takes it)."""
+    boxes = "".join(
+        f'<label><input type="checkbox" name="{escape(flag)}" value="true" id="oe-trust-{escape(flag)}"'
+        f"{' checked' if getattr(query, flag) is True else ''}>{escape(label)}</label>"
+        for label, flag in trust_card.FILTER_CHOICES
+    )
+    return f'<fieldset id="oe-trust-filter"><legend>Trust</legend>{boxes}</fieldset>'
+
+
 def _check_ids() -> list[str]:
     from openenv.validation.rfc008 import load_policy
 
@@ -145,13 +162,15 @@ _CHECK_IDS = _check_ids()
 def catalog_page(
     settings: HubSettings, factory: sessionmaker[Session], root: str, params: dict[str, str]
 ) -> tuple[int, str]:
-    """(status, HTML) of the catalog, filtered by the query parameters q, tag, status, sort and
-    check (an RFC 008 check id the env's report passed, or `ID:STATUS`)."""
+    """(status, HTML) of the catalog, filtered by the query parameters q, tag, status, sort,
+    check (an RFC 008 check id the env's report passed, or `ID:STATUS`) and the trust filters of
+    the JSON API: deterministic, reward_checked (`true` or `false`) and min_sessions."""
     q = (params.get("q") or "").strip()[:200]
     tag = (params.get("tag") or "").strip()[:100]
     status = params.get("status") or ""
     sort = params.get("sort") or "name"
     check = (params.get("check") or "").strip()[:100]
+    sessions = (params.get("min_sessions") or "").strip()[:20]
     query = catalog.ListQuery(
         q=q or None,
         tags=[tag] if tag else [],
@@ -162,6 +181,12 @@ def catalog_page(
     )
     code, note = 200, ""
     try:
+        for flag in _TRUST_FLAGS:
+            setattr(query, flag, catalog.parse_flag(flag, params.get(flag)))
+        if sessions:
+            if not sessions.isdigit():
+                raise InvalidRequest("min_sessions must be a whole number of sessions, 0 or more")
+            query.min_sessions = int(sessions) or None
         query.check(500)
         with factory() as db:
             envs, _, total = catalog.list_envs(db, query)
@@ -178,6 +203,9 @@ def catalog_page(
         f'<label>Sort by<select name="sort" id="oe-sort">{_options(SORTS, sort)}</select></label>'
         f'<label>Passed check<select name="check" id="oe-check"><option value="">any</option>'
         f"{_options([(c, c) for c in _CHECK_IDS], check)}</select></label>"
+        f"{_trust_filters(query)}"
+        f'<label>Holds at least N sessions<input type="number" name="min_sessions" id="oe-min-sessions" min="0" '
+        f'step="1" value="{escape(sessions)}"></label>'
         "<button type=submit>Search</button></form>"
     )
     if items:

@@ -66,7 +66,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-import", action="store_true", help="do not import the app (untrusted code)")
     parser.add_argument("--token", help="bearer token for --url (default: HF_TOKEN, sent to Hugging Face hosts only)")
     parser.add_argument(
-        "--timeout", type=float, default=60.0, metavar="S", help="seconds allowed for imports, startup and each request"
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds allowed for each request of the runtime checks (--url, --run, --level runtime); default 30",
+    )
+    parser.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds allowed for importing the app and starting its server here; default 60",
     )
     parser.add_argument(
         "--steps", type=int, default=20, metavar="N", help="steps timed by the latency check (default 20)"
@@ -77,6 +88,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
     path = args.path if args.path is not None else (None if args.url else ".")
     if args.run and path is None:
         raise CliError("--run needs an env folder", "pass the folder: openenv validate PATH --run", exit_code=2)
+    for flag, value in (("--timeout", args.timeout), ("--startup-timeout", args.startup_timeout)):
+        if not value > 0:
+            raise CliError(f"{flag} must be a number of seconds above 0, not {value:g}", f"e.g. {flag} 30", exit_code=2)
     token = args.token
     if token is None and args.url:
         from openenv.client._settings import hf_token, is_hf_host
@@ -111,7 +125,8 @@ def _rfc008(args: argparse.Namespace, out: Output, path: str | None, token: str 
                 import_app=not args.no_import,
                 python=args.python,
                 token=token,
-                timeout_s=args.timeout,
+                startup_timeout_s=args.startup_timeout,
+                request_timeout_s=args.timeout,
                 sbom_path=output.with_name(output.stem + ".sbom.cdx.json") if output else None,
             )
     except UnsupportedTarget as exc:
@@ -167,7 +182,8 @@ def _legacy(args: argparse.Namespace, out: Output, path: str | None, token: str 
             python=args.python,
             strict=args.strict,
             token=token,
-            timeout_s=args.timeout,
+            startup_timeout_s=args.startup_timeout,
+            request_timeout_s=args.timeout,
             latency_steps=args.steps,
         )
     if args.json:

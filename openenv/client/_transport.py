@@ -35,6 +35,10 @@ from openenv.protocol import PROTOCOL_HEADER
 
 __all__ = ["CONNECTS_IN_FLIGHT", "Connection", "ws_url_for"]
 
+# How long `Connection.close` waits for the server's side of the closing handshake before it lets the
+# connection go (closing is best-effort: a server that never answers does not hold the caller).
+CLOSE_HANDSHAKE_S = 2.0
+
 _TEXT = WSMsgType.TEXT
 _BINARY = WSMsgType.BINARY
 _CONTINUATION = WSMsgType.CONTINUATION
@@ -332,7 +336,7 @@ class Connection:
         try:
             transport.send_close(WSCloseCode.OK)
             transport.disconnect()
-            await asyncio.wait_for(transport.wait_disconnected(), 2.0)
+            await asyncio.wait_for(transport.wait_disconnected(), CLOSE_HANDSHAKE_S)
         except (OSError, TimeoutError, WSError, RuntimeError):
             pass  # already gone: closing is best-effort by nature
 

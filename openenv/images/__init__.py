@@ -28,7 +28,7 @@ from openenv.images._builders import (
     buildkit_command,
     classic_build,
 )
-from openenv.images._cgroup import build_cgroup, restore_leftover_limits
+from openenv.images._cgroup import restore_leftover_limits, step_cgroup
 from openenv.images._compare import LayerDifference, compare_images
 from openenv.images._engine import (
     LABEL_PREFIX,
@@ -38,9 +38,9 @@ from openenv.images._engine import (
     engine_settles,
     engine_trouble,
     is_transport_error,
-    network_trouble,
 )
 from openenv.images._errors import BuildResult, ImageBuildError
+from openenv.images._netcheck import NetworkProbe, network_trouble
 from openenv.images._sdk import SDK_DIR, dockerfile_takes_sdk, local_sdk_wheel, source_checkout, stage_context
 from openenv.images._signs import failed_step
 
@@ -50,6 +50,7 @@ __all__ = [
     "BuildResult",
     "ImageBuildError",
     "LayerDifference",
+    "NetworkProbe",
     "base_images",
     "build_image",
     "buildkit_command",
@@ -81,6 +82,7 @@ def build_image(
     offline: bool = False,
     cache_scope: str | None = None,
     no_cache: bool = False,
+    network_probe: NetworkProbe | None = None,
 ) -> BuildResult:
     """Build `env_dir`'s Dockerfile into `tag`.
 
@@ -102,9 +104,11 @@ def build_image(
             takes only "default", "none" and "host"; the classic builder also a network's name.
         builder: "auto" (BuildKit when a client for it is installed, else classic), "buildkit"
             or "classic".
-        pids_limit: the most processes the build's RUN steps may run at once (BuildKit only, on
-            the engine's BuildKit cgroup: it bounds all BuildKit builds of the engine together;
-            the classic builder's API takes no such limit).
+        pids_limit: the most processes the build's RUN steps may run at once. With BuildKit it is
+            set on the engine's BuildKit cgroup, so it bounds all BuildKit builds of the engine
+            together; the classic builder's steps run under a cgroup of the build's own. Both need
+            root and a local engine (the log says when it is not enforced); a step that reached it
+            is named in the log ("a RUN step hit the build's process cap of N").
         disk_limit_mb: stop the build once the engine's disk has grown by this much since it
             began (polled twice a second; needs a local engine whose data folder this process
             can see; concurrent writers on that disk count too).
@@ -114,6 +118,8 @@ def build_image(
             other scopes on the engine never share its content (`openenv.dockerfile.scope_cache_mounts`;
             the Hub scopes by env). The ids are in `BuildResult.cache_mounts`.
         no_cache: build every step anew (no layer of an earlier build reused).
+        network_probe: how to confine the container that checks the build's network after a RUN
+            step failed (`openenv.images._netcheck`: the runtime, labels for the reaper).
 
     Raises:
         ImageBuildError: no Dockerfile, no Docker engine, or the build failed (with its log and
@@ -180,7 +186,7 @@ def build_image(
     guard = _disk_guard(client, disk_limit_mb, emit) if disk_limit_mb else None
     began = engine_epoch(client)  # a restart at any point of the build (either attempt) is the engine's doing
     try:
-        with build_cgroup(memory if kit else None, emit, pids=pids_limit if kit else None):
+        with step_cgroup(client, bool(kit), memory, pids_limit, emit) as (cgroup_parent, process_cap):
             for attempt in (1, 2):
                 spec = BuildSpec(
                     context,
@@ -193,6 +199,7 @@ def build_image(
                     network_mode=network_mode,
                     nocache=no_cache or attempt > 1,
                     guard=guard,
+                    cgroup_parent=cgroup_parent,
                 )
                 epoch = began if began is not None else engine_epoch(client)
                 try:
@@ -202,6 +209,7 @@ def build_image(
                         classic_build(client, spec, emit)
                     break
                 except Overgrown as over:
+                    emit(f"the build was stopped: {over}")
                     _remove_quietly(client, tag)
                     raise ImageBuildError(
                         f"building {tag} was stopped: {over}", "\n".join(log), reason=ImageBuildError.TOO_BIG
@@ -217,9 +225,15 @@ def build_image(
                     # just start) and a probe container, never from the log's words: a step can print anything.
                     joined = "\n".join([*log, failed.message])
                     trouble = engine_trouble(client, epoch, joined)
+                    if trouble is None and process_cap is not None and process_cap.hit():
+                        raise _process_cap_error(tag, process_cap.cap, failed.exit_code, emit, log) from None
                     refused = False
                     if trouble is None and failed.exit_code is not None:
-                        trouble, refused = network_trouble(client, text, args, network_mode, joined, offline=offline)
+                        trouble, refused, unseen = network_trouble(
+                            client, network_mode, joined, offline=offline, probe=network_probe
+                        )
+                        if unseen is not None:
+                            emit(f"{unseen}: the step's failure is taken as the env's")
                     # Even an exit code is no proof the step ran: a young engine's runc may fail to start the
                     # step's container ("exit code: 1"). The revision waits and runs again once the engine is older.
                     if trouble is None and _engine_starting(client):
@@ -265,6 +279,8 @@ def build_image(
                     if trouble is not None:
                         raise trouble from exc
                     raise ImageBuildError(f"building {tag} failed: {exc}", "\n".join(log)) from exc
+            if process_cap is not None and process_cap.hit():  # the step took the refusal in its stride
+                emit(f"{_process_cap_words(process_cap.cap)}; the build went on")
         try:
             image_id = str(client.images.get(tag).id)
         except Exception as exc:
@@ -305,6 +321,25 @@ def _engine_starting(client: Any) -> bool:
     return age is not None and age < _ENGINE_WARMUP_S
 
 
+def _process_cap_words(cap: int) -> str:
+    return f"a RUN step hit the build's process cap of {cap}: the kernel refused it more processes"
+
+
+def _process_cap_error(
+    tag: str, cap: int, exit_code: int | None, emit: Callable[[str], None], log: list[str]
+) -> ImageBuildError:
+    """A step failed while the build's steps were at their process cap: the refusal, named in the log."""
+    words = _process_cap_words(cap)
+    emit(words)
+    code = f" (exit code {exit_code})" if exit_code is not None else ""
+    return ImageBuildError(
+        f"building {tag} failed: {words}{code}; start fewer processes at once",
+        "\n".join(log),
+        reason=ImageBuildError.PROCESS_CAP,
+        exit_code=exit_code,
+    )
+
+
 def _disk_guard(client: Any, cap_mb: int, emit: Callable[[str], None]) -> Callable[[], str | None] | None:
     """A check that says when the engine's disk grew past `cap_mb` since now; None (with a note
     in the log) when the engine's data folder is not visible here."""
@@ -327,7 +362,10 @@ def _disk_guard(client: Any, cap_mb: int, emit: Callable[[str], None]) -> Callab
         now = os.statvfs(root)
         grown = free0 - now.f_bavail * now.f_frsize
         if grown > cap_mb << 20:
-            return f"it wrote more than the Hub's cap of {cap_mb} MB ({grown >> 20} MB so far); slim the image"
+            return (
+                f"the layer grew past the build's disk cap of {cap_mb} MB ({grown >> 20} MB written so far); "
+                "slim the image"
+            )
         return None
 
     emit(f"the build may write at most {cap_mb} MB")

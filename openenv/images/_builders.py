@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -54,10 +55,12 @@ class BuildSpec:
         network_mode: str | None = None,
         nocache: bool = False,
         guard: Callable[[], str | None] | None = None,
+        cgroup_parent: str | None = None,
     ) -> None:
         self.context, self.dockerfile, self.tag, self.args, self.labels = context, dockerfile, tag, args, labels
         self.deadline, self.memory, self.network_mode, self.nocache = deadline, memory, network_mode, nocache
         self.guard = guard  # polled while the build runs: a reason to stop it, or None
+        self.cgroup_parent = cgroup_parent  # the classic builder's: the cgroup its RUN steps' containers go under
 
 
 _GUARD_EVERY_S = 0.5
@@ -190,7 +193,9 @@ def classic_build(client: Any, spec: BuildSpec, emit: Callable[[str], None]) -> 
         Overgrown: `spec.guard` gave a reason to stop; it was stopped.
     """
     limits = {"memory": spec.memory, "memswap": spec.memory} if spec.memory else None
-    chunks = client.api.build(
+    responses: list[Any] = []  # the build's HTTP response: another thread can hang it up
+    api = _own_api(client.api, {"cgroupparent": spec.cgroup_parent} if spec.cgroup_parent else {}, responses)
+    chunks = api.build(
         path=str(spec.context),
         dockerfile=spec.dockerfile,
         tag=spec.tag,
@@ -213,7 +218,7 @@ def classic_build(client: Any, spec: BuildSpec, emit: Callable[[str], None]) -> 
             why = spec.guard()
             if why is not None:
                 stopped.append(why)
-                chunks.close()  # closing the stream makes the engine abandon the build
+                _hang_up(responses)  # the engine abandons a build whose client has gone
                 return
 
     if spec.guard is not None:
@@ -228,6 +233,40 @@ def classic_build(client: Any, spec: BuildSpec, emit: Callable[[str], None]) -> 
         done.set()
     if stopped:
         raise Overgrown(stopped[0])
+
+
+def _own_api(api: Any, query: dict[str, str], responses: list[Any]) -> Any:
+    """`api` (the SDK's low-level client) for one build: it adds `query` to its requests (the
+    engine's build endpoint takes `cgroupparent`, the SDK's `build()` has no argument for it) and
+    keeps the streamed response in `responses` (a step that prints nothing blocks the reading
+    thread, so only another thread can stop it, and the SDK's generator cannot be closed while
+    it reads)."""
+    own = object.__new__(type(api))
+    own.__dict__.update(api.__dict__)  # the same connection pool and settings
+    if query:
+        own.params = {**(getattr(api, "params", None) or {}), **query}
+    stream = api._stream_helper
+
+    def keep(response: Any, decode: bool = False) -> Any:
+        responses.append(response)
+        return stream(response, decode=decode)
+
+    own._stream_helper = keep
+    return own
+
+
+def _hang_up(responses: list[Any]) -> None:
+    """End the build's stream from another thread: its socket is shut down, so the blocked read
+    returns and the engine sees its client gone."""
+    for response in responses:
+        sock = getattr(getattr(response.raw, "_connection", None), "sock", None)
+        try:
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+            else:
+                response.close()
+        except OSError:  # already closed: the build has ended anyway
+            continue
 
 
 def _classic_stream(chunks: Any, spec: BuildSpec, emit: Callable[[str], None]) -> None:

@@ -9,7 +9,12 @@ The host is left as found: the values there before are put back when the last bu
 ends, even when it fails or is interrupted. Builds of several processes may overlap, so the values
 found first are kept in a small state file (`/run/openenv-buildkit-limits.json`) that every such
 build holds a shared lock on while it runs; the one that ends last (or `restore_leftover_limits`,
-after a build was killed outright) writes them back and removes the file."""
+after a build was killed outright) writes them back and removes the file.
+
+The classic builder takes the process limit on a cgroup of the build's own (`classic_cgroup`): the
+engine puts its RUN steps' containers under the `cgroupparent` the build names. Either way,
+`ProcessCap` says afterwards whether a step reached the cap (from the kernel's counters, never from
+what the step printed), so that the build's log can name the refusal."""
 
 from __future__ import annotations
 
@@ -18,10 +23,13 @@ import fcntl
 import json
 import logging
 import os
+import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-__all__ = ["build_cgroup", "restore_leftover_limits"]
+__all__ = ["ProcessCap", "build_cgroup", "classic_cgroup", "restore_leftover_limits", "step_cgroup"]
 
 log = logging.getLogger("openenv.images")
 
@@ -39,30 +47,173 @@ _FILES = (
 )
 
 
-@contextlib.contextmanager
-def build_cgroup(memory: int | None, emit: Callable[[str], None], pids: int | None = None) -> Iterator[None]:
-    """Set `memory` (bytes) and `pids` (processes) on the cgroup BuildKit's steps run under, for
-    the build inside; the values found before are back when the last overlapping build ends."""
-    held = _hold() if (memory or pids) and _local_root() else None
-    try:
-        limits = (
-            ("process", pids, _limit_pids, f"{pids} processes"),
-            ("memory", memory, _limit, f"{(memory or 0) >> 20} MiB of memory"),
+class ProcessCap:
+    """Whether the RUN steps under a cgroup reached its process limit `cap` while a build ran: the
+    kernel's count of forks refused there (cgroup v2 counts them on the cgroup whose limit refused),
+    or its high-water mark reaching the cap; where that mark was at the cap already (an earlier or
+    overlapping build's), the count seen at the cap while this build runs."""
+
+    def __init__(self, folder: Path, cap: int) -> None:
+        self.folder, self.cap = folder, cap
+        self._refused = _number(folder / "pids.events")
+        peak = _number(folder / "pids.peak")
+        self._peak = peak if peak is not None and peak < cap else None
+        self._seen = threading.Event()
+        self._done = threading.Event()
+        if self._peak is None:
+            threading.Thread(target=self._watch, name="build-pids", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.1):
+            current = _number(self.folder / "pids.current")
+            if current is not None and current >= self.cap:
+                self._seen.set()
+                return
+
+    def hit(self) -> bool:
+        """Whether a step was at the cap (a fork there is refused) since the build began."""
+        refused, peak = _number(self.folder / "pids.events"), _number(self.folder / "pids.peak")
+        return (
+            self._seen.is_set()
+            or (refused is not None and self._refused is not None and refused > self._refused)
+            or (peak is not None and self._peak is not None and peak >= self.cap)
         )
-        for what, value, apply, amount in limits:
-            if not value:
-                continue
-            where = apply(value)
-            if where is None:
-                emit(
-                    f"note: the build's {what} limit is not enforced here (it needs root and a local engine's cgroups)"
-                )
-            else:
-                emit(f"RUN steps are limited to {amount} ({where})")
-        yield
+
+    def close(self) -> None:
+        self._done.set()
+
+
+def _number(path: Path) -> int | None:
+    """The number in a cgroup file ("max 3" in pids.events), or None (no such file, or "max")."""
+    try:
+        words = path.read_text().split()
+    except OSError:
+        return None
+    return int(words[-1]) if words and words[-1].isdigit() else None
+
+
+@contextlib.contextmanager
+def step_cgroup(
+    client: Any, buildkit: bool, memory: int | None, pids: int | None, emit: Callable[[str], None]
+) -> Iterator[tuple[str | None, ProcessCap | None]]:
+    """The limits of a build's RUN steps: with BuildKit, memory and processes on its one cgroup
+    (`build_cgroup`); with the classic builder, processes on a cgroup of the build's own
+    (`classic_cgroup`; its memory limit is the engine's, per step). Yields the cgroup parent the
+    build names (the classic builder's) and what tells whether a step reached the process limit."""
+    if buildkit:
+        with build_cgroup(memory, emit, pids=pids) as cap:
+            yield None, cap
+        return
+    driver = ""
+    if pids:
+        try:
+            driver = str(client.info().get("CgroupDriver") or "")
+        except Exception as exc:  # the build itself fails with a clearer message when the engine is gone
+            log.warning("cannot ask the engine for its cgroup driver: %s", exc)
+    with classic_cgroup(pids, emit, driver) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def build_cgroup(
+    memory: int | None, emit: Callable[[str], None], pids: int | None = None
+) -> Iterator[ProcessCap | None]:
+    """Set `memory` (bytes) and `pids` (processes) on the cgroup BuildKit's steps run under, for
+    the build inside; the values found before are back when the last overlapping build ends.
+    Yields what tells whether a step reached the process limit (None: none set here)."""
+    held = _hold(renew_pids=bool(pids)) if (memory or pids) and _local_root() else None
+    cap: ProcessCap | None = None
+    try:
+        if pids:
+            where = _limit_pids(pids)
+            _said("process", where, f"{pids} processes", emit)
+            cap = ProcessCap(_ROOT / where, pids) if where is not None else None
+        if memory:
+            _said("memory", _limit(memory), f"{memory >> 20} MiB of memory", emit)
+        yield cap
     finally:
+        if cap is not None:
+            cap.close()
         if held is not None:
             _release(held)
+
+
+def _said(what: str, where: str | None, amount: str, emit: Callable[[str], None]) -> None:
+    if where is None:
+        emit(f"note: the build's {what} limit is not enforced here (it needs root and a local engine's cgroups)")
+    else:
+        emit(f"RUN steps are limited to {amount} ({where})")
+
+
+@contextlib.contextmanager
+def classic_cgroup(
+    pids: int | None, emit: Callable[[str], None], driver: str
+) -> Iterator[tuple[str | None, ProcessCap | None]]:
+    """A cgroup of this build's own, limited to `pids` processes, for the classic builder's RUN
+    steps (the engine's `cgroupparent`, with its `cgroupfs` cgroup `driver`); yields the parent to
+    name and what tells whether a step reached the limit, or (None, None) where it cannot be set.
+    The cgroup is removed afterwards, from every hierarchy the engine made it in."""
+    if not pids:
+        yield None, None
+        return
+    name = f"openenv-build-{uuid.uuid4().hex[:12]}"
+    folder = _pids_root()
+    if driver != "cgroupfs" or not _local_root() or folder is None:
+        emit(
+            "note: the build's process limit is not enforced here (it needs root, a local engine's cgroups and "
+            "its cgroupfs driver)"
+        )
+        yield None, None
+        return
+    folder = folder / name
+    try:
+        folder.mkdir()
+        (folder / "pids.max").write_text(str(pids))
+    except OSError as exc:
+        emit(f"note: the build's process limit is not enforced here (cannot make its cgroup: {exc})")
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        yield None, None
+        return
+    emit(f"RUN steps are limited to {pids} processes ({folder.relative_to(_ROOT)})")
+    cap = ProcessCap(folder, pids)
+    try:
+        yield f"/{name}", cap
+    finally:
+        cap.close()
+        _remove_everywhere(name)
+
+
+def _pids_root() -> Path | None:
+    """Where the pids controller's cgroups are made: cgroup v1's pids hierarchy, else the unified one."""
+    if (_ROOT / "pids" / "cgroup.procs").is_file():
+        return _ROOT / "pids"
+    controllers = _ROOT / "cgroup.controllers"
+    if controllers.is_file() and "pids" in (_ROOT / "cgroup.subtree_control").read_text().split():
+        return _ROOT
+    return None
+
+
+def _remove_everywhere(name: str) -> None:
+    """Remove the cgroup `name` under the root of every hierarchy (the engine makes it in each),
+    waiting a little for the last step's container to be gone."""
+    import time
+
+    folders = [f for f in (_ROOT / name, *(h / name for h in _ROOT.iterdir() if h.is_dir())) if f.is_dir()]
+    ends = time.monotonic() + 10
+    while folders:
+        for folder in list(folders):
+            with contextlib.suppress(FileNotFoundError):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    continue
+            folders.remove(folder)
+        if folders and time.monotonic() > ends:
+            log.warning("could not remove the build's cgroups %s (still in use)", ", ".join(map(str, folders)))
+            return
+        if folders:
+            time.sleep(0.2)
 
 
 def restore_leftover_limits() -> bool:
@@ -90,14 +241,19 @@ def _meta_lock() -> Iterator[None]:
         os.close(fd)
 
 
-def _hold() -> int | None:
+def _hold(renew_pids: bool = False) -> int | None:
     """Record the values found (unless an overlapping or killed build already did) and hold them
-    with a shared lock; returns the state file's descriptor, or None when it cannot be kept."""
+    with a shared lock; returns the state file's descriptor, or None when it cannot be kept.
+    `renew_pids`: when no other build holds them, cgroup v1's pids cgroup is made anew (if BuildKit
+    has no step in it), so that its high-water mark (`ProcessCap`) starts from this build."""
     try:
         with _meta_lock():
             fd = os.open(_STATE, os.O_RDWR | os.O_CREAT, 0o600)
             if os.fstat(fd).st_size == 0:
                 os.write(fd, json.dumps(_snapshot()).encode())
+                if renew_pids:
+                    with contextlib.suppress(OSError):  # busy, or none: kept as it is (put back afterwards)
+                        (_ROOT / "pids").joinpath(*_PARENT).rmdir()
             fcntl.flock(fd, fcntl.LOCK_SH)
             return fd
     except OSError as exc:

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
-from openenv.dockerfile import base_images
 from openenv.images._errors import ImageBuildError
 
 __all__ = [
     "LABEL_PREFIX",
-    "Probed",
     "docker_client",
+    "engine_change",
     "engine_epoch",
     "engine_settles",
     "engine_trouble",
     "is_transport_error",
-    "network_trouble",
     "ping_anew",
 ]
 
@@ -82,27 +80,65 @@ def ping_anew(client: Any) -> None:
     client.ping()
 
 
+def engine_change(
+    client: Any, *, epoch: str | None = None, started_within_s: float | None = None, answer_s: float | None = None
+) -> str | None:
+    """What happened to the engine, in words ("stopped answering (...)", "restarted", "did not
+    answer within 10s"), or None when it answers as before. Asked over a new connection
+    (`ping_anew`); "restarted" when its epoch is no longer `epoch`, or it started less than
+    `started_within_s` seconds ago. With `answer_s` the question is asked in a thread of its own and
+    an engine that takes longer (it hangs) is what happened. `client` None: a client of the
+    selected engine is made for the question (its making counts as the engine's answer)."""
+    found: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            asked = client if client is not None else docker_client()
+            ping_anew(asked)
+            found["epoch"] = engine_epoch(asked) if epoch is not None else None
+            found["age"] = engine_age_s(asked) if started_within_s is not None else None
+        except Exception as exc:  # no answer: gone, or refusing
+            found["error"] = exc
+
+    if answer_s is None:
+        ask()
+    else:
+        import threading
+
+        asking = threading.Thread(target=ask, name="openenv-engine-question", daemon=True)
+        asking.start()
+        asking.join(answer_s)
+        if asking.is_alive():
+            return f"did not answer within {answer_s:g}s"
+    if "error" in found:
+        return f"stopped answering ({found['error']})"
+    if epoch is not None and found.get("epoch") is not None and found["epoch"] != epoch:
+        return "restarted"
+    age = found.get("age")
+    if started_within_s is not None and age is not None and age < started_within_s:
+        return f"restarted ({age:.0f}s ago)"
+    return None
+
+
 def engine_trouble(client: Any, epoch: str | None, log: str, *, lost: bool = False) -> ImageBuildError | None:
     """The engine's part in a failed build: gone, restarted since `epoch`, or (`lost`) the
     connection to it broke; None when it answers as before (the build itself failed)."""
-    try:
-        ping_anew(client)
-    except Exception as exc:
+    change = engine_change(client, epoch=epoch)
+    if change is not None and change.startswith("stopped answering"):
         return ImageBuildError(
-            f"the Docker engine stopped answering during the build ({exc}); the build will be tried again once it is back",
+            f"the container engine {change} during the build; the build will be tried again once it is back",
             log,
             reason=ImageBuildError.ENGINE_LOST,
         )
-    now = engine_epoch(client)
-    if epoch is not None and now is not None and now != epoch:
+    if change is not None:
         return ImageBuildError(
-            "the Docker engine restarted during the build; the build will be tried again",
+            f"the container engine {change} during the build; the build will be tried again",
             log,
             reason=ImageBuildError.ENGINE_LOST,
         )
     if lost:
         return ImageBuildError(
-            "the connection to the Docker engine broke during the build; the build will be tried again",
+            "the connection to the container engine broke during the build; the build will be tried again",
             log,
             reason=ImageBuildError.ENGINE_LOST,
         )
@@ -120,79 +156,6 @@ def engine_settles(client: Any, epoch: str | None, log: str, seconds: float) -> 
         if trouble is not None or time.monotonic() >= deadline:
             return trouble
         time.sleep(0.5)
-
-
-# Names any build network that reaches the internet resolves.
-PROBE_HOSTS = ("pypi.org", "deb.debian.org")
-_PROBE = """import socket, sys
-down = []
-for host in sys.argv[1:]:
-    try:
-        socket.getaddrinfo(host, 443)
-    except socket.gaierror as exc:
-        if exc.errno == socket.EAI_AGAIN:
-            down.append(host)
-print(" ".join(down))
-"""
-
-
-class Probed(NamedTuple):
-    """What a probe container said after a RUN step failed: `trouble` when the machine's network is
-    down; `refused` when the engine could not start a container from the build's base image, which
-    it holds, at all (False whenever there was nothing to try)."""
-
-    trouble: ImageBuildError | None
-    refused: bool
-
-
-def network_trouble(
-    client: Any,
-    dockerfile_text: str,
-    args: dict[str, str],
-    network_mode: str | None,
-    log: str,
-    *,
-    offline: bool = False,
-) -> Probed:
-    """After a RUN step failed, ask a container on the build's network (from the build's base image)
-    to resolve well-known names: if the resolver itself cannot be reached (EAI_AGAIN), the machine's
-    network is down, not the env broken. What the step printed plays no part (it could print
-    anything). An unknown name (a typo in the env's index URL) resolves to "no such host" and stays
-    the env's failure. A build kept off the network on purpose (`offline`) gets the same container
-    with no network and no names to resolve: it still shows whether the engine can start one."""
-    images = base_images(dockerfile_text, args)
-    if not images:
-        return Probed(None, refused=False)
-    import docker.errors
-
-    try:
-        client.images.get(images[0][0])
-    except Exception:  # not in the engine's image store (BuildKit's pull, say): nothing to start it from
-        return Probed(None, refused=False)
-    try:
-        out = client.containers.run(
-            images[0][0],
-            ["python3", "-c", _PROBE, *([] if offline else PROBE_HOSTS)],
-            network_mode="none" if offline else network_mode or "bridge",
-            remove=True,
-            labels={f"{LABEL_PREFIX}.built-by": "openenv", f"{LABEL_PREFIX}.probe": "network"},
-        )
-    except docker.errors.ContainerError:  # it ran and exited non-zero: the engine starts containers
-        return Probed(None, refused=False)
-    except Exception:  # the engine could not start it (stopping, say), or the image has no python3
-        return Probed(None, refused=True)
-    down = (out.decode() if isinstance(out, bytes) else str(out)).split()
-    if not down:
-        return Probed(None, refused=False)
-    return Probed(
-        ImageBuildError(
-            f"the build could not reach the network: containers on the engine's build network cannot resolve "
-            f"{', '.join(down)} (the DNS resolver does not answer); the build will be tried again",
-            log,
-            reason=ImageBuildError.NETWORK,
-        ),
-        refused=False,
-    )
 
 
 def is_transport_error(exc: BaseException) -> bool:

@@ -18,9 +18,11 @@ class ImageBuildError(OpenEnvError):
     not serve it), or the machine's (`NO_ENGINE`: no Docker engine answers; `ENGINE_LOST`: the
     engine went away or restarted during the build; `BASE_IMAGE`: a base image is neither in the
     engine nor pullable; `NETWORK`: the build's containers cannot resolve names at all (DNS down);
-    `NO_BUILDKIT`: the Dockerfile needs BuildKit and no BuildKit client is installed); or neither
-    (`TIMEOUT`; `TOO_BIG`: it wrote more than its disk cap and was stopped; `SDK`: the local SDK
-    wheel did not build, or an argument is wrong).
+    `NO_BUILDKIT`: the Dockerfile needs BuildKit and no BuildKit client is installed; `HOST_SETUP`:
+    the engine cannot run the network probe under the runtime it was asked for); or neither
+    (`TIMEOUT`; `TOO_BIG`: it wrote more than its disk cap and was stopped; `PROCESS_CAP`: a RUN
+    step failed while the steps were at their process cap; `SDK`: the local SDK wheel did not
+    build, or an argument is wrong).
     """
 
     FAILED = "failed"
@@ -31,10 +33,12 @@ class ImageBuildError(OpenEnvError):
     BASE_IMAGE = "base_image"
     NETWORK = "network"
     NO_BUILDKIT = "no_buildkit"
+    HOST_SETUP = "host_setup"
     TIMEOUT = "timeout"
     TOO_BIG = "too_big"
+    PROCESS_CAP = "process_cap"
     SDK = "sdk"
-    INFRASTRUCTURE = frozenset({NO_ENGINE, ENGINE_LOST, BASE_IMAGE, NETWORK, NO_BUILDKIT})
+    INFRASTRUCTURE = frozenset({NO_ENGINE, ENGINE_LOST, BASE_IMAGE, NETWORK, NO_BUILDKIT, HOST_SETUP})
 
     def __init__(
         self,

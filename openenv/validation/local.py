@@ -135,8 +135,10 @@ def validate(
     python: str | None = None,
     strict: bool = False,
     token: str | None = None,
-    timeout_s: float = 60.0,
+    startup_timeout_s: float = 60.0,
+    request_timeout_s: float = 30.0,
     latency_steps: int = 20,
+    timeout_s: float | None = None,
 ) -> Report:
     """Validate a folder, a running server, or both (one merged report).
 
@@ -144,6 +146,9 @@ def validate(
         path: env folder for the static checks.
         url: a running server for the runtime checks.
         run: also serve `path` locally (no Docker) and run the runtime checks against it.
+        startup_timeout_s: seconds for the app's import and the local server's start-up.
+        request_timeout_s: seconds for each request of the runtime checks.
+        timeout_s: deprecated (one release): both of the above at once.
         Others: as for `validate_folder` and `validate_url`.
 
     Returns:
@@ -151,17 +156,25 @@ def validate(
     """
     if path is None and url is None:
         raise ValueError("give a folder, a url, or both")
+    if timeout_s is not None:
+        import warnings
+
+        warnings.warn(
+            "validate(timeout_s=) is deprecated: pass startup_timeout_s= and request_timeout_s=",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        startup_timeout_s = request_timeout_s = timeout_s
     report: Report | None = None
     if path is not None:
         report = validate_folder(
-            path, space_id=space_id, import_app=import_app, python=python, strict=strict, timeout_s=timeout_s
+            path, space_id=space_id, import_app=import_app, python=python, strict=strict, timeout_s=startup_timeout_s
         )
         if run and report.status in ("pass", "warn", "fail") and report.manifest is not None:
-            report = report.merge(_run_locally(Path(path), report, python, strict, timeout_s, latency_steps))
+            timeouts = (startup_timeout_s, request_timeout_s)
+            report = report.merge(_run_locally(Path(path), report, python, strict, timeouts, latency_steps))
     if url is not None:
-        remote = validate_url(
-            url, token=token, timeout_s=min(timeout_s, 30.0), latency_steps=latency_steps, strict=strict
-        )
+        remote = validate_url(url, token=token, timeout_s=request_timeout_s, latency_steps=latency_steps, strict=strict)
         report = remote if report is None else report.merge(remote)
     assert report is not None
     return report
@@ -203,13 +216,14 @@ def failed_to_start(exc: LocalServerError, strict: bool) -> Report:
 
 
 def _run_locally(
-    root: Path, folder_report: Report, python: str | None, strict: bool, timeout_s: float, steps: int
+    root: Path, folder_report: Report, python: str | None, strict: bool, timeouts: tuple[float, float], steps: int
 ) -> Report:
     started = time.perf_counter()
+    startup_s, request_s = timeouts
     try:
-        with serve_folder(root, folder_report, python=python, timeout_s=timeout_s) as url:
+        with serve_folder(root, folder_report, python=python, timeout_s=startup_s) as url:
             ok_result = started_result(started, url)
-            remote = validate_url(url, timeout_s=min(timeout_s, 30.0), latency_steps=steps, strict=strict)
+            remote = validate_url(url, timeout_s=request_s, latency_steps=steps, strict=strict)
     except LocalServerError as exc:
         return failed_to_start(exc, strict)
     remote.checks.insert(0, ok_result)

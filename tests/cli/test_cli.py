@@ -146,6 +146,32 @@ def test_validate_human_output_json_document_and_exit_codes(run_cli: Run, tmp_pa
     assert legacy.returncode == 1 and json.loads(legacy.stdout)["report_version"] == 1
 
 
+def test_each_time_limit_of_validate_bounds_one_thing_and_is_taken_as_given(
+    run_cli: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--timeout` is a request's time (upstream's meaning), `--startup-timeout` the import and
+    start-up's; neither is cut short behind the user's back (a request's share was clamped to 30 s)."""
+    from openenv.validation import local
+
+    seen: dict[str, float] = {}
+
+    def validate_url(url: str, **kw: object):
+        seen["request"] = float(kw["timeout_s"])  # type: ignore[arg-type]
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(local, "validate_url", validate_url)
+    with pytest.raises(RuntimeError, match="stop here"):
+        local.validate(url="http://127.0.0.1:9", request_timeout_s=120.0)
+    assert seen["request"] == 120.0
+    with pytest.warns(DeprecationWarning, match="startup_timeout_s"), pytest.raises(RuntimeError):
+        local.validate(url="http://127.0.0.1:9", timeout_s=90.0)
+    assert seen["request"] == 90.0
+    for flag in ("--timeout", "--startup-timeout"):
+        bad = run_cli("validate", "--url", "http://127.0.0.1:9", flag, "0")
+        assert bad.returncode == 2 and f"{flag} must be a number of seconds above 0" in bad.stderr, bad.stderr
+    assert "--startup-timeout" in run_cli("validate", "--help").stdout
+
+
 def test_rich_output_when_asked_and_plain_otherwise(run_cli: Run) -> None:
     assert run_cli("init", "fancy_env").returncode == 0
     fancy = run_cli("validate", "fancy_env", env={"NO_COLOR": "", "OPENENV_COLOR": "always"})

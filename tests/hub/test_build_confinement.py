@@ -1,7 +1,8 @@
 """Issue 22 (slice D, item 3): a hostile Dockerfile's RUN steps are confined with the Hub's build
 options (`sandbox.build_options`) through the real BuildKit builder: they reach no service on the
 host's bridge gateway, their processes are bounded, and a build writing past the image cap is
-stopped while it runs."""
+stopped while it runs. Issue 47 (item 8): the classic builder's steps are bounded too, and a step
+that reaches either cap is named in the build's log."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from hub_service.pipeline.builders import DockerBuilder
+from hub_service.pipeline.stage_kit import StageFailed
 from hub_service.sandbox import build_options
 from hub_service.settings import HubSettings
 from openenv.images import ImageBuildError, build_image, buildkit_command
@@ -50,11 +53,23 @@ def docker_client() -> Iterator[Any]:
     remove_tagged(client, f"openenv-hub-test-confine-{os.getpid()}")
 
 
-def _build(tmp_path: Path, client: Any, name: str, run: str, settings: HubSettings = SETTINGS) -> tuple[Any, float]:
+def _context(tmp_path: Path, name: str, run: str) -> Path:
     folder = tmp_path / name
     folder.mkdir()
     nonce = uuid.uuid4().hex  # never a cached step: every run of the test runs the hostile step
     (folder / "Dockerfile").write_text(f"ARG BASE_IMAGE\nFROM ${{BASE_IMAGE}}\nRUN {run} && : {nonce}\n")
+    return folder
+
+
+def _build(
+    tmp_path: Path,
+    client: Any,
+    name: str,
+    run: str,
+    settings: HubSettings = SETTINGS,
+    builder: str = "buildkit",
+) -> tuple[Any, float]:
+    folder = _context(tmp_path, name, run)
     start = time.monotonic()
     try:
         result: Any = build_image(
@@ -63,7 +78,7 @@ def _build(tmp_path: Path, client: Any, name: str, run: str, settings: HubSettin
             base_image=os.environ["OPENENV_TEST_BASE_IMAGE"],
             client=client,
             timeout_s=240,
-            builder="buildkit",
+            builder=builder,
             sdk="published",
             **build_options(settings),
         )
@@ -131,11 +146,54 @@ def test_a_fork_bomb_in_a_run_step_is_bounded(docker_client: Any, tmp_path: Path
     forked = [int(m.group(1)) for line in result.log if (m := re.search(r"F= (\d+)$", line))]
     assert forked and forked[-1] < 200, result.log[-20:]
     assert any("limited to 200 processes" in line for line in result.log)
+    assert any("a RUN step hit the build's process cap of 200" in line for line in result.log), result.log[-20:]
 
 
-def test_a_run_step_writing_past_the_cap_is_stopped_while_it_runs(docker_client: Any, tmp_path: Path) -> None:
-    result, took = _build(tmp_path, docker_client, "disk", "head -c 4000M /dev/zero > /big && sleep 120")
+# Forks until the kernel refuses (at most 400 processes, each gone after 5 s), and fails when refused.
+FORKS = (
+    "import os,sys,time\\nn=0\\ntry:\\n while n<400:\\n  if os.fork()==0:\\n   time.sleep(5);os._exit(0)\\n  n+=1\\n"
+    "except OSError:\\n sys.exit(3)\\nprint(n)"
+)
+
+
+def test_a_classic_build_step_at_the_process_cap_is_refused_and_named(docker_client: Any, tmp_path: Path) -> None:
+    """The classic builder's steps run under a cgroup of the build's own, capped at BUILD_PIDS; the
+    refusal is the build's failure, named in its log."""
+    result, _ = _build(tmp_path, docker_client, "classic-forks", f"python -c \"exec('{FORKS}')\"", builder="classic")
+    assert isinstance(result, ImageBuildError), f"the step forked 400 processes: {result.log[-5:]}"
+    assert result.reason == ImageBuildError.PROCESS_CAP and not result.infrastructure, result
+    assert "a RUN step hit the build's process cap of 200" in str(result)
+    assert "a RUN step hit the build's process cap of 200" in result.log
+    assert not [p for p in Path("/sys/fs/cgroup/pids").glob("openenv-build-*")]  # its cgroup is gone again
+
+
+def test_the_hub_names_the_process_cap_a_build_step_hit(docker_client: Any, tmp_path: Path) -> None:
+    """Through the Hub's builder (BuildKit here): the verdict and the build's log name the cap and
+    the setting that sets it."""
+    folder = _context(tmp_path, "hub-forks", f"python -c \"exec('{FORKS}')\"")
+    settings = SETTINGS.model_copy(
+        update={
+            "base_image": os.environ["OPENENV_TEST_BASE_IMAGE"],
+            "image_prefix": f"openenv-hub-test-confine-{os.getpid()}",
+        }
+    )
+    lines: list[str] = []
+    with pytest.raises(StageFailed) as failed:
+        DockerBuilder().build(settings, folder, "local", "forks", uuid.uuid4().hex, lines.append)
+    assert "a RUN step hit the build's process cap of 200" in failed.value.reason, failed.value.reason
+    assert "OPENENV_HUB_BUILD_PIDS" in failed.value.reason
+    assert any("a RUN step hit the build's process cap of 200" in line for line in lines), lines[-10:]
+
+
+@pytest.mark.parametrize("builder", ["buildkit", "classic"])
+def test_a_run_step_writing_past_the_cap_is_stopped_while_it_runs(
+    docker_client: Any, tmp_path: Path, builder: str
+) -> None:
+    result, took = _build(
+        tmp_path, docker_client, "disk", "head -c 4000M /dev/zero > /big && sleep 120", builder=builder
+    )
     assert isinstance(result, ImageBuildError) and result.reason == ImageBuildError.TOO_BIG, result
     assert "cap of 200 MB" in str(result)
+    assert "the layer grew past the build's disk cap of 200 MB" in result.log  # named in the build's log
     assert took < 100  # stopped, not left to write 4 GB and sleep
     assert not docker_client.images.list(name=f"openenv-hub-test-confine-{os.getpid()}/disk")

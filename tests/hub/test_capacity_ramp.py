@@ -1,5 +1,7 @@
 """The capacity ramp waits for the sessions it closed to be released before the next level: a
-server that allows one session (and, like upstream's, does not count them in /health) reads 1."""
+server that allows one session (and, like upstream's, does not count them in /health) reads 1.
+Issue 47 (item 10): that wait is the server's release time, measured apart from its capacity: a
+server that releases slowly still reads the sessions it holds, with its release time beside them."""
 
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ from tests.support.servers import serve_app
 
 
 class SlowRelease:
-    """An ASGI wrapper that delivers the end of a WebSocket session to the server half a second
-    late, as a busy server or a slow network does: the client has gone, the slot is not yet free."""
+    """An ASGI wrapper that delivers the end of a WebSocket session to the server `delay_s` (half a
+    second) late, as a busy server or a slow network does: the client has gone, the slot is not yet free."""
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
+    def __init__(self, app: Any, delay_s: float = 0.5) -> None:
+        self.app, self.delay_s = app, delay_s
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "websocket":
@@ -31,14 +33,14 @@ class SlowRelease:
             message = await receive()
             ending = message["type"] == "websocket.disconnect" or '"close"' in (message.get("text") or "")
             if ending:
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(self.delay_s)
             return message
 
         return await self.app(scope, late_end, send)
 
 
-def _one_session_server() -> Any:
-    app = create_app(CountEnv, CountAction, CountObservation, max_concurrent_envs=1)
+def _one_session_server(sessions: int = 1, release_s: float = 0.5) -> Any:
+    app = create_app(CountEnv, CountAction, CountObservation, max_concurrent_envs=sessions)
 
     @app.middleware("http")
     async def upstream_health(request: Any, call_next: Any) -> Any:
@@ -46,19 +48,21 @@ def _one_session_server() -> Any:
             return JSONResponse({"status": "healthy"})
         return await call_next(request)
 
-    return SlowRelease(app)
+    return SlowRelease(app, release_s)
 
 
-def _ctx(url: str) -> TrustContext:
-    settings = SimpleNamespace(
-        step_timeout_s=10.0,
-        smoke_message_max_mb=8.0,
-        capacity_max_sessions=4,
-        capacity_budget_s=60.0,
-        capacity_steps=2,
-        capacity_p99_ms=5000.0,
-        capacity_leak_sessions=3,
-    )
+def _ctx(url: str, **settings_: Any) -> TrustContext:
+    defaults = {
+        "step_timeout_s": 10.0,
+        "smoke_message_max_mb": 8.0,
+        "capacity_max_sessions": 4,
+        "capacity_budget_s": 60.0,
+        "capacity_steps": 2,
+        "capacity_p99_ms": 5000.0,
+        "capacity_leak_sessions": 3,
+        "trust_release_grace_s": 5.0,
+    }
+    settings = SimpleNamespace(**{**defaults, **settings_})
     return TrustContext(
         settings=settings,  # type: ignore[arg-type]
         url=url,
@@ -87,3 +91,19 @@ async def test_a_one_session_server_holds_one_session_and_no_leak_is_flagged() -
         ramp["stopped_because"].startswith("1 of 2 sessions failed") and "CAPACITY_REACHED" in ramp["stopped_because"]
     )
     assert leaks == []
+
+
+async def test_a_slow_release_is_measured_apart_and_not_read_as_less_capacity() -> None:
+    """Two sessions at once, each place freed 0.6 s after its session closed: longer than the
+    ramp's whole time budget here (0.4 s). The ramp still reads 2, and the wait as release time."""
+    with serve_app(_one_session_server(sessions=2, release_s=0.6)) as url:
+        ctx = _ctx(url, capacity_budget_s=0.4, trust_release_grace_s=2.0)
+        trust.random_actions(ctx, 1)
+        client = trust.session_client(ctx)
+        await client.reset(seed=0)
+        await client.close()
+        ramp = await trust._ramp(ctx, None)
+    assert ramp["sessions_held"] == 2, ramp
+    assert [level["sessions"] for level in ramp["ramp"]] == [1, 2, 4], ramp
+    assert "CAPACITY_REACHED" in ramp["stopped_because"] and "waiting 2s" in ramp["stopped_because"], ramp
+    assert 0.3 < ramp["release_s"] < 2.0, ramp  # the server's, told apart (the ramp's budget was 0.4 s)

@@ -205,3 +205,35 @@ def test_search_finds_words_and_tags_of_the_manifest(clean_factory, hub_settings
         assert names(q="dice-based boardgame") == {"env_00001"}
         assert names(tag="boardgame") == {"env_00001"}
         assert names(q="echoes") == {"echo_env"}
+
+
+def test_every_bundled_env_is_described_by_its_openenv_yaml(clean_factory, hub_settings: HubSettings, tmp_path) -> None:
+    """The API's `description` was null for all seven bundled envs, whose README cards give none:
+    the catalog takes openenv.yaml's, and the website's cards show it. A README card's own
+    `short_description` still comes first."""
+    import html
+    import shutil
+
+    import yaml
+
+    from hub_service.indexer.sources import LocalSource
+    from tests.support.servers import ROOT
+
+    root = tmp_path / "envs"
+    bundled = sorted(p.name for p in (ROOT / "envs").iterdir() if (p / "openenv.yaml").is_file())
+    assert len(bundled) >= 7, bundled
+    for name in bundled:
+        shutil.copytree(ROOT / "envs" / name, root / name, ignore=shutil.ignore_patterns("__pycache__", ".venv"))
+    readme = root / "echo_env" / "README.md"
+    readme.write_text(readme.read_text().replace("---\n", "---\nshort_description: Says it back.\n", 1))
+    index_source(clean_factory, LocalSource(root))
+    with serve_app(create_app(hub_settings, run_migrations=False)) as api:
+        items = {i["name"]: i for i in httpx.get(f"{api}/api/v1/envs").json()["items"]}
+        page = httpx.get(f"{api}/").text
+    for name in bundled:
+        wanted = yaml.safe_load((root / name / "openenv.yaml").read_text())["description"]
+        if name == "echo_env":
+            wanted = "Says it back."
+        assert items[name]["description"] == wanted, (name, items[name])
+        card = page[page.index(f'data-env="local/{name}"') :]
+        assert card[: card.index("</a>")].count(html.escape(wanted[:240])) == 1, (name, card[:600])

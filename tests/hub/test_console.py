@@ -43,6 +43,14 @@ def test_each_verdict_is_printed_once_as_it_lands_then_the_summary(tmp_path: Pat
     ]
 
 
+def test_a_wait_for_the_hosts_set_up_says_it_is_the_operators_to_fix(tmp_path: Path) -> None:
+    host = Verdict("local/echo_env", "waiting", None, "host_setup", "the container engine has no runtime 'runsc'")
+    assert _watcher(tmp_path).report([host])[0] == (
+        "… local/echo_env waits for this host's set-up (the operator's to fix; it runs once fixed): "
+        "the container engine has no runtime 'runsc'"
+    )
+
+
 def test_library_chatter_goes_to_the_file_warnings_to_the_terminal(tmp_path: Path) -> None:
     terminal = io.StringIO()
     root = logging.getLogger()

@@ -128,7 +128,9 @@ def test_local_readme_fifo_and_symlink_are_never_read(tmp_path: Path, clean_fact
     assert report.new == 3
     envs = _envs(clean_factory)
     assert envs["local/fifo_env"].title == "fifo_env"
-    assert envs["local/link_env"].title == "link_env" and envs["local/link_env"].description is None
+    assert envs["local/link_env"].title == "link_env"
+    # the description is openenv.yaml's (the README card gives none it may read), never the linked file's
+    assert envs["local/link_env"].description == "Echoes each message back; reward is 0.1 per character."
     assert envs["local/good_env"].title == "Good local env"
     assert all("SECRET" not in (e.search_text or "") for e in envs.values())
 

@@ -9,6 +9,7 @@ import re
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -155,7 +156,7 @@ def test_a_runtime_the_engine_lacks_makes_the_smoke_test_wait_not_fail(hub_setti
     built = BuildOutput(builder="docker", image_ref="openenv-test/never-started:1")
     with pytest.raises(Transient) as caught:
         smoke(settings, built, tmp_path, lambda line: None)
-    assert caught.value.code == Transient.NO_ENGINE
+    assert caught.value.code == Transient.HOST_SETUP
     assert "the container engine has no runtime 'no-such-runtime' (it has " in str(caught.value)
     assert "the smoke test waits for it" in str(caught.value)
 
@@ -180,29 +181,115 @@ def test_play_sessions_get_the_sandbox_runtime_and_limits_of_smoke_tests(hub_set
     assert not [u for u in runc.run_options["ulimits"] if u["Name"] == "nproc"]  # per host uid under runc: not set
 
 
+def _seen_as(gvisor: bool | None, evidence: str) -> Any:
+    """What `verify_runtime` uses of a DockerProvider: its observation and its stop."""
+    from openenv.engines.runtimes import ObservedRuntime
+
+    class Provider:
+        stopped = False
+
+        def observed_runtime(self) -> ObservedRuntime:
+            return ObservedRuntime("runsc", gvisor, evidence)
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    return Provider()
+
+
 def test_a_container_meant_for_gvisor_on_the_host_kernel_is_stopped_and_the_test_waits(hub_settings) -> None:
     """What the host saw overrules what the engine claimed: the smoke test does not go on."""
     import asyncio
 
     from hub_service.pipeline.stages import _check_runtime
     from hub_service.queue.errors import Transient
-    from openenv.engines.runtimes import ObservedRuntime
 
-    class Provider:  # what `_check_runtime` uses of a DockerProvider: its observation and its stop
-        stopped = False
-
-        def observed_runtime(self) -> ObservedRuntime:
-            return ObservedRuntime("runsc", False, "its first process on this host, pid 42, is the image's own program")
-
-        async def astop(self) -> None:
-            self.stopped = True
-
-    provider, lines = Provider(), []
+    provider, lines = _seen_as(False, "its first process on this host, pid 42, is the image's own program"), []
     settings = hub_settings.model_copy(update={"sandbox_runtime": "runsc"})
     with pytest.raises(Transient) as caught:
         asyncio.run(_check_runtime(settings, provider, lines.append))
-    assert provider.stopped and caught.value.code == Transient.NO_ENGINE
+    assert provider.stopped and caught.value.code == Transient.HOST_SETUP
     assert "told to run the container under gVisor (runsc) but it runs on the host's kernel" in str(caught.value)
     assert lines == [
         "container runtime: runsc (the host's kernel; its first process on this host, pid 42, is the image's own program)"
     ]
+
+
+def test_a_container_meant_for_gvisor_that_the_host_cannot_see_is_stopped_too(hub_settings) -> None:
+    """Fail closed: the engine's word alone (a remote engine, a Hub not root) is no evidence of
+    gVisor, in a smoke test or a play session; the wait says how to fix the host."""
+    import asyncio
+
+    from hub_service.pipeline.stages import _check_runtime
+    from hub_service.queue.errors import Transient
+    from hub_service.sandbox import RuntimeUnverified, verify_runtime
+
+    settings = hub_settings.model_copy(update={"sandbox_runtime": "runsc"})
+    unseen = "process 42 is not visible here; the engine's word is all there is"
+    provider = _seen_as(None, unseen)
+    with pytest.raises(Transient) as caught:
+        asyncio.run(_check_runtime(settings, provider, lambda line: None))
+    assert provider.stopped and caught.value.code == Transient.HOST_SETUP
+    assert "cannot verify the runtime" in str(caught.value) and "run the Hub's workers as root" in str(caught.value)
+    seen = _seen_as(True, "its first process on this host, pid 42, is /usr/bin/runsc")
+    verify_runtime(settings, seen, lambda line: None)
+    assert not seen.stopped
+    # Under runc there is nothing to prove: the container runs on the host's kernel by design.
+    runc = _seen_as(None, unseen)
+    verify_runtime(settings.model_copy(update={"sandbox_runtime": "runc"}), runc, lambda line: None)
+    assert not runc.stopped
+    with pytest.raises(RuntimeUnverified):
+        verify_runtime(settings, _seen_as(None, unseen), lambda line: None)
+
+
+def test_under_gvisor_the_process_cap_follows_the_memory_the_env_was_granted(hub_settings) -> None:
+    """An env granted less memory than the Hub's default gets a process cap to match (gVisor
+    holds memory per process): the cap is not the default memory's."""
+    from hub_service.sandbox import grant, smoke_process_cap
+    from openenv.declared import read_declared
+
+    settings = hub_settings.model_copy(update={"sandbox_runtime": "runsc", "smoke_memory": "1g"})
+    declared = read_declared({"validation": {"resources": {"cpu": 1, "memory_mb": 320}}})
+    overrides, _ = grant(settings, declared)
+    nproc = [(u["Soft"], u["Hard"]) for u in overrides["ulimits"] if u["Name"] == "nproc"]
+    assert smoke_process_cap(settings) == 32 and nproc == [(10, 10)]  # 320 MB / 32 MB a process
+    assert overrides["pids_limit"] == 10 * 32 and overrides["mem_limit"] == "320m"
+    assert {u["Name"] for u in overrides["ulimits"]} == {"fsize", "nofile", "nproc"}  # the others kept
+
+
+def test_a_play_session_whose_sandbox_cannot_be_verified_never_reaches_the_visitor(hub_settings) -> None:
+    """Play sessions are checked like smoke tests: a container meant for gVisor that the host cannot
+    see is stopped before anyone plays it, and the visitor hears it is the Hub's set-up."""
+    import asyncio
+
+    from hub_service.play.errors import PlayStartError
+    from hub_service.play.instances import InstancePool, Target
+    from hub_service.sandbox import verify_runtime
+
+    settings = hub_settings.model_copy(update={"sandbox_runtime": "runsc"})
+    provider = _seen_as(None, "process 42 is not visible here; the engine's word is all there is")
+    stopped: list[bool] = []
+
+    async def astart() -> str:
+        return "http://127.0.0.1:1"
+
+    async def astop() -> None:
+        stopped.append(True)
+
+    provider.astart, provider.astop = astart, astop
+    target = Target(
+        key="local/echo_env@1",
+        how="docker",
+        make_provider=lambda: provider,
+        check_started=lambda p: verify_runtime(settings, p, lambda line: None),
+    )
+
+    async def play() -> None:
+        pool = InstancePool(max_instances=2, linger_s=0)
+        with pytest.raises(PlayStartError) as caught:
+            await pool.acquire(target)
+        assert "its sandbox could not be verified" in str(caught.value) and "127.0.0.1" not in str(caught.value)
+        assert not pool.instances  # nothing left for the next visitor to be handed
+
+    asyncio.run(play())
+    assert provider.stopped and stopped

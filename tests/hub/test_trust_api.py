@@ -67,6 +67,18 @@ REWARD_FLAGGED = {
     "flags": ["every step gave the same reward (5.0)", "rewards above the declared maximum 1"],
     "baseline_returns": [5.0],
 }
+# Atari's card from a Hub before "inconclusive": "ok" beside a note that says the play showed nothing
+REWARD_SPARSE = {
+    "verdict": "ok",
+    "observed_min": 0.0,
+    "observed_max": 0.0,
+    "declared_range": None,
+    "constant": True,
+    "probes": {},
+    "flags": [],
+    "baseline_returns": [0.0, 0.0],
+    "notes": ["all 77 rewards seen were 0, but fewer than 2 episodes ended: the reward may be sparse"],
+}
 
 # name -> (capacity, determinism, reward_check): what the smoke stage found for these envs
 TRUST = {
@@ -80,6 +92,8 @@ TRUST = {
     ),
     "env_00010": (capacity(32), DETERMINISTIC, REWARD_OK),  # "a chess puzzle"
     "env_00020": (capacity(4), DETERMINISTIC, {"verdict": "unchecked", "reason": "no declared range"}),  # chess too
+    "env_00030": (None, None, REWARD_SPARSE),
+    "env_00031": (None, None, {**REWARD_SPARSE, "verdict": "inconclusive"}),
 }
 
 
@@ -117,6 +131,9 @@ def test_summaries_carry_badges_and_verdicts(api: str) -> None:
     unchecked = items["env_00004"]
     assert unchecked["badges"] == [] and unchecked["deterministic"] is None and unchecked["sessions_held"] is None
     assert items["env_00005"]["badges"] == [] and items["env_00005"]["reward_checked"] is None  # never ran
+    # a check that could not conclude earns no badge, and is not counted as flagged either
+    for name in ("env_00030", "env_00031"):
+        assert items[name]["badges"] == [] and items[name]["reward_checked"] is None, items[name]
 
 
 def test_filters_narrow_the_list_and_compose_with_search(api: str) -> None:
@@ -196,21 +213,9 @@ def test_the_reward_card_claims_only_what_the_check_saw() -> None:
     in a few capped episodes is no variation, and the card says what the check noted instead."""
     from hub_service.ui.trust_card import _reward
 
-    sparse = {
-        "verdict": "ok",
-        "observed_min": 0.0,
-        "observed_max": 0.0,
-        "declared_range": None,
-        "constant": True,
-        "probes": {},
-        "flags": [],
-        "baseline_returns": [0.0, 0.0],
-        "notes": ["all 40 rewards seen were 0, but fewer than 2 episodes ended: the reward may be sparse"],
-    }
-    html = _reward(sparse)
+    html = _reward(REWARD_SPARSE)
     assert "vary" not in html and "declared range" not in html, html
-    assert "the check found nothing wrong" in html and "every reward observed was 0" in html, html
-    assert "the reward may be sparse" in html, html
+    assert "every reward observed was 0" in html and "the reward may be sparse" in html, html
 
     html = _reward({**REWARD_OK, "probes": {"empty": {"reward": 0.0, "got_max": False}}})
     assert (
@@ -221,6 +226,55 @@ def test_the_reward_card_claims_only_what_the_check_saw() -> None:
     # echo's case: no declared range, and its oversized answer scored the top (a choice, not flagged)
     echo = {**REWARD_OK, "declared_range": None, "probes": {"oversized": {"reward": 1.0, "got_max": True}}}
     assert "does not score the top" not in _reward(echo), _reward(echo)
+
+
+def test_the_reward_card_states_one_conclusion() -> None:
+    """Atari's card said "Rewards look sound: the check found nothing wrong" beside "the reward may be
+    sparse", under a green badge: a check that could not conclude now says so, once, and nothing else."""
+    import re
+
+    from hub_service.ui.trust_card import _reward
+
+    for card in (REWARD_SPARSE, {**REWARD_SPARSE, "verdict": "inconclusive"}):
+        html = _reward(card)
+        said = re.findall(r"<p>([^<]*)</p>", html)
+        assert said[0].startswith("Inconclusive: the check cannot say whether the rewards are sound: all 77"), html
+        assert "look sound" not in html and "nothing wrong" not in html and "Flagged" not in html, html
+        assert html.count("the reward may be sparse") == 1, html  # the reason, said once
+    free = {**REWARD_OK, "baseline_returns": [], "no_baseline": "no baseline for free-form actions: text"}
+    html = _reward(free)
+    assert "no baseline for free-form actions" in html and "mean return" not in html, html
+    assert _reward({**REWARD_OK, "notes": []}).count("Rewards look sound") == 1
+
+
+def test_the_website_catalog_has_the_trust_filters_the_docs_describe(api: str) -> None:
+    """docs/website.md: "The *Trust* checkboxes keep only envs with those badges, and *Holds at least
+    N sessions* only envs one server of which held that many concurrent sessions"."""
+    import re
+
+    def shown(**params: Any) -> list[str]:
+        page = httpx.get(f"{api}/", params=params)
+        assert page.status_code == 200, page.text
+        return sorted(re.findall(r'data-env="user\d+/(env_\d+)"', page.text))
+
+    page = httpx.get(f"{api}/").text
+    form = page[page.index('<form class="oe-filters"') : page.index("</form>")]
+    assert 'id="oe-trust-filter"' in form and ">Trust</legend>" in form, form
+    assert 'name="deterministic" value="true"' in form and ">deterministic</label>" in form, form
+    assert 'name="reward_checked" value="true"' in form and ">reward checked</label>" in form, form
+    assert 'name="min_sessions"' in form and "Holds at least N sessions" in form, form
+    assert shown(deterministic="true") == _names(api, deterministic="true") == ["env_00001", "env_00010", "env_00020"]
+    assert shown(reward_checked="true") == ["env_00001", "env_00003", "env_00010"]
+    assert shown(min_sessions="8", deterministic="true", reward_checked="true") == ["env_00001", "env_00010"]
+    assert shown(q="chess", min_sessions="10") == ["env_00010"]
+    checked = httpx.get(f"{api}/", params={"reward_checked": "true"}).text
+    assert 'name="reward_checked" value="true" id="oe-trust-reward_checked" checked' in checked
+    for bad, says in (
+        ({"deterministic": "maybe"}, "deterministic must be true or false"),
+        ({"min_sessions": "-1"}, "min_sessions"),
+    ):
+        reply = httpx.get(f"{api}/", params=bad)
+        assert reply.status_code == 400 and says in reply.text, reply.text
 
 
 def _report(**statuses: str) -> dict[str, Any]:

@@ -53,7 +53,9 @@ class ForgetsRng(Environment[DrawAction, DrawObservation, State]):
 
 
 def _ctx(url: str, action_cls: type[Action]) -> TrustContext:
-    settings = SimpleNamespace(step_timeout_s=10.0, smoke_message_max_mb=8.0, determinism_steps=8)
+    settings = SimpleNamespace(
+        step_timeout_s=10.0, smoke_message_max_mb=8.0, determinism_steps=8, trust_release_grace_s=5.0
+    )
     declared = SimpleNamespace(varying_fields=(), stochastic=False)
     return TrustContext(
         settings=settings,  # type: ignore[arg-type]

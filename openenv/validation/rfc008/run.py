@@ -56,7 +56,8 @@ def validate_package(
     import_app: bool = True,
     python: str | None = None,
     token: str | None = None,
-    timeout_s: float = 60.0,
+    startup_timeout_s: float = 60.0,
+    request_timeout_s: float = 30.0,
     sbom_path: Path | None = None,
     folder_report: Report | None = None,
     url_report: Report | None = None,
@@ -75,6 +76,8 @@ def validate_package(
             (the Hub's validate stage); it is made here otherwise.
         url_report: this SDK's runtime report of the server at `url`, when the caller has it
             already (the Hub's smoke stage); it is made here otherwise.
+        startup_timeout_s: seconds for the app's import and the local server's start-up.
+        request_timeout_s: seconds for each request of the runtime checks (`--timeout`, as upstream's).
         Others: as for `openenv.validation.validate`.
 
     Returns:
@@ -118,10 +121,10 @@ def validate_package(
                 )
             )
         legacy = folder_report or validate_folder(
-            root, space_id=space_id, import_app=import_app, python=python, timeout_s=timeout_s
+            root, space_id=space_id, import_app=import_app, python=python, timeout_s=startup_timeout_s
         )
         manifest, error = _read_manifest(root)
-        ctx = FolderContext(root, space_id=space_id, import_app=False, python=python, timeout_s=timeout_s)
+        ctx = FolderContext(root, space_id=space_id, import_app=False, python=python, timeout_s=startup_timeout_s)
         subject = StaticSubject(root, ctx, manifest, error, legacy, chosen, sbom_path=sbom_path)
         graded = static_results(subject)
         if results:  # an unreadable source: static.manifest is already an error
@@ -135,7 +138,17 @@ def validate_package(
     if level >= Level.RUNTIME:
         levels += [lv for lv in (Level.RUNTIME, Level.SEMANTIC) if lv <= level]
         results += _runtime(
-            root, url, manifest, legacy, level, chosen.version, token, python, timeout_s, declared_extra, url_report
+            root,
+            url,
+            manifest,
+            legacy,
+            level,
+            chosen.version,
+            token,
+            python,
+            (startup_timeout_s, request_timeout_s),
+            declared_extra,
+            url_report,
         )
     report = ValidationReportV2(
         target=str(root) if root is not None else str(url),
@@ -159,12 +172,12 @@ def _runtime(
     policy: str,
     token: str | None,
     python: str | None,
-    timeout_s: float,
+    timeouts: tuple[float, float],
     declared: dict[str, object],
     url_report: Report | None,
 ) -> list[ResultV2]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    request_s = min(timeout_s, 30.0)
+    startup_s, request_s = timeouts
 
     def grade(at: str, remote: Report, local: bool) -> list[ResultV2]:
         subject = RuntimeSubject(
@@ -190,7 +203,7 @@ def _runtime(
         remote = Report(checks=[]).finish()
         return grade("http://127.0.0.1:0", remote, True)
     try:
-        with serve_folder(root, folder, python=python, timeout_s=timeout_s) as served:
+        with serve_folder(root, folder, python=python, timeout_s=startup_s) as served:
             ok = started_result(started, served)
             remote = validate_url(served, timeout_s=request_s)
             remote.checks.insert(0, ok)

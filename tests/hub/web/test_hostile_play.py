@@ -65,8 +65,9 @@ def hostile_env(*, schema_pad: int = 0, reply_pad: int = 0) -> FastAPI:
     return app
 
 
-def live_space(factory: sessionmaker[Session], host: str, state: str) -> str:
-    """An indexed Space, RUNNING at `host`, whose latest revision ended `state`; returns its id."""
+def live_space(factory: sessionmaker[Session], host: str, state: str, reason: str = "reset never answered") -> str:
+    """An indexed Space, RUNNING at `host`, whose latest revision ended `state` (failed: for
+    `reason`); returns its id."""
     index_source(factory, ListSource([space(1, host=host, stage="RUNNING")]))
     claim = jobs.claim(factory, "w")
     assert claim is not None
@@ -76,7 +77,7 @@ def live_space(factory: sessionmaker[Session], host: str, state: str) -> str:
         assert version is not None
         version.state = state
         if state == "failed":
-            version.failure_stage, version.failure_reason = "smoke", "reset never answered"
+            version.failure_stage, version.failure_reason = "smoke", reason
         env = s.get(EnvRecord, version.env_id)
         assert env is not None
         apply_verdict(env, version)
@@ -223,6 +224,88 @@ async def test_a_running_space_whose_revision_failed_is_not_playable(
         with pytest.raises(NotPlayable, match=r"failed at smoke: reset never answered\. Come back when it passes"):
             await play.open("tab", "v", *env_id.split("/"))
         assert play.stats()["sessions"] == 0
+
+
+def test_a_refusal_to_play_reaches_the_visitor_without_internal_addresses(
+    settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
+    """Issue 47 (item 8): a revision whose failure names the addresses its server ran at. The
+    refusal to play it says why without them: on the website (its play panel's Reset, as a
+    browser sends it) and in the API's error reply; the Hub's own log keeps them."""
+    import httpx
+
+    from hub_service.app import create_app
+
+    leaky = "reset never answered at http://172.17.0.5:8000/ws: the server at 127.0.0.1:32771 closed it"
+    with serve_app(hostile_env()) as url:
+        env_id = live_space(clean_factory, url, "failed", reason=leaky)
+        with pytest.raises(NotPlayable) as refused:
+            asyncio.run(PlayManager(settings, clean_factory).open("tab", "v", *env_id.split("/")))
+        site = create_app(settings.model_copy(update={"website": True}), run_migrations=False)
+        with serve_app(site) as hub, httpx.Client(base_url=hub, timeout=60) as client:
+            shown = _play_reset(client, env_id)
+    assert "172.17.0.5" in str(refused.value) and "32771" in str(refused.value)  # the log's text, whole
+    api = refused.value.body()["error"]["message"]  # what the API's one handler of Hub errors replies
+    for text in (api, shown):
+        assert "cannot be played" in text and "reset never answered at the env" in text, text
+        assert "172.17.0.5" not in text and "127.0.0.1" not in text and "32771" not in text, text
+
+
+def _play_reset(client: Any, env_id: str) -> str:
+    """The notice the website's play panel shows after Reset on `env_id`, through Gradio's queue
+    as a browser drives it: the page opens at the env (which the panel then plays), then Reset."""
+    import json
+
+    config = client.get("/config").json()
+    events = {d.get("api_name"): d for d in config["dependencies"]}
+    values = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
+    session = "visitor-47"
+
+    def event(name: str, data: list[Any], query: str = "") -> list[Any]:
+        dep = events[name]
+        body = {"data": data, "fn_index": dep["id"], "session_hash": session, "event_data": None, "trigger_id": None}
+        client.post(f"/gradio_api/queue/join{query}", json=body).raise_for_status()
+        with client.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as stream:
+            for line in stream.iter_lines():
+                message = json.loads(line[5:]) if line.startswith("data:") else {}
+                if message.get("msg") == "process_completed":
+                    assert message.get("success"), message
+                    return list(message["output"]["data"])
+        raise AssertionError(f"no result of {name}")
+
+    event("open_site", [values[i] for i in events["open_site"]["inputs"]], f"?env={env_id}&panel=play")
+    out = event("do_reset", [None, "", "", None])  # (its env comes from the page the session opened)
+    notices = [o for o in out if isinstance(o, str) and "oe-msg" in o]
+    assert notices, out
+    return notices[0]
+
+
+async def test_a_visitor_starting_again_waits_for_the_place_as_long_as_the_setting_says(
+    settings: HubSettings, clean_factory: sessionmaker[Session]
+) -> None:
+    """Issue 47 (item 10): a server of one session that frees a closed one's place half a second
+    later. A visitor who starts again at once waits for it up to `play_release_grace_s`: with 0,
+    they are told the env is full; with the default, they play."""
+    from openenv.errors import CapacityReachedError
+    from tests.hub.test_capacity_ramp import _one_session_server
+
+    with serve_app(_one_session_server(sessions=1, release_s=0.5)) as url:
+        owner, name = live_space(clean_factory, url, "passed").split("/")
+        for grace in (0.0, 3.0):  # (3 s: the default)
+            play = PlayManager(settings.model_copy(update={"play_release_grace_s": grace}), clean_factory)
+            try:
+                first = await play.open("tab-1", "v", owner, name)
+                await first.reset()
+                await play.close("tab-1")
+                again = await play.open("tab-2", "v", owner, name)
+                if grace:
+                    assert "observation" in await again.reset()
+                else:
+                    with pytest.raises(CapacityReachedError):
+                        await again.reset()
+            finally:
+                await play.aclose()
+            await asyncio.sleep(1.0)  # the place of the last session is free again
 
 
 # -- replies from env servers are read within a cap -------------------------------------------
