@@ -389,7 +389,9 @@ async def _smoke(
         await _show_server_log(provider, log)
         log_shown = True
         trust = await run_checks(
-            TrustContext(settings, url, provider, action_schema, declared, built.image_ref, dict(figures), log)
+            TrustContext(
+                settings, url, provider, action_schema, declared, built.image_ref, dict(figures), log, episode.path
+            )
         )
         rfc008 = (
             await _rfc008_all(

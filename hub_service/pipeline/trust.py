@@ -52,16 +52,26 @@ class TrustContext:
     image_ref: str | None
     figures: dict[str, float]  # cold_start_s, step_p50_ms, step_p95_ms of the smoke run
     log: Callable[[str], None]
+    # The way in the smoke episode found decides (openenv/validation/paths.py): "mcp-session" for an
+    # MCP env whose users' client takes its MCP session path, else "plain" (the /ws session).
+    path: str = "plain"
 
 
 # -- sessions (these helpers are shared with trust_reward) ----------------------------------------
 
 
-def session_client(ctx: TrustContext) -> Any:
+def session_client(ctx: TrustContext, *, plain: bool = False) -> Any:
+    """A client of one session of the server, on the path the smoke episode took (`ctx.path`): the
+    checks then see the env as its users' client does, and an MCP env's plain path that hangs does
+    not read as a leak or as no answer. `plain`: the /ws session whatever the path (the protocol's
+    extensions, such as fork, live there only)."""
     from openenv import GenericEnvClient
+    from openenv.validation.mcp_session import McpSessionClient
+    from openenv.validation.paths import MCP_SESSION_PATH
 
     s = ctx.settings
-    return GenericEnvClient(
+    kind = McpSessionClient if ctx.path == MCP_SESSION_PATH and not plain else GenericEnvClient
+    return kind(
         ctx.url,
         message_timeout_s=s.step_timeout_s,
         connect_timeout_s=s.step_timeout_s,
@@ -308,7 +318,12 @@ async def _per_session(
     k = min(s.capacity_memory_sessions, server_max or s.capacity_memory_sessions)
     clients = [session_client(ctx) for _ in range(k)]
     try:
-        await asyncio.gather(*(c.connect() for c in clients))
+        # Every connect ends before any is closed: a session made after its neighbour failed would
+        # otherwise be left open, holding the server's place (an MCP session lives until closed).
+        opened = await asyncio.gather(*(c.connect() for c in clients), return_exceptions=True)
+        failed = next((r for r in opened if isinstance(r, BaseException)), None)
+        if failed is not None:
+            raise failed
         await trust_memory.wait_sessions(ctx.url, lambda n: n >= k)
         idle = await memory()
         actions = random_actions(ctx, s.capacity_steps)

@@ -33,7 +33,7 @@ PREFIX_STEPS = 4  # random actions played before the snapshot (fewer when the ep
 
 
 async def fork_check(ctx: TrustContext) -> dict[str, Any]:
-    client = session_client(ctx)
+    client = session_client(ctx, plain=True)  # fork is a /ws extension
     try:
         await client.connect()
         if "fork" not in client.server_extensions:

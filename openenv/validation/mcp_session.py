@@ -100,6 +100,11 @@ class McpSessionClient:
             self._session_id = session_id
         return self._session_id
 
+    async def connect(self) -> None:
+        """Make the session and attach its WebSocket now (as `EnvClient.connect`)."""
+        ws = await self._attached()
+        await ws.connect()
+
     async def reset(self, **options: Any) -> StepResult[Any]:
         """Reset the session's env over the WebSocket attached to it (made first when needed)."""
         ws = await self._attached()

@@ -12,6 +12,7 @@ noted, not counted (openenv/validation/paths.py). The image's first layers are t
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
@@ -90,3 +91,8 @@ def test_upstreams_echo_env_passes_by_the_mcp_session_path(echo_hub: UpstreamHub
     checks = {c["id"]: c for c in (version.validation or {})["checks"]}
     assert checks["runtime.step"]["status"] == "pass" and checks["runtime.step"]["details"]["path"] == "mcp-session"
     assert version.smoke_status == "passed" and version.step_p50_ms and version.step_p50_ms < 1000
+    # The trust checks take the path that decided: the plain path's hang reads neither as a leak nor
+    # as no answer (they played the plain /ws session before, and found the hung session's place held).
+    assert version.determinism["verdict"] == "deterministic", version.determinism
+    assert version.capacity["sessions_held"] >= 1 and "leak" not in str(version.capacity), json.dumps(version.capacity)
+    assert version.reward_check["verdict"] != "unchecked", version.reward_check

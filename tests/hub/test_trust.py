@@ -146,7 +146,10 @@ def test_bundled_env_is_deterministic_under_seed(name: str, tmp_path: Path) -> N
     assert result["steps"] >= 1
     if name == "coding_env":  # the wall-clock time of each run is declared as varying, and left out
         assert result["ignored_fields"] == ["observation.duration_s"]
-    assert out.reward_check["verdict"] == "ok", out.reward_check["flags"]  # no bundled env rewards an empty answer
+    # No bundled env rewards an empty answer; Atari's random baseline (legal moves, episodes cut at
+    # 50 steps) never scores a point in Pong, so what it saw says nothing either way.
+    reward = out.reward_check
+    assert reward["flags"] == [] and reward["verdict"] == ("inconclusive" if name == "atari_env" else "ok"), reward
     assert out.capacity["flags"] == []  # and none leaks sessions
 
 
