@@ -190,7 +190,8 @@ def grant(settings: HubSettings, declared: Any) -> tuple[dict[str, Any], list[st
         cap_mb, cap_cpu = _bytes(settings.smoke_memory) >> 20, settings.smoke_cpus
         memory_mb, cpus = min(resources.memory_mb, cap_mb), min(resources.cpu, cap_cpu)
         options = {"mem_limit": f"{memory_mb}m", "memswap_limit": f"{memory_mb}m", "nano_cpus": int(cpus * 1e9)}
-        options.update(_process_limits(settings, memory_mb))  # under gVisor the process cap follows the memory
+        if settings.sandbox_runtime == GVISOR:  # there the process cap follows the memory (runc's does not)
+            options.update(_process_limits(settings, memory_mb))
         capped = " (capped by the Hub's limits)" if (memory_mb, cpus) != (resources.memory_mb, resources.cpu) else ""
         notes.append(
             f"declared resources: {resources.cpu:g} cpu, {resources.memory_mb} MB; granted {cpus:g} cpu, {memory_mb} MB{capped}"
