@@ -62,15 +62,7 @@ class ToolsMixin:
                 code="UNEXPECTED_FRAME",
                 url=self.base_url,
             )
-        tools = [
-            Tool(
-                name=str(t.get("name", "")),
-                description=t.get("description") or "",
-                input_schema=t.get("inputSchema", t.get("input_schema")) or {},
-            )
-            for t in raw
-            if isinstance(t, dict)
-        ]
+        tools = Tool.listed(raw)
         self._tools_cache = tools
         return list(tools)
 

@@ -40,6 +40,20 @@ class Tool(BaseModel):
     description: str = Field(default="", description="What the tool does, for the agent.")
     input_schema: dict[str, Any] = Field(default_factory=dict, description="JSON Schema of the tool's arguments.")
 
+    @classmethod
+    def listed(cls, raw: list[Any]) -> list[Tool]:
+        """The tools of a `tools/list` result's `tools` list (MCP's `inputSchema` or the snake_case
+        spelling; entries that are not objects left out)."""
+        return [
+            cls(
+                name=str(t.get("name", "")),
+                description=t.get("description") or "",
+                input_schema=t.get("inputSchema", t.get("input_schema")) or {},
+            )
+            for t in raw
+            if isinstance(t, dict)
+        ]
+
 
 class ToolErrorType(enum.StrEnum):
     """Why a tool call failed (upstream's five categories)."""

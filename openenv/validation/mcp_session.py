@@ -128,15 +128,7 @@ class McpSessionClient:
         raw = reply.get("tools") if isinstance(reply, dict) else None
         if not isinstance(raw, list):
             raise self._error(f"tools/list answered without a tools list: {_short(reply)}", "UNEXPECTED_REPLY")
-        self._tools = [
-            Tool(
-                name=str(t.get("name", "")),
-                description=t.get("description") or "",
-                input_schema=t.get("inputSchema", t.get("input_schema")) or {},
-            )
-            for t in raw
-            if isinstance(t, dict)
-        ]
+        self._tools = Tool.listed(raw)
         return list(self._tools)
 
     async def step(self, action: dict[str, Any]) -> StepResult[dict[str, Any]]:
