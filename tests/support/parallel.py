@@ -43,6 +43,7 @@ _FIRST: tuple[str, ...] = (
     "tests/e2e/test_main_command.py",
     "tests/hub/test_registry_publish.py",
     "tests/hub/test_catalog_shards.py",
+    "tests/validation/test_rfc008_runtime_agreement.py",
     "ray",
     "tests/hub/test_faults.py",
     "tests/hub/test_infrastructure.py",

@@ -19,53 +19,12 @@ import yaml
 
 from openenv.validation.rfc008 import Level, load_policy, validate_package
 from tests.support.servers import ROOT
+from tests.support.upstream_validate import upstream_package, upstream_validate
 
 pytestmark = [pytest.mark.interop]
 
 ENVS = sorted(p for p in (ROOT / "envs").iterdir() if (p / "openenv.yaml").is_file())
 SHAPES = sorted(p for p in (ROOT / "tests" / "fixtures" / "upstream").iterdir() if (p / "openenv.yaml").is_file())
-
-
-def _upstream_package(python: str) -> Path:
-    out = subprocess.run(
-        [python, "-c", "import openenv.validation as v, os; print(os.path.dirname(v.__file__))"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=os.environ.get("TMPDIR", "/tmp"),  # never this checkout, whose `openenv` would shadow theirs
-    )
-    assert out.returncode == 0, out.stderr
-    return Path(out.stdout.strip())
-
-
-# Upstream's CLI, run in its own venv once for many invocations (its import alone takes seconds).
-_UPSTREAM_CLI = """
-import json, sys
-from typer.testing import CliRunner
-from openenv.cli.__main__ import app
-for line in sys.stdin:
-    args = json.loads(line)
-    result = CliRunner().invoke(app, ["validate", *args])
-    text = result.stdout
-    try:
-        report = json.loads(text[text.index("{"):]) if "{" in text else None
-    except ValueError:
-        report = None
-    print(json.dumps({"args": args, "exit_code": result.exit_code, "report": report}), flush=True)
-"""
-
-
-def _upstream(python: str, invocations: list[list[str]]) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [python, "-c", _UPSTREAM_CLI],
-        input="\n".join(json.dumps(a) for a in invocations),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=os.environ.get("TMPDIR", "/tmp"),
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def _ours(*args: str) -> subprocess.CompletedProcess[str]:
@@ -77,7 +36,7 @@ def _ours(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_policies_are_upstreams_check_for_check(upstream010_python: str) -> None:
     """46 check ids, each with upstream's level, lane and severity, in both policy versions, and the
     bounds on what a manifest may declare."""
-    folder = _upstream_package(upstream010_python) / "policies"
+    folder = upstream_package(upstream010_python) / "policies"
     for version in ("v1", "v2"):
         theirs = json.loads((folder / f"severity-{version}.json").read_text())
         mine = load_policy(version)
@@ -150,7 +109,9 @@ def test_static_verdicts_agree_with_upstreams_validator(upstream010_python: str,
     check upstream implements there, the same status (our other static checks may fail a folder
     upstream passes: it does not run them); the source digest is the same."""
     cases = [*ENVS, *SHAPES, *_fixture_cases(tmp_path)]
-    upstream = _upstream(upstream010_python, [[str(c), "--level", "static", "--json", "--policy", "v2"] for c in cases])
+    upstream = upstream_validate(
+        upstream010_python, [[str(c), "--level", "static", "--json", "--policy", "v2"] for c in cases]
+    )
     disagreements = []
     for folder, theirs in zip(cases, upstream, strict=True):
         report, _ = validate_package(folder, import_app=False)
@@ -175,7 +136,7 @@ def test_static_verdicts_agree_with_upstreams_validator(upstream010_python: str,
 def test_the_bundled_envs_pass_every_static_check_upstream_has(upstream010_python: str) -> None:
     """Upstream's validator passes the seven bundled envs at the static level (their `validation:`
     blocks are complete); so does ours, with every static check of the local lane."""
-    upstream = _upstream(upstream010_python, [[str(e), "--level", "static", "--json"] for e in ENVS])
+    upstream = upstream_validate(upstream010_python, [[str(e), "--level", "static", "--json"] for e in ENVS])
     assert [(u["exit_code"], u["report"]["verdict"]) for u in upstream] == [(0, "pass")] * len(ENVS)
     for env in ENVS:
         report, _ = validate_package(env, import_app=False)
@@ -189,7 +150,7 @@ def test_reports_follow_upstreams_report_schema(upstream010_python: str, tmp_pat
     """`openenv validate --json` prints a ValidationReportV2 that upstream's own
     report-v2.schema.json accepts: a passing env up to the semantic level, a failing folder, and
     a manifest that does not parse."""
-    schema = json.loads((_upstream_package(upstream010_python) / "schemas" / "report-v2.schema.json").read_text())
+    schema = json.loads((upstream_package(upstream010_python) / "schemas" / "report-v2.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     broken = tmp_path / "broken_env"
     shutil.copytree(ROOT / "envs" / "echo_env", broken, ignore=shutil.ignore_patterns("__pycache__"))
@@ -231,7 +192,7 @@ def test_bad_input_gets_upstreams_exit_codes_and_a_message(upstream010_python: s
         [str(empty)],
         [str(tmp_path / "no_such_folder")],
     ]
-    theirs = [u["exit_code"] for u in _upstream(upstream010_python, [[*c, "--skip-build"] for c in cases])]
+    theirs = [u["exit_code"] for u in upstream_validate(upstream010_python, [[*c, "--skip-build"] for c in cases])]
     ours = [_ours(*c) for c in cases]
     assert [o.returncode for o in ours] == theirs == [3, 3, 3, 2, 2]
     for o in ours:

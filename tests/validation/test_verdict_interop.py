@@ -9,9 +9,6 @@ raises inside every step is the case only an episode shows, and the test pins th
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +18,7 @@ from openenv.errors import CapacityReachedError
 from openenv.validation import validate_url
 from openenv.validation.episode import reset_when_free
 from tests.support.servers import ROOT, ProcessServer, free_port
+from tests.support.upstream_validate import upstream_validate
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -52,34 +50,12 @@ def servers(upstream010_python: str) -> Iterator[dict[str, str]]:
             server.stop()
 
 
-# Upstream's CLI command, invoked in its own venv once for all URLs (its import alone takes seconds).
-_UPSTREAM_CLI = """
-import json, sys
-from typer.testing import CliRunner
-from openenv.cli.__main__ import app
-for url in sys.argv[1:]:
-    result = CliRunner().invoke(app, ["validate", "--url", url, "--json", "--timeout", "10"])
-    text = result.stdout
-    report = json.loads(text[text.index("{"):]) if "{" in text else None
-    print(json.dumps({"url": url, "exit_code": result.exit_code, "report": report}))
-"""
-
-
 def _upstream_verdicts(python: str, urls: list[str]) -> dict[str, tuple[bool, dict[str, object]]]:
-    out = subprocess.run(
-        [python, "-c", _UPSTREAM_CLI, *urls],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=os.environ.get("TMPDIR", "/tmp"),  # never this checkout, whose `openenv` package would shadow theirs
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
     verdicts = {}
-    for line in out.stdout.splitlines():
-        row = json.loads(line)
+    for row in upstream_validate(python, [["--url", url, "--json", "--timeout", "10"] for url in urls], timeout_s=300):
         report = row["report"] or {}
         assert (row["exit_code"] == 0) == bool(report.get("passed")), row  # the exit code says what the report says
-        verdicts[row["url"]] = (row["exit_code"] == 0, report)
+        verdicts[row["args"][1]] = (row["exit_code"] == 0, report)
     return verdicts
 
 
