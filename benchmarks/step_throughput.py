@@ -2,9 +2,12 @@
 
     python benchmarks/step_throughput.py [--seconds 3] [--rounds 3] [--output PATH | --no-save] [--json]
 
-Four stacks, each at 1 and 16 concurrent sessions, interleaved round by round so that machine
+Five stacks, each at 1, 16 and 256 concurrent sessions, interleaved round by round so that machine
 noise hits them alike (the median round is reported):
 
+- limit:    the same JSON echo over raw WebSocket frames, no framework at all: a picows server on
+            one event loop (`_raw_app.py`), driven by the same raw picows client. What one Python
+            process does with these frames on this machine.
 - ceiling:  a bare Starlette WebSocket JSON echo on uvicorn (httptools, sans-I/O websockets, no
             compression) driven by a raw picows client: no validation, no env.
 - upstream: openenv-core 0.3.0's create_app + its own EnvClient (run in its own venv), served by
@@ -69,6 +72,12 @@ def drive(python: str, kind: str, url: str, sessions: int, seconds: float) -> di
 def stacks(upstream_python: str) -> dict[str, dict[str, Any]]:
     ours = sys.executable
     return {
+        "limit": {
+            "server": [ours, "_raw_app.py"],
+            "cwd": HERE,
+            "client": (ours, "picows"),
+            "env": {},
+        },
         "ceiling": {
             "server": [
                 ours,
@@ -187,7 +196,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per run (after 1 s warm-up)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
-    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 256])
     parser.add_argument("--idle", type=int, default=1000, help="idle sessions for the memory check (0 skips)")
     add_upstream_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the results document")
@@ -199,13 +208,14 @@ def main() -> None:
     summary = measure_throughput(args.upstream_python, args.seconds, args.rounds, args.sessions, loops)
     ratios = {}
     for n in args.sessions:
-        ours, up, equal, ceil = (
-            summary[k][n]["steps_per_s"] for k in ("ours", "upstream", "upstream_equal", "ceiling")
+        ours, up, equal, ceil, limit = (
+            summary[k][n]["steps_per_s"] for k in ("ours", "upstream", "upstream_equal", "ceiling", "limit")
         )
         ratios[n] = {
             "ours_vs_upstream": round(ours / up, 2),
             "ours_vs_upstream_equal": round(ours / equal, 2),
             "ours_vs_ceiling": round(ours / ceil, 2),
+            "ours_vs_limit": round(ours / limit, 2),
         }
     idle = measure_idle_sessions(args.idle) if args.idle else None
     if idle:
@@ -222,14 +232,14 @@ def main() -> None:
         f"\nstep throughput ({os.cpu_count()} cores, median of {args.rounds} rounds, {args.seconds:g} s each, all on {_eventloop.LOOP})"
     )
     print(f"{'stack':10s} {'sessions':>8s} {'steps/s':>10s} {'p50 µs':>9s} {'p99 µs':>9s}")
-    for name in ("ceiling", "upstream", "upstream_equal", "ours"):
+    for name in ("limit", "ceiling", "upstream", "upstream_equal", "ours"):
         for n in args.sessions:
             r = summary[name][n]
             print(f"{name:10s} {n:8d} {r['steps_per_s']:10d} {r['p50_us']:9.1f} {r['p99_us']:9.1f}")
     for n, r in ratios.items():
         print(
             f"{n:3d} sessions: ours = {r['ours_vs_upstream']:.2f}x upstream ({r['ours_vs_upstream_equal']:.2f}x on "
-            f"equal transport), {r['ours_vs_ceiling']:.0%} of the ceiling"
+            f"equal transport), {r['ours_vs_ceiling']:.0%} of the ceiling, {r['ours_vs_limit']:.0%} of the limit"
         )
     if idle:
         print(

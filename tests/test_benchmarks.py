@@ -58,11 +58,16 @@ def test_step_throughput_benchmark_runs(upstream_python: str, tmp_path: Path) ->
         tmp_path=tmp_path,
     )
     report = doc["results"]
-    for stack in ("ceiling", "upstream", "upstream_equal", "ours"):
+    for stack in ("limit", "ceiling", "upstream", "upstream_equal", "ours"):
         for n in ("1", "4"):
             assert report["throughput"][stack][n]["steps_per_s"] > 0
         assert doc["machine"]["event_loops"][stack] == {"client": "uvloop", "server": "uvloop"}
-    assert set(report["ratios"]["4"]) == {"ours_vs_upstream", "ours_vs_upstream_equal", "ours_vs_ceiling"}
+    assert set(report["ratios"]["4"]) == {
+        "ours_vs_upstream",
+        "ours_vs_upstream_equal",
+        "ours_vs_ceiling",
+        "ours_vs_limit",
+    }
     # The contest with equal transports is named in the file: upstream's server on our settings.
     assert "--http h11" in report["stacks"]["upstream"]["server"]
     assert "--ws-per-message-deflate false" in report["stacks"]["upstream_equal"]["server"]
