@@ -113,6 +113,16 @@ class HubSettings(BaseSettings):
         gt=0,
         description="hub.time_to_first_work (RFC 008): the most a revision's cold start may take, from its container's start to its first reset's reply.",
     )
+    rfc008_gate: Literal["off", "declared", "all"] = Field(
+        default="declared",
+        description=(
+            "Whether RFC 008's verdict decides a revision's: a check of severity `fail` that fails fails the revision "
+            "(at the validate stage for the static level, at the smoke stage for the rest). `declared`: for envs whose "
+            "openenv.yaml has a `validation:` block (they opted in to RFC 008); `all`: every env (one without the "
+            "block fails static.manifest); `off`: the report is kept beside the Hub's verdict and decides nothing. "
+            "An `error` (the check could not judge) and a `skip` never fail a revision."
+        ),
+    )
     statistical_episodes: int = Field(
         default=16,
         ge=0,

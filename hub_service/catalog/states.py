@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["BuilderKind", "EnvStatus", "SourceKind", "VersionState", "check_values"]
+__all__ = ["RFC008_FAILURE", "BuilderKind", "EnvStatus", "SourceKind", "VersionState", "check_values"]
 
 
 class VersionState(StrEnum):
@@ -18,6 +18,10 @@ class VersionState(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+# How a failure reason begins when RFC 008's report failed the revision (the setting rfc008_gate).
+RFC008_FAILURE = "RFC 008: "
 
 
 class EnvStatus(StrEnum):

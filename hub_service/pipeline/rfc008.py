@@ -4,8 +4,9 @@ them, and the hub lane's, which only a hub can run (RFC 008 leaves that lane to 
 The validate stage writes the static level; the smoke stage writes the whole report once the
 revision's container answers: the runtime and semantic levels are checked against it (the
 declared plans replayed there), and the hub lane adds what the Hub measured. A hub-lane check
-the Hub does not run yet says so (`skip`), never `pass`. The Hub's own verdict (its stages) is
-not decided by this report yet: the report is kept beside it, for the API, the bot and the site.
+the Hub does not run yet says so (`skip`), never `pass`. The report decides the revision's fate
+as the setting `rfc008_gate` says (`gate_failure`): by default, for an env that declares a
+`validation:` block, a failed check of severity `fail` fails the stage that ran it.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from hub_service.catalog.states import RFC008_FAILURE
 from hub_service.pipeline.rfc008_container import ContainerMeasures
 from hub_service.settings import HubSettings
 from openenv.validation.report import Report
 from openenv.validation.rfc008 import Level, ResultV2, ValidationReportV2, load_policy, validate_package
+from openenv.validation.rfc008.policy import POLICY_VERSIONS
 from openenv.validation.rfc008.runtime import RuntimeSubject
 
-__all__ = ["build_results", "hub_report", "static_report", "with_hub_results"]
+__all__ = ["build_results", "gate_failure", "hub_report", "static_report", "with_hub_results"]
 
 _NOT_YET = "not run by this Hub yet"
 # Decided by the publish stage (hub_service/pipeline/publish.py), after the report is first kept.
@@ -101,6 +104,46 @@ def with_hub_results(report: dict[str, Any], results: list[ResultV2]) -> dict[st
     policy = load_policy(kept.policy_version)
     verdict = policy.verdict(((r.check_id, r.status) for r in merged), "hub")
     return kept.model_copy(update={"results": merged, "verdict": verdict}).model_dump(mode="json")
+
+
+def gate_failure(report: dict[str, Any] | None, folder: Path, gate: str) -> str | None:
+    """Why the RFC 008 `report` fails the revision under the setting `rfc008_gate` (`gate`), or None.
+
+    Each result `fail` of a check whose severity is `fail` counts, named by its id and first
+    evidence. An `error` does not: it says the check could not judge, which may be the Hub's
+    trouble, never evidence against the env. Under `declared`, only an env whose openenv.yaml
+    has a `validation:` block is held to its report.
+    """
+    if gate == "off" or not report:
+        return None
+    if gate == "declared" and not _declares_block(folder):
+        return None
+    if report.get("policy_version") not in POLICY_VERSIONS:  # a report kept by an older Hub: it decides nothing
+        return None
+    policy = load_policy(str(report["policy_version"]))
+    failed = [
+        r
+        for r in report.get("results") or []
+        if r.get("status") == "fail"
+        and (e := policy.entries.get(str(r.get("check_id")))) is not None
+        and e.severity == "fail"
+    ]
+    if not failed:
+        return None
+    named = "; ".join(f"{r['check_id']}: {(r.get('evidence') or ['failed'])[0]}"[:300] for r in failed[:5])
+    more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+    checks = "check" if len(failed) == 1 else "checks"
+    return f"{RFC008_FAILURE}{len(failed)} {checks} of severity fail failed: {named}{more}"
+
+
+def _declares_block(folder: Path) -> bool:
+    from openenv._yaml import load_limited
+
+    try:
+        data = load_limited((folder / "openenv.yaml").read_text(encoding="utf-8", errors="replace"))
+    except Exception:  # no readable manifest: nothing is declared
+        return False
+    return isinstance(data, dict) and "validation" in data
 
 
 def build_results(built: Any) -> list[ResultV2]:

@@ -97,6 +97,22 @@ def _wilson_low(hits: int, n: int) -> float:
     return (p + z2 / (2 * n) - _Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))) / (1 + z2 / n)
 
 
+def _wilson_high(hits: int, n: int) -> float:
+    """The 95% Wilson interval's upper end for a proportion of `hits` in `n`."""
+    p, z2 = hits / n, _Z * _Z
+    return (p + z2 / (2 * n) + _Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))) / (1 + z2 / n)
+
+
+def _decided(good: bool, bad: bool) -> str:
+    """A check's status from its intervals: `pass` when they show the property holds, `fail` when
+    they show it does not, and `skip` when they cannot tell (too few episodes for the spread the
+    env's rewards have: the Hub's budget, never evidence against the env)."""
+    return "pass" if good else "fail" if bad else "skip"
+
+
+_UNDECIDED = "the intervals cannot tell yet: more episodes (statistical_episodes) would narrow them"
+
+
 def _variance_high(variance: float, n: int) -> float:
     """The one-sided 95% upper bound of a normal sample's variance (chi-square, Wilson-Hilferty)."""
     df = n - 1
@@ -287,18 +303,20 @@ class _Grader:
         hits = sum(1 for r in replays if r is not None and r >= top)
         every = [r for p in self.run.plays.values() for r in p if r is not None]
         outside = sorted({r for r in every if r < self.low or r > self.high})
-        low = _wilson_low(hits, len(replays))
-        good = low >= 0.5 and not outside
+        low, high = _wilson_low(hits, len(replays)), _wilson_high(hits, len(replays))
+        status = _decided(low >= 0.5 and not outside, bool(outside) or high < 0.5)
         evidence = [
             f"the oracle reached {top:g} (the range's top less its tolerance) in {hits} of {len(replays)} replays "
-            f"(95% lower bound {low:.2f}; at least 0.5 needed)",
+            f"(95% interval {low:.2f} to {high:.2f}; at least 0.5 needed)",
             f"{len(outside)} distinct rewards of {len(every)} episodes fell outside [{self.low:g}, {self.high:g}]"
             + (f": {outside[:5]}" if outside else ""),
+            *([_UNDECIDED] if status == "skip" else []),
         ]
         fix = "the top reward must be reached reliably, and no reward may leave the declared range"
         return _r(
-            cid, "pass" if good else "fail", evidence, None if good else fix,
-            reached=hits, replays=len(replays), reach_ci95_low=round(low, 4), outside=outside[:20],
+            cid, status, evidence, None if status == "pass" else fix,
+            reached=hits, replays=len(replays), reach_ci95_low=round(low, 4), reach_ci95_high=round(high, 4),
+            outside=outside[:20],
         )  # fmt: skip
 
     def difficulty_separation(self) -> ResultV2:
@@ -316,17 +334,32 @@ class _Grader:
         if early is not None:
             return early
         named = list(zip(self.run.tiers, ests, strict=True))
-        problems = [
-            f"tier {a} ({ea.shown()}) is not clearly easier than tier {b} ({eb.shown()})"
-            for (a, ea), (b, eb) in itertools.pairwise(named)
-            if not ea.low > eb.high
+        pairs = list(itertools.pairwise(named))
+        # not easier, shown: the easier tier's whole interval at or below the harder one's
+        wrong = [
+            f"tier {a} ({ea.shown()}) is not easier than tier {b} ({eb.shown()})"
+            for (a, ea), (b, eb) in pairs
+            if ea.high <= eb.low
         ]
+        unclear = [
+            f"tier {a} ({ea.shown()}) and tier {b} ({eb.shown()}) overlap"
+            for (a, ea), (b, eb) in pairs
+            if not ea.low > eb.high and not ea.high <= eb.low
+        ]
+        status = _decided(not wrong and not unclear, bool(wrong))
         shown = [f"tier {t}: random policy {e.shown()}" for t, e in zip(self.run.tiers, ests, strict=True)]
+        evidence = {
+            "pass": [*shown, "each tier's interval lies above the next one's"],
+            "fail": wrong + shown,
+            "skip": [*unclear, *shown, _UNDECIDED],
+        }[status]
         return _r(
             cid,
-            "fail" if problems else "pass",
-            problems + shown if problems else [*shown, "each tier's interval lies above the next one's"],
-            "make each tier harder than the one before, or declare the tiers in their real order" if problems else None,
+            status,
+            evidence,
+            None
+            if status == "pass"
+            else "make each tier harder than the one before, or declare the tiers in their real order",
             tiers={t: e.figures() for t, e in zip(self.run.tiers, ests, strict=True)},
         )
 
@@ -337,15 +370,18 @@ class _Grader:
             return early
         rand = ests[0]
         room = self.high - _HEADROOM * (self.high - self.low)
-        good = rand.high < room
+        status = _decided(rand.high < room, rand.low >= room)
         return _r(
             cid,
-            "pass" if good else "fail",
+            status,
             [
                 f"the random policy scores {rand.shown()}; room to learn needs its interval below {room:g} "
-                f"(a tenth of the range below its top)"
+                f"(a tenth of the range below its top)",
+                *([_UNDECIDED] if status == "skip" else []),
             ],
-            None if good else "random play already earns near the top: make the task harder, or the reward sparser",
+            None
+            if status == "pass"
+            else "random play already earns near the top: make the task harder, or the reward sparser",
             random=rand.figures(),
             ceiling=room,
         )
@@ -384,17 +420,24 @@ class _Grader:
         rand = ests[0]
         oracle = self.run.rewards("oracle")
         distinct = len(set(rand.values))
-        beaten = bool(oracle) and rand.high < statistics.fmean(oracle)
-        good = distinct > 1 and beaten
+        target = statistics.fmean(oracle) if oracle else None
+        # no signal, shown: one reward for every random episode, or random play that matches the oracle
+        status = _decided(
+            distinct > 1 and target is not None and rand.high < target,
+            distinct == 1 or (target is not None and rand.low >= target),
+        )
         evidence = [
             f"the random policy's {rand.n} rewards take {distinct} distinct values, mean {rand.shown()}",
-            f"the oracle earns {statistics.fmean(oracle):.4g}" if oracle else self._no_oracle(),
+            f"the oracle earns {target:.4g}" if target is not None else self._no_oracle(),
+            *([_UNDECIDED] if status == "skip" and target is not None else []),
         ]
         return _r(
             cid,
-            "pass" if good else "fail",
+            status,
             evidence,
-            None if good else "a learner starting from random play needs rewards that vary, below what good play earns",
+            None
+            if status == "pass"
+            else "a learner starting from random play needs rewards that vary, below what good play earns",
             random=rand.figures(),
             distinct_rewards=distinct,
         )
@@ -416,15 +459,18 @@ class _Grader:
             return early
         floor = self.low + self.margin
         named = list(zip(bad, ests, strict=True))
-        over = [f"{n}: {e.shown()}" for n, e in named if e.high > floor]
+        over = [f"{n}: {e.shown()}" for n, e in named if e.low > floor]  # above the floor, shown
+        unclear = [f"{n}: {e.shown()}" for n, e in named if e.high > floor >= e.low]
+        status = _decided(not over and not unclear, bool(over))
         return _r(
             cid,
-            "fail" if over else "pass",
+            status,
             [
                 f"the floor is {floor:g} (the range's bottom plus floor_margin)",
-                *(over or [f"{n}: {e.shown()}" for n, e in named]),
+                *(over or unclear or [f"{n}: {e.shown()}" for n, e in named]),
+                *([_UNDECIDED] if status == "skip" else []),
             ],
-            "bad play is rewarded above the floor: check the reward function" if over else None,
+            None if status == "pass" else "bad play is rewarded above the floor: check the reward function",
             floor=floor,
             policies={n: e.figures() for n, e in named},
         )

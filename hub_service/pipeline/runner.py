@@ -88,7 +88,9 @@ class JobRunner:
             validated = self._stage(
                 claim,
                 StageName.VALIDATE,
-                lambda lg, ab: stages.validate(folder, f"{owner}/{name}", lg, run_code=trusted),
+                lambda lg, ab: self._gate_static(
+                    folder, stages.validate(folder, f"{owner}/{name}", lg, run_code=trusted)
+                ),
             )
             self._validated(claim, folder, validated)
             built = self._stage(
@@ -100,7 +102,9 @@ class JobRunner:
             smoke = self._stage(
                 claim,
                 StageName.SMOKE,
-                lambda lg, ab: stages.smoke(self.settings, built, folder, lg, ab, validated=validated),
+                lambda lg, ab: self._gate_smoke(
+                    folder, validated, stages.smoke(self.settings, built, folder, lg, ab, validated=validated)
+                ),
             )
             self._smoked(claim, validated.report, smoke)
             # registry push: hub_service/pipeline/publish.py (before the verdict; a registry in trouble: Transient)
@@ -170,21 +174,27 @@ class JobRunner:
         )
         self._event(claim, "built", f"built with {built.builder} in {built.seconds:.1f}s", image=built.image_ref)
 
+    # -- RFC 008's verdict, where the setting rfc008_gate lets it decide (hub_service/pipeline/rfc008.py) ----
+
+    def _gate_static(self, folder: Path, validated: stages.Validated) -> stages.Validated:
+        from hub_service.pipeline.rfc008 import gate_failure
+
+        why = gate_failure(validated.rfc008, folder, self.settings.rfc008_gate)
+        if why is not None:
+            raise stages.ValidationFailed(why, validated.report, validated.rfc008)
+        return validated
+
+    def _gate_smoke(self, folder: Path, validated: stages.Validated, smoke: stages.SmokeOutput) -> stages.SmokeOutput:
+        from hub_service.pipeline.rfc008 import gate_failure
+
+        why = gate_failure(smoke.rfc008, folder, self.settings.rfc008_gate)
+        if why is not None:  # what the stage measured is kept: the report says which checks failed
+            raise stages.ChecksFailed(why, _smoke_fields(validated.report, smoke))
+        return smoke
+
     def _smoked(self, claim: jobs.Claim, report: dict[str, Any], smoke: stages.SmokeOutput) -> None:
-        merged = _merge_reports(report, smoke.runtime_report)
-        self._update(
-            claim.version_id,
-            smoke_status="passed",
-            cold_start_s=smoke.cold_start_s,
-            step_p50_ms=smoke.step_p50_ms,
-            step_p95_ms=smoke.step_p95_ms,
-            capacity=smoke.capacity,
-            determinism=smoke.determinism,
-            reward_check=smoke.reward_check,
-            validation=merged,
-            validation_status=merged.get("status"),
-            **({"rfc008": smoke.rfc008} if smoke.rfc008 is not None else {}),
-        )
+        fields = _smoke_fields(report, smoke)
+        self._update(claim.version_id, smoke_status="passed", **fields)
         rejected = f", {smoke.rejected} of its actions rejected by the env" if smoke.rejected else ""
         self._event(
             claim,
@@ -238,6 +248,8 @@ class JobRunner:
                     },
                 ),
             )
+        except stages.ChecksFailed as exc:
+            status, failure = StageStatus.FAILED, _Failed(name, exc.reason, exc.kept)
         except stages.StageFailed as exc:
             status, failure = StageStatus.FAILED, _Failed(name, exc.reason)
         except Transient as exc:
@@ -429,6 +441,23 @@ class _Failed(Exception):
     def __init__(self, stage: str, reason: str, extra: dict[str, Any] | None = None) -> None:
         super().__init__(f"{stage}: {reason}")
         self.stage, self.reason, self.extra = stage, reason, extra
+
+
+def _smoke_fields(report: dict[str, Any], smoke: stages.SmokeOutput) -> dict[str, Any]:
+    """What the smoke stage measured of a revision, as its columns (the validate stage's report
+    with the runtime checks merged in)."""
+    merged = _merge_reports(report, smoke.runtime_report)
+    return {
+        "cold_start_s": smoke.cold_start_s,
+        "step_p50_ms": smoke.step_p50_ms,
+        "step_p95_ms": smoke.step_p95_ms,
+        "capacity": smoke.capacity,
+        "determinism": smoke.determinism,
+        "reward_check": smoke.reward_check,
+        "validation": merged,
+        "validation_status": merged.get("status"),
+        **({"rfc008": smoke.rfc008} if smoke.rfc008 is not None else {}),
+    }
 
 
 def _readme(folder: Path) -> str | None:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Abort", "StageFailed", "StageLog", "ValidationFailed", "plain"]
+__all__ = ["Abort", "ChecksFailed", "StageFailed", "StageLog", "ValidationFailed", "plain"]
 
 _MAX_LOG = 400_000  # characters kept per stage log (the first lines and the tail win)
 _MAX_LINE = 1_000  # characters kept per line: the 200 server lines a smoke log takes fit, with room to spare
@@ -39,6 +39,15 @@ class ValidationFailed(StageFailed):
         super().__init__(reason)
         self.report = report
         self.rfc008 = rfc008
+
+
+class ChecksFailed(StageFailed):
+    """The stage ran, and the RFC 008 checks it ran fail the revision (the setting `rfc008_gate`);
+    `kept` is what the stage measured, written to the revision all the same."""
+
+    def __init__(self, reason: str, kept: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.kept = kept
 
 
 class StageLog:

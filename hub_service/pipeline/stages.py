@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from hub_service.pipeline.builders import BuildOutput, choose_builder, docker_available, image_tag
-from hub_service.pipeline.stage_kit import Abort, StageFailed, StageLog, ValidationFailed, plain
+from hub_service.pipeline.stage_kit import Abort, ChecksFailed, StageFailed, StageLog, ValidationFailed, plain
 from hub_service.queue.errors import Transient
 from hub_service.settings import HubSettings
 
 __all__ = [
     "Abort",
     "BuildOutput",
+    "ChecksFailed",
     "SmokeOutput",
     "StageFailed",
     "StageLog",

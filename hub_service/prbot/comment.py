@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from hub_service.catalog.states import VersionState
+from hub_service.catalog.states import RFC008_FAILURE, VersionState
 
 __all__ = ["MARKER", "ReportView", "render"]
 
@@ -28,6 +28,8 @@ _STAGE_HELP = {
     "build": "The image does not build. Run `openenv build .` (or `docker build .`) locally and fix the first error of the build log.",
     "smoke": "The server did not survive the smoke test (start → reset → step → state). Run `openenv validate . --level semantic` to reproduce it locally.",
     "worker": "The check could not finish for reasons outside the Space. A maintainer can re-run it.",
+    "rfc008": "The Space declares a `validation:` block, and the RFC 008 checks below failed it. `openenv validate . "
+    "--level semantic --json` runs the local lane's checks; docs/validate.md says what each one needs.",
 }
 
 
@@ -124,7 +126,13 @@ def _mark(status: str | None, running: bool) -> str:
 
 def _stages(view: ReportView) -> list[str]:
     running = view.state in (VersionState.QUEUED, VersionState.RUNNING)
-    rows = [("validate", view.validation_status), ("build", view.build_status), ("smoke test", view.smoke_status)]
+    # RFC 008's report may fail the validate stage of a revision whose own checks passed (rfc008_gate)
+    gated = view.state == VersionState.FAILED and view.failure_stage == "validate"
+    rows = [
+        ("validate", "fail" if gated else view.validation_status),
+        ("build", view.build_status),
+        ("smoke test", view.smoke_status),
+    ]
     lines = ["| stage | result |", "|---|---|"]
     waiting = False
     for name, status in rows:
@@ -151,7 +159,11 @@ def _failures(view: ReportView) -> list[str]:
         lines.append(f"- **{_code(check.get('id'), 100)}**{_where(check)}: {_code(check.get('message'))}")
         if check.get("remediation"):
             lines.append(f"  - Fix: {_escape(check['remediation'])}")
-    if view.state == VersionState.FAILED and view.failure_stage not in (None, "validate"):
+    gated = view.state == VersionState.FAILED and (view.failure_reason or "").startswith(RFC008_FAILURE)
+    if gated:
+        lines.append(f"- **{_escape(view.failure_stage or '')}**: {_code(view.failure_reason)}")
+        lines.append(f"  - Fix: {_STAGE_HELP['rfc008']}")
+    elif view.state == VersionState.FAILED and view.failure_stage not in (None, "validate"):
         lines.append(f"- **{_escape(view.failure_stage or '')}**: {_code(view.failure_reason or 'no reason recorded')}")
         lines.append(f"  - Fix: {_STAGE_HELP.get(view.failure_stage or '', _STAGE_HELP['worker'])}")
     elif view.state == VersionState.FAILED and not lines:

@@ -47,7 +47,8 @@ def trap_app(flaw: str) -> Any:
 
     - `gameable`: every answer earns the top reward (1), at every level;
     - `noisy`: the same answer earns 2 and 0 by turns (outside the range, and never the same twice);
-    - `sound`: "solve" earns 1, anything else less than 0.5 (by its letters); level 2 pays a tenth.
+    - `sound`: "solve" earns 1, anything else less than 0.5 (by its letters); level 2 pays a tenth;
+    - `close`: as `sound`, but level 2 pays four fifths: the tiers differ by less than their spread.
     """
 
     class Trap(Environment[Say, Heard, State]):
@@ -71,6 +72,9 @@ def trap_app(flaw: str) -> Any:
                 with _TURNS_LOCK:
                     _TURNS[action.message] += 1
                     reward = 2.0 if _TURNS[action.message] % 2 else 0.0
+            elif flaw == "close":
+                scale = 1.0 if self._level == 1 else 0.8
+                reward = 1.0 if action.message == "solve" else sum(map(ord, action.message)) % 50 / 100 * scale
             else:
                 reward = 1.0 if action.message == "solve" else sum(map(ord, action.message)) % 50 / 100 / self._level**3
             return Heard(text=action.message, reward=reward, done=True)
@@ -159,7 +163,23 @@ def test_a_reward_any_answer_earns_fails_the_checks_about_gaming(tmp_path: Path)
     }
     floor = results["statistical.adversarial_floor"]
     assert floor["measured"]["policies"]["empty"]["mean"] == 1.0 and floor["remediation"]
-    assert "not clearly easier" in results["statistical.difficulty_separation"]["evidence"][0]
+    assert "is not easier than" in results["statistical.difficulty_separation"]["evidence"][0]
+
+
+def test_what_the_episodes_cannot_tell_says_skip_not_fail(tmp_path: Path) -> None:
+    """Two tiers whose random rewards differ by less than their spread: over 8 episodes their
+    intervals overlap, which shows the Hub played too few episodes to tell them apart, not that
+    the env is wrong. The check says skip, and what would decide it."""
+    folder = trap_folder(tmp_path / "trap", TIERS)
+    with serve_app(trap_app("close")) as url:
+        results = _statistical(folder, url)
+    separation = results["statistical.difficulty_separation"]
+    assert separation["status"] == "skip", separation
+    assert "overlap" in separation["evidence"][0] and "statistical_episodes" in separation["evidence"][-1]
+    one, two = (separation["measured"]["tiers"][t]["ci95"] for t in ("one", "two"))
+    assert one[0] <= two[1] and two[0] < one[1], (one, two)  # neither above the other
+    assert separation["remediation"]
+    assert _statuses(results)["headroom"] == "pass"  # random play is well below the top: decided
 
 
 def test_a_noisy_reward_fails_reachability_and_the_variance_bound(tmp_path: Path) -> None:

@@ -36,7 +36,10 @@ def _records(factory) -> dict[str, EnvRecord]:
 
 
 def test_each_flaw_is_flagged_and_echo_passes_every_check(clean_factory, hub_settings: HubSettings) -> None:
-    settings = hub_settings.model_copy(update={**TRUST_ON, "builder": "process"})
+    # The flawed envs' `validation:` blocks declare a reward range and nothing else, which RFC 008's
+    # static level fails: with its gate on (the default) they would stop at validate, before the trust
+    # checks this test is about (tests/hub/test_rfc008_gate.py is the gate's).
+    settings = hub_settings.model_copy(update={**TRUST_ON, "builder": "process", "rfc008_gate": "off"})
     names = ("echo_env", "ignores_seed", "empty_answer_max", "leaks_sessions", "coin_flip")
     index_source(clean_factory, LocalSource(make_envs(Path(settings.local_source), *names), trusted=True))
     assert Worker(settings, clean_factory).run_until_idle() == ["passed"] * len(names)  # no check fails a smoke test
