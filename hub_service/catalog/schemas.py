@@ -38,6 +38,13 @@ class EnvSummary(BaseModel):
             "twice and forked gave the same future), capacity (a capacity card exists)"
         ),
     )
+    checks_passed: list[str] = Field(
+        default=[],
+        description=(
+            "RFC 008 check ids the current revision passed, among those the Hub shows as badges (docs/hub-api.md, "
+            "Trust signals); the `check` filter takes any id"
+        ),
+    )
     deterministic: bool | None = Field(
         default=None,
         description=(

@@ -24,11 +24,13 @@ from hub_service.errors import Conflict, InvalidRequest, NotFound
 from hub_service.settings import HubSettings
 
 __all__ = [
+    "CHECK_BADGES",
     "SORTS",
     "ListQuery",
     "all_tags",
     "apply_verdict",
     "badges",
+    "checks_passed",
     "env_versions",
     "get_env",
     "get_version",
@@ -392,6 +394,46 @@ def reward_verdict(card: Any) -> str | None:
     return verdict if isinstance(verdict, str) else None
 
 
+# The RFC 008 checks shown as badges when the current revision passed them: (check id, label, what
+# it showed). Keyed by check id, as the report, the bot, the `check` filter and `openenv discover
+# --check` are; the labels are for people.
+CHECK_BADGES: tuple[tuple[str, str, str], ...] = (
+    (
+        "runtime.episode_determinism",
+        "replays alike",
+        "the declared plan, played twice from its seed, gave the same episode",
+    ),
+    (
+        "hub.cross_host_determinism",
+        "alike on two hosts",
+        "the same plan and seed gave the same episode on a second machine",
+    ),
+    (
+        "runtime.network_policy",
+        "network walled",
+        "the container reached nothing it was not granted, measured from inside it",
+    ),
+    (
+        "statistical.reward_reachability",
+        "top reward reachable",
+        "the oracle reached the declared top reliably, and no reward left the range",
+    ),
+    (
+        "statistical.adversarial_floor",
+        "bad play floored",
+        "deliberately bad play and the empty answer earned no more than the floor",
+    ),
+    ("hub.cosign_signature", "signed", "the published image carries the Hub's signature by its digest"),
+)
+_CHECK_TOKEN = re.compile(r"chk:(\S+):pass ")
+
+
+def checks_passed(env: EnvRecord) -> list[str]:
+    """The CHECK_BADGES ids the env's current revision passed, in CHECK_BADGES's order."""
+    passed = set(_CHECK_TOKEN.findall(env.manifest_text or ""))
+    return [cid for cid, _, _ in CHECK_BADGES if cid in passed]
+
+
 def badges(env: EnvRecord) -> list[str]:
     """The trust badges the env's current version earned: deterministic, reward_checked, forkable, capacity."""
     earned = []
@@ -423,6 +465,7 @@ def summary(env: EnvRecord) -> EnvSummary:
         cold_start_s=env.cold_start_s,
         step_p50_ms=env.step_p50_ms,
         badges=badges(env),
+        checks_passed=checks_passed(env),
         deterministic=env.deterministic,
         reward_checked=env.reward_checked,
         sessions_held=env.sessions_held,

@@ -62,7 +62,8 @@ def _sessions(held: int) -> str:
 
 
 def badge_row(summary: Any) -> str:
-    """Trust badges of an `EnvSummary` (catalog cards and the env page's header); empty if none."""
+    """Trust badges of an `EnvSummary` (catalog cards and the env page's header): the Hub's own trust
+    cards', then the RFC 008 checks passed (`data-check` is the check id); empty if none."""
     pills = []
     for key in summary.badges or []:
         if key == "capacity" and isinstance(summary.sessions_held, int):
@@ -78,6 +79,14 @@ def badge_row(summary: Any) -> str:
             f'<span class="oe-pill oe-ok oe-trust-badge" data-badge="{escape(key)}" title="{escape(title)}">'
             f"{escape(label)}</span>"
         )
+    labels = {cid: (label, title) for cid, label, title in catalog.CHECK_BADGES}
+    for cid in getattr(summary, "checks_passed", None) or []:
+        if cid in labels:
+            label, title = labels[cid]
+            pills.append(
+                f'<span class="oe-pill oe-ok oe-check-badge" data-check="{escape(cid)}" '
+                f'title="{escape(cid)}: {escape(title)}">{escape(label)}</span>'
+            )
     return f'<div class="oe-trust-badges">{"".join(pills)}</div>' if pills else ""
 
 

@@ -318,3 +318,47 @@ def test_the_catalog_filters_on_rfc008_check_ids(clean_factory, hub_settings: Hu
         assert 'data-env="user1/env_00001"' not in page.text
         refused = httpx.get(f"{api}/", params={"check": "nope"})
         assert refused.status_code == 400 and "not an RFC 008 check id" in refused.text
+
+
+def test_rfc008_badges_are_keyed_by_check_id(clean_factory, hub_settings: HubSettings) -> None:
+    """`checks_passed` lists the badge checks the current revision's RFC 008 report passed, in the
+    Hub's order; a skip or a failure earns none, nor does a passed check that is not a badge. The
+    website's pills carry the check id, and docs/hub-api.md's table is the Hub's list."""
+    import re
+
+    from hub_service.catalog.schemas import EnvSummary
+    from hub_service.catalog.service import CHECK_BADGES
+    from hub_service.ui.trust_card import badge_row
+    from tests.support.servers import ROOT
+
+    report = {
+        "policy_version": "v2",
+        "results": [
+            {"check_id": "hub.cosign_signature", "status": "pass"},
+            {"check_id": "runtime.episode_determinism", "status": "pass"},
+            {"check_id": "runtime.network_policy", "status": "skip"},  # it could not look: no badge
+            {"check_id": "statistical.adversarial_floor", "status": "fail"},
+            {"check_id": "static.manifest", "status": "pass"},  # passed, but not one the Hub shows
+        ],
+    }
+    index_source(clean_factory, ListSource([space(i) for i in range(2)]))
+    with clean_factory.begin() as s:
+        for env in s.scalars(select(EnvRecord)):
+            version = s.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
+            version.state, version.smoke_status = "passed", "passed"
+            version.rfc008 = report if env.name == "env_00000" else None
+            s.flush()
+            apply_verdict(env, version)
+    with serve_app(create_app(hub_settings, run_migrations=False)) as url:
+        items = {i["name"]: i for i in httpx.get(f"{url}/api/v1/envs").json()["items"]}
+        narrowed = httpx.get(f"{url}/api/v1/envs", params={"check": "hub.cosign_signature"}).json()["items"]
+    assert items["env_00000"]["checks_passed"] == ["runtime.episode_determinism", "hub.cosign_signature"]
+    assert items["env_00001"]["checks_passed"] == []
+    assert [i["name"] for i in narrowed] == ["env_00000"]  # the filter speaks the same ids
+    row = badge_row(EnvSummary.model_validate(items["env_00000"]))
+    assert re.findall(r'data-check="([^"]+)"', row) == ["runtime.episode_determinism", "hub.cosign_signature"]
+    assert ">replays alike<" in row and 'title="hub.cosign_signature: ' in row
+    assert badge_row(EnvSummary.model_validate(items["env_00001"])) == ""
+    docs = (ROOT / "docs" / "hub-api.md").read_text()
+    table = re.findall(r"^\| `([a-z_]+\.[a-z_]+)` \| ([a-z ]+) \|$", docs, re.M)
+    assert table == [(cid, label) for cid, label, _ in CHECK_BADGES]

@@ -73,6 +73,10 @@ def test_catalog_badges_and_trust_filters_narrow_the_list(site: str, new_page) -
     expect(first.locator(".oe-trust-badge")).to_have_text(["deterministic", "reward checked", "holds 16 sessions"])
     expect(page.locator("a.oe-card[data-env='user2/env_00002'] .oe-trust-badge")).to_have_text(["holds 3 sessions"])
     expect(page.locator("a.oe-card[data-env='user4/env_00004'] .oe-trust-badge")).to_have_count(0)
+    # RFC 008's badges, keyed by check id: only env_00001's revision passed runtime.episode_determinism
+    expect(first.locator(".oe-check-badge")).to_have_attribute("data-check", "runtime.episode_determinism")
+    expect(first.locator(".oe-check-badge")).to_have_text("replays alike")
+    expect(page.locator("a.oe-card[data-env='user2/env_00002'] .oe-check-badge")).to_have_count(0)
 
     page.locator("#oe-trust-filter").get_by_label("deterministic").check()
     expect(page.locator("a.oe-card")).to_have_count(1)
