@@ -124,6 +124,10 @@ def render(dest: Path, name: str) -> list[str]:
             else:
                 shutil.copyfile(path, target)
             created.append(target_rel.as_posix())
+        for plan_rel, text in answer_plans(name).items():
+            (staging / plan_rel).parent.mkdir(parents=True, exist_ok=True)
+            (staging / plan_rel).write_text(text, encoding="utf-8")
+            created.append(plan_rel)
         if dest.exists():
             dest.rmdir()
         os.replace(staging, dest)
@@ -131,6 +135,41 @@ def render(dest: Path, name: str) -> list[str]:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return created
+
+
+def answer_plans(name: str, seed: int = 1) -> dict[str, str]:
+    """validation/oracle.json and validation/canaries.json of the env `name`, made for it: the
+    template's game draws its secret from the env's name and the seed (server/environment.py), so
+    the plans are the env's own, and the SDK (which the env's image installs, template and all)
+    holds no answer key of any env made from it (RFC 008's runtime.oracle_containment looks for
+    the oracle's bytes in the running container)."""
+    import json
+    import random
+
+    low, high = 1, 100  # the template's LOW and HIGH
+    secret = random.Random(f"{name}:{seed}").randint(low, high)
+    search, lo, hi = [], low, high  # the oracle: binary search, within the game's 7 guesses
+    while True:
+        guess = (lo + hi) // 2
+        search.append(guess)
+        if guess == secret:
+            break
+        lo, hi = (guess + 1, hi) if secret > guess else (lo, guess - 1)
+    away, guess = [], 50 if secret != 50 else 51  # a canary: each guess further from the secret
+    for step in (25, 12, 6, 3, 1, 1, 1):
+        away.append(guess)
+        guess = max(low, guess - step) if guess < secret else min(high, guess + step)
+
+    def plan(episode_id: str, guesses: list[int]) -> dict[str, object]:
+        reset = {"episode_id": episode_id, "seed": seed, "options": {}}
+        return {"plan_schema_version": "1", "reset": reset, "actions": [{"guess": g} for g in guesses]}
+
+    wrong = low if secret != low else high
+    canaries = [plan("canary-same-wrong-guess", [wrong] * 7), plan("canary-guess-away-from-the-hint", away)]
+    return {
+        "validation/oracle.json": json.dumps(plan("oracle-binary-search", search), indent=2) + "\n",
+        "validation/canaries.json": json.dumps({"canaries": canaries}, indent=2) + "\n",
+    }
 
 
 def _substitute(text: str, values: dict[str, str]) -> str:

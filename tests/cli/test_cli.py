@@ -7,6 +7,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,3 +223,45 @@ def test_build_rejects_bad_build_args(run_cli: Run) -> None:
     assert run_cli("init", "img_env").returncode == 0
     proc = run_cli("build", "img_env", "--build-arg", "NOVALUE")
     assert proc.returncode == 2 and "is not KEY=VALUE" in proc.stderr
+
+
+def test_init_gives_each_env_its_own_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template's game draws its secret from the env's name: the oracle `openenv init` writes
+    wins that env's game and its canaries lose it, for any name; and the SDK (which every env
+    image installs) ships no oracle, so no env made from it has its answer key in its container
+    (RFC 008's runtime.oracle_containment)."""
+    import importlib
+    import json
+    import sys
+
+    from openenv.cli.init import render, template_dir
+
+    assert not list(template_dir().rglob("*.json"))
+    monkeypatch.syspath_prepend(str(tmp_path))  # each rendered env is a package there
+    games = set()
+    for name in ("guess_env_a", "guess_env_b", "guess_env_c", "guess_env_d", "guess_env_e"):
+        render(tmp_path / name, name)
+        game = importlib.import_module(f"{name}.server.environment")
+        models = importlib.import_module(f"{name}.models")
+        env_class = next(v for k, v in vars(game).items() if k.endswith("Environment") and k != "Environment")
+        action_class = next(v for k, v in vars(models).items() if k.endswith("Action") and k != "Action")
+
+        def play(plan: dict[str, Any], env_class: Any = env_class, action_class: Any = action_class) -> float:
+            env = env_class()
+            env.reset(seed=plan["reset"]["seed"], **plan["reset"]["options"])
+            reward = 0.0
+            for action in plan["actions"]:
+                obs = env.step(action_class(**action))
+                reward = obs.reward
+                if obs.done:
+                    break
+            return reward
+
+        oracle = json.loads((tmp_path / name / "validation" / "oracle.json").read_text())
+        canaries = json.loads((tmp_path / name / "validation" / "canaries.json").read_text())["canaries"]
+        assert play(oracle) == 1.0, (name, oracle)
+        assert [play(c) for c in canaries] == [0.0, 0.0], (name, canaries)
+        games.add(tuple(a["guess"] for a in oracle["actions"]))
+        for module in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
+            del sys.modules[module]
+    assert len(games) > 1  # the names give different games

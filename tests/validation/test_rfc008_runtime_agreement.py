@@ -14,8 +14,8 @@ Upstream starts a `no-network` env through a helper image pinned by digest on Do
 cannot be made locally, so the copies declare `public`; that changes only how upstream's provider
 reaches the port. `runtime.network_policy` then skips in both: upstream's without its helper,
 ours because a served folder has no container to measure (the Hub measures it: docs/validate.md).
-The copies declare `validation.execution` (manifest schema 2), with the env's oracle plan as the
-runtime plan: upstream runs the runtime level only on a schema 2 manifest.
+Upstream runs the runtime level only on a manifest of schema 2: the bundled envs declare
+`validation.execution`, with their oracle's plan as the runtime plan.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def _copy(case: str, tmp: Path, base: str) -> Path:
         (
             "openenv.yaml",
             "  network: {mode: no-network}\n",
-            "  network: {mode: public}\n  execution: {probe_path: validation/oracle.json}\n",
+            "  network: {mode: public}\n",
         ),
         *edits,
     ]

@@ -30,7 +30,9 @@ class __ENV_CLASS__Environment(Environment[__ENV_CLASS__Action, __ENV_CLASS__Obs
         self._solved = False
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> __ENV_CLASS__Observation:
-        self._secret = random.Random(seed).randint(LOW, HIGH)
+        # The env's name is in the seed: each env made from this template has secrets of its own, so
+        # the SDK's copy of the template (installed in the env's image) holds none of its answers.
+        self._secret = (random.Random(f"__ENV_NAME__:{seed}") if seed is not None else random.Random()).randint(LOW, HIGH)
         self._episode_id = episode_id or str(uuid.uuid4())
         self._steps = 0
         self._left = MAX_GUESSES
