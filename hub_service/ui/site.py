@@ -215,7 +215,7 @@ class _Pages:
         subtitle = " · ".join(p for p in (summary.title, summary.description) if p)
         header = (
             f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
-            f"{views.badges(env, version)}{trust_card.badge_row(summary)}{views.health_line(health)}{views.deprecation_note(env)}"
+            f"{views.badges(env, version)}{trust_card.badge_row(summary, checks=False)}{views.health_line(health)}{views.deprecation_note(env)}"
             f"{discovery_lines(version)}"
         )
         history = "".join(

@@ -61,9 +61,11 @@ def _sessions(held: int) -> str:
     return f"holds {held} session{'s' if held != 1 else ''}"
 
 
-def badge_row(summary: Any) -> str:
+def badge_row(summary: Any, *, checks: bool = True) -> str:
     """Trust badges of an `EnvSummary` (catalog cards and the env page's header): the Hub's own trust
-    cards', then the RFC 008 checks passed (`data-check` is the check id); empty if none."""
+    cards', then, with `checks`, the RFC 008 checks passed (`data-check` is the check id); empty if none.
+    The env page leaves the checks out of its header: its trust card lists every check by id, and on a
+    phone the header stays short enough for the play panel's picture to start on the first screen."""
     pills = []
     for key in summary.badges or []:
         if key == "capacity" and isinstance(summary.sessions_held, int):
@@ -80,7 +82,7 @@ def badge_row(summary: Any) -> str:
             f"{escape(label)}</span>"
         )
     labels = {cid: (label, title) for cid, label, title in catalog.CHECK_BADGES}
-    for cid in getattr(summary, "checks_passed", None) or []:
+    for cid in (getattr(summary, "checks_passed", None) or []) if checks else []:
         if cid in labels:
             label, title = labels[cid]
             pills.append(
