@@ -106,17 +106,15 @@ def with_hub_results(report: dict[str, Any], results: list[ResultV2]) -> dict[st
     return kept.model_copy(update={"results": merged, "verdict": verdict}).model_dump(mode="json")
 
 
-def gate_failure(report: dict[str, Any] | None, folder: Path, gate: str) -> str | None:
+def gate_failure(report: dict[str, Any] | None, declared: bool, gate: str) -> str | None:
     """Why the RFC 008 `report` fails the revision under the setting `rfc008_gate` (`gate`), or None.
 
     Each result `fail` of a check whose severity is `fail` counts, named by its id and first
     evidence. An `error` does not: it says the check could not judge, which may be the Hub's
     trouble, never evidence against the env. Under `declared`, only an env whose openenv.yaml
-    has a `validation:` block is held to its report.
+    has a `validation:` block (`declared`) is held to its report.
     """
-    if gate == "off" or not report:
-        return None
-    if gate == "declared" and not _declares_block(folder):
+    if gate == "off" or not report or (gate == "declared" and not declared):
         return None
     if report.get("policy_version") not in POLICY_VERSIONS:  # a report kept by an older Hub: it decides nothing
         return None
@@ -134,16 +132,6 @@ def gate_failure(report: dict[str, Any] | None, folder: Path, gate: str) -> str 
     more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
     checks = "check" if len(failed) == 1 else "checks"
     return f"{RFC008_FAILURE}{len(failed)} {checks} of severity fail failed: {named}{more}"
-
-
-def _declares_block(folder: Path) -> bool:
-    from openenv._yaml import load_limited
-
-    try:
-        data = load_limited((folder / "openenv.yaml").read_text(encoding="utf-8", errors="replace"))
-    except Exception:  # no readable manifest: nothing is declared
-        return False
-    return isinstance(data, dict) and "validation" in data
 
 
 def build_results(built: Any) -> list[ResultV2]:

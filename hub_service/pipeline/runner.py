@@ -179,7 +179,7 @@ class JobRunner:
     def _gate_static(self, folder: Path, validated: stages.Validated) -> stages.Validated:
         from hub_service.pipeline.rfc008 import gate_failure
 
-        why = gate_failure(validated.rfc008, folder, self.settings.rfc008_gate)
+        why = gate_failure(validated.rfc008, stages.read_folder_declared(folder).present, self.settings.rfc008_gate)
         if why is not None:
             raise stages.ValidationFailed(why, validated.report, validated.rfc008)
         return validated
@@ -187,7 +187,7 @@ class JobRunner:
     def _gate_smoke(self, folder: Path, validated: stages.Validated, smoke: stages.SmokeOutput) -> stages.SmokeOutput:
         from hub_service.pipeline.rfc008 import gate_failure
 
-        why = gate_failure(smoke.rfc008, folder, self.settings.rfc008_gate)
+        why = gate_failure(smoke.rfc008, stages.read_folder_declared(folder).present, self.settings.rfc008_gate)
         if why is not None:  # what the stage measured is kept: the report says which checks failed
             raise stages.ChecksFailed(why, _smoke_fields(validated.report, smoke))
         return smoke

@@ -38,6 +38,7 @@ __all__ = [
     "docker_available",
     "image_tag",
     "plain",
+    "read_folder_declared",
     "smoke",
     "validate",
 ]
@@ -228,7 +229,7 @@ def _engine_trouble(epoch: str | None) -> Transient | None:
     return Transient(f"the container engine {change} during the smoke test", code=Transient.ENGINE_LOST)
 
 
-def _declared(folder: Path) -> Any:
+def read_folder_declared(folder: Path) -> Any:
     """What the env declares in openenv.yaml's `validation:` block (`openenv.declared.Declared`)."""
     from openenv._yaml import load_limited
     from openenv.declared import read_declared
@@ -248,7 +249,7 @@ def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_o
         from hub_service.sandbox import confined_provider, grant
         from openenv.manifest import env_port
 
-        overrides, _ = grant(settings, _declared(folder))
+        overrides, _ = grant(settings, read_folder_declared(folder))
         return confined_provider(
             settings,
             str(built.image_ref),
@@ -328,7 +329,7 @@ async def _smoke(
     from openenv import GenericEnvClient
     from openenv.validation.paths import play_paths
 
-    declared = _declared(folder)
+    declared = read_folder_declared(folder)
     if built.builder == "docker":
         from hub_service.sandbox import grant
 
@@ -500,7 +501,7 @@ def _cross_host(settings: HubSettings, provider: Any, folder: Path, url: str, re
     from hub_service.sandbox import grant
     from openenv.validation.rfc008 import ValidationReportV2
 
-    declared = _declared(folder)
+    declared = read_folder_declared(folder)
     revision = Revision(
         image=provider.image,
         port=provider.port,

@@ -127,9 +127,9 @@ def _mark(status: str | None, running: bool) -> str:
 def _stages(view: ReportView) -> list[str]:
     running = view.state in (VersionState.QUEUED, VersionState.RUNNING)
     # RFC 008's report may fail the validate stage of a revision whose own checks passed (rfc008_gate)
-    gated = view.state == VersionState.FAILED and view.failure_stage == "validate"
+    failed_at_validate = view.state == VersionState.FAILED and view.failure_stage == "validate"
     rows = [
-        ("validate", "fail" if gated else view.validation_status),
+        ("validate", "fail" if failed_at_validate else view.validation_status),
         ("build", view.build_status),
         ("smoke test", view.smoke_status),
     ]
@@ -159,13 +159,12 @@ def _failures(view: ReportView) -> list[str]:
         lines.append(f"- **{_code(check.get('id'), 100)}**{_where(check)}: {_code(check.get('message'))}")
         if check.get("remediation"):
             lines.append(f"  - Fix: {_escape(check['remediation'])}")
-    gated = view.state == VersionState.FAILED and (view.failure_reason or "").startswith(RFC008_FAILURE)
-    if gated:
-        lines.append(f"- **{_escape(view.failure_stage or '')}**: {_code(view.failure_reason)}")
-        lines.append(f"  - Fix: {_STAGE_HELP['rfc008']}")
-    elif view.state == VersionState.FAILED and view.failure_stage not in (None, "validate"):
+    failed = view.state == VersionState.FAILED
+    gated = failed and (view.failure_reason or "").startswith(RFC008_FAILURE)  # the Hub's words, never the Space's
+    if gated or (failed and view.failure_stage not in (None, "validate")):
+        help_ = _STAGE_HELP["rfc008"] if gated else _STAGE_HELP.get(view.failure_stage or "", _STAGE_HELP["worker"])
         lines.append(f"- **{_escape(view.failure_stage or '')}**: {_code(view.failure_reason or 'no reason recorded')}")
-        lines.append(f"  - Fix: {_STAGE_HELP.get(view.failure_stage or '', _STAGE_HELP['worker'])}")
+        lines.append(f"  - Fix: {help_}")
     elif view.state == VersionState.FAILED and not lines:
         lines.append(
             f"- **{_escape(view.failure_stage or 'check')}**: {_code(view.failure_reason or 'no reason recorded')}"

@@ -45,6 +45,9 @@ _BADGES = {
 }
 
 
+_CHECK_LABELS = {cid: (label, title) for cid, label, title in catalog.CHECK_BADGES}
+
+
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -81,10 +84,9 @@ def badge_row(summary: Any, *, checks: bool = True) -> str:
             f'<span class="oe-pill oe-ok oe-trust-badge" data-badge="{escape(key)}" title="{escape(title)}">'
             f"{escape(label)}</span>"
         )
-    labels = {cid: (label, title) for cid, label, title in catalog.CHECK_BADGES}
     for cid in (getattr(summary, "checks_passed", None) or []) if checks else []:
-        if cid in labels:
-            label, title = labels[cid]
+        if cid in _CHECK_LABELS:
+            label, title = _CHECK_LABELS[cid]
             pills.append(
                 f'<span class="oe-pill oe-ok oe-check-badge" data-check="{escape(cid)}" '
                 f'title="{escape(cid)}: {escape(title)}">{escape(label)}</span>'

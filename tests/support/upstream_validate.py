@@ -26,9 +26,7 @@ for line in sys.stdin:
 """
 
 
-def upstream_validate(
-    python: str, invocations: list[list[str]], timeout_s: float = 600, env: dict[str, str] | None = None
-) -> list[dict[str, Any]]:
+def upstream_validate(python: str, invocations: list[list[str]], timeout_s: float = 600) -> list[dict[str, Any]]:
     """One {"args", "exit_code", "report"} per invocation (the arguments after `validate`), in order;
     "report" is the JSON document it printed (None when it printed none)."""
     out = subprocess.run(
@@ -38,7 +36,6 @@ def upstream_validate(
         text=True,
         timeout=timeout_s,
         cwd=os.environ.get("TMPDIR", "/tmp"),
-        env=env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return [json.loads(line) for line in out.stdout.splitlines()]
