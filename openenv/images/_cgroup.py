@@ -64,7 +64,8 @@ class ProcessCap:
             threading.Thread(target=self._watch, name="build-pids", daemon=True).start()
 
     def _watch(self) -> None:
-        while not self._done.wait(0.1):
+        # A step refused a fork exits soon after (its processes go with it): a short look each time.
+        while not self._done.wait(0.01):
             current = _number(self.folder / "pids.current")
             if current is not None and current >= self.cap:
                 self._seen.set()
@@ -252,13 +253,39 @@ def _hold(renew_pids: bool = False) -> int | None:
             if os.fstat(fd).st_size == 0:
                 os.write(fd, json.dumps(_snapshot()).encode())
                 if renew_pids:
+                    folder = (_ROOT / "pids").joinpath(*_PARENT)
+                    _clear_dead_steps(folder)
                     with contextlib.suppress(OSError):  # busy, or none: kept as it is (put back afterwards)
-                        (_ROOT / "pids").joinpath(*_PARENT).rmdir()
+                        folder.rmdir()
             fcntl.flock(fd, fcntl.LOCK_SH)
             return fd
     except OSError as exc:
         log.warning("cannot record the build cgroup's values to put them back afterwards: %s", exc)
         return None
+
+
+_DEAD_STEP_AGE_S = 30.0
+
+
+def _clear_dead_steps(folder: Path) -> None:
+    """Remove the step cgroups under `folder` that have had no process for a while: an engine
+    stopped mid-step leaves its step's cgroup behind, and while it is there the pids cgroup cannot
+    be made anew (so `ProcessCap` would see an old high-water mark). A live step's cgroup holds its
+    process from the moment it is made; one without, older than _DEAD_STEP_AGE_S, is dead."""
+    import time
+
+    try:
+        children = [c for c in folder.iterdir() if c.is_dir()]
+    except OSError:
+        return
+    for child in children:
+        with contextlib.suppress(OSError):  # a step that has a process (or is going) is left alone
+            if (
+                time.time() - child.stat().st_mtime > _DEAD_STEP_AGE_S
+                and not (child / "cgroup.procs").read_text().strip()
+            ):
+                child.rmdir()
+                log.info("removed a dead build step's cgroup %s (left by an engine stopped mid-step)", child)
 
 
 def _release(fd: int) -> None:

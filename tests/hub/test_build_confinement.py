@@ -185,6 +185,52 @@ def test_the_hub_names_the_process_cap_a_build_step_hit(docker_client: Any, tmp_
     assert any("a RUN step hit the build's process cap of 200" in line for line in lines), lines[-10:]
 
 
+def _aged_step_cgroup(name: str) -> Path:
+    """A step cgroup under BuildKit's, made a minute ago (as an engine stopped mid-step leaves one)."""
+    folder = PIDS_MAX.parent / name
+    folder.mkdir(parents=True)
+    past = time.time() - 60
+    os.utime(folder, (past, past))
+    return folder
+
+
+def test_a_step_cgroup_a_stopped_engine_left_does_not_hide_the_cap(docker_client: Any, tmp_path: Path) -> None:
+    """An engine killed mid-step leaves the step's cgroup behind; BuildKit's cgroup cannot then be
+    made anew, and its high-water mark stays at the cap an earlier build reached. The next build
+    clears the dead step's cgroup, and a step that hits the cap is still named."""
+    _build(tmp_path, docker_client, "before", f"python -c \"exec('{FORKS}')\"")  # the mark is at the cap now
+    dead = _aged_step_cgroup(f"openenv-test-dead-{uuid.uuid4().hex[:8]}")
+    result, _ = _build(tmp_path, docker_client, "after", f"python -c \"exec('{FORKS}')\"")
+    assert not dead.exists(), "the dead step's cgroup was left, so the high-water mark could not start anew"
+    assert isinstance(result, ImageBuildError) and result.reason == ImageBuildError.PROCESS_CAP, result
+    assert "a RUN step hit the build's process cap of 200" in result.log
+
+
+def test_a_step_cgroup_that_holds_a_process_is_left_alone(docker_client: Any) -> None:
+    """Only a step cgroup with no process is cleared: one holding a process (however old) is a live
+    step's, and stays with its process."""
+    from openenv.images._cgroup import _hold, _release
+
+    live = _aged_step_cgroup(f"openenv-test-live-{uuid.uuid4().hex[:8]}")
+    sleeper = subprocess.Popen(["sleep", "120"])
+    try:
+        (live / "cgroup.procs").write_text(str(sleeper.pid))
+        held = _hold(renew_pids=True)
+        assert held is not None
+        _release(held)
+        assert live.is_dir() and (live / "cgroup.procs").read_text().split() == [str(sleeper.pid)]
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for _ in range(50):  # the kernel lets the cgroup go once the process has been reaped
+            try:
+                live.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
 @pytest.mark.parametrize("builder", ["buildkit", "classic"])
 def test_a_run_step_writing_past_the_cap_is_stopped_while_it_runs(
     docker_client: Any, tmp_path: Path, builder: str

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from hub_service.pipeline.rfc008_container import ContainerMeasures
+from hub_service.pipeline.stages import read_folder_declared
 from hub_service.sandbox import confined_provider, grant
 from hub_service.settings import HubSettings
 from openenv.validation.rfc008 import Level, validate_package
@@ -107,7 +108,7 @@ def test_a_confined_echo_server_passes_every_container_check(
         require_runsc()
     settings = settings.model_copy(update={"sandbox_runtime": runtime})
     manifest = _manifest()
-    overrides, _ = grant(settings, _declared_of(ECHO))
+    overrides, _ = grant(settings, read_folder_declared(ECHO))
     provider = confined_provider(settings, echo_image, startup_timeout_s=120, overrides=overrides)
     results = _measure(settings, provider, manifest, gvisor=runtime == "runsc")
     assert {c: results[c].status for c in CONTAINER_CHECKS} == dict.fromkeys(CONTAINER_CHECKS, "pass"), results
@@ -192,7 +193,7 @@ def test_a_container_at_its_memory_limit_fails_resource_bounds(settings: HubSett
 def test_an_episode_using_more_than_declared_fails_resource_envelope(echo_image: str, settings: HubSettings) -> None:
     """Echo's server holds tens of MB; declared at 16 MB (and run under the Hub's 1 GB), its envelope
     is over what it declares."""
-    overrides, _ = grant(settings, _declared_of(ECHO))
+    overrides, _ = grant(settings, read_folder_declared(ECHO))
     provider = confined_provider(settings, echo_image, startup_timeout_s=120, overrides=overrides)
     results = _measure(settings, provider, _manifest(memory_mb=16))
     envelope = results["semantic.resource_envelope"]
@@ -217,7 +218,7 @@ def test_an_image_that_ships_its_oracle_fails_oracle_containment(
     )
     tag = f"{IMAGE_PREFIX}/measured-echo:oracle"
     build_image(folder, tag, base_image=os.environ["OPENENV_TEST_BASE_IMAGE"])
-    overrides, _ = grant(settings, _declared_of(ECHO))
+    overrides, _ = grant(settings, read_folder_declared(ECHO))
     provider = confined_provider(settings, tag, startup_timeout_s=120, overrides=overrides)
     oracle = _measure(settings, provider, _manifest(), folder=folder)["runtime.oracle_containment"]
     assert oracle.status == "fail", oracle
@@ -230,7 +231,7 @@ def _cross_host(settings: HubSettings, image: str, folder: Path) -> dict[str, An
     on this engine, against the second one."""
     from hub_service.pipeline.rfc008_cross_host import Revision, cross_host_results
 
-    declared = _declared_of(folder)
+    declared = read_folder_declared(folder)
     overrides, _ = grant(settings, declared)
     provider = confined_provider(settings, image, startup_timeout_s=120, overrides=overrides)
 
@@ -244,12 +245,6 @@ def _cross_host(settings: HubSettings, image: str, folder: Path) -> dict[str, An
         return {r.check_id: r for r in results}
 
     return asyncio.run(run())
-
-
-def _declared_of(folder: Path) -> Any:
-    from hub_service.pipeline.stages import _declared as read
-
-    return read(folder)
 
 
 def test_a_second_engine_plays_the_same_plan_the_same_and_keeps_no_copy(settings: HubSettings, echo_image: str) -> None:
@@ -305,7 +300,7 @@ def test_an_env_that_answers_by_its_machine_fails_cross_host_determinism(
 def test_without_a_second_engine_cross_host_determinism_says_why_it_skips(settings: HubSettings) -> None:
     from hub_service.pipeline.rfc008_cross_host import Revision, cross_host_results
 
-    revision = Revision("unused", 8000, {}, ECHO, "http://127.0.0.1:9", _manifest(), _declared_of(ECHO))
+    revision = Revision("unused", 8000, {}, ECHO, "http://127.0.0.1:9", _manifest(), read_folder_declared(ECHO))
     unset = cross_host_results(settings, revision)
     assert [r.check_id for r in unset] == ["hub.cross_host_determinism", "semantic.verifier_portability"]
     assert all(r.status == "skip" and "cross_host_engine is unset" in r.evidence[0] for r in unset)
