@@ -101,7 +101,7 @@ class LimitsMiddleware:
             return
         for name, value in scope.get("headers") or []:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
-                await _reply(
+                await reply_error(
                     send,
                     413,
                     {"code": "too_large", "message": f"request bodies are limited to {self.max_body_bytes} bytes"},
@@ -111,7 +111,7 @@ class LimitsMiddleware:
         query = scope.get("query_string", b"")
         if "\x00" in path or b"\x00" in query or b"%00" in query.lower():
             # No name, tag or revision holds a NUL; PostgreSQL cannot even compare one.
-            await _reply(
+            await reply_error(
                 send,
                 400,
                 {
@@ -123,7 +123,7 @@ class LimitsMiddleware:
         category = next((c for prefix, c in self.routes if path.startswith(prefix)), None)
         decision = await self.limiter.ahit(category, client_key(scope)) if category else None
         if decision is not None and not decision.allowed:
-            await _reply(
+            await reply_error(
                 send,
                 429,
                 {
@@ -154,7 +154,7 @@ class LimitsMiddleware:
         try:
             await self.app(scope, limited_receive, send_with_headers)
         except _TooLarge:
-            await _reply(
+            await reply_error(
                 send,
                 413,
                 {"code": "too_large", "message": f"request bodies are limited to {self.max_body_bytes} bytes"},
@@ -165,9 +165,10 @@ class _TooLarge(Exception):
     pass
 
 
-async def _reply(
+async def reply_error(
     send: Any, status: int, error: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
+    """Answer an ASGI request with the Hub's JSON error shape (`{"error": {"code", "message"}}`)."""
     import orjson
 
     body = orjson.dumps({"error": error})

@@ -5,8 +5,10 @@ Every module is read with `ast`, never imported, so the rules hold for code path
 An import counts wherever it is written: at module level, inside a function (a deferred import is
 still a dependency), through `importlib.import_module("literal")`, or as a lazy table entry (a
 dict value naming one of our modules, e.g. `{"EnvClient": "openenv.client.base"}` or openenv.cli's
-`COMMANDS`: a command table that named `hub_service.cli` would break rule (a) as an import would).
-Imports under `if TYPE_CHECKING:` are left out: they never run.
+`COMMANDS`: a command table that named `hub_service.cli` would break rule (a) as an import would),
+or under `if TYPE_CHECKING:` (it never runs, but a module that names another's class in its types
+knows that module: two that do so of each other are one idea held apart, so a cycle through such an
+import is a cycle; the lower one names what it needs as a `typing.Protocol` instead).
 
 How a name resolves: `import a.b` and `from a import X` depend on `a/b.py` and `a/__init__.py`
 respectively; `from a import b` where `a/b.py` exists depends on the submodule `a.b` (not on
@@ -74,12 +76,6 @@ def _walk_files() -> Iterator[Path]:
                 yield path
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
     base = module.split(".") if is_package else module.split(".")[:-1]
     if level > 1:
@@ -92,13 +88,6 @@ class _Collector(ast.NodeVisitor):
         self.module = module
         self.is_package = is_package
         self.found: list[Import] = []
-
-    def visit_If(self, node: ast.If) -> None:
-        if _is_type_checking(node.test):
-            for child in node.orelse:  # `else:` of a TYPE_CHECKING test does run
-                self.visit(child)
-            return
-        self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -335,7 +324,8 @@ else:
         ("openenv.g", "string"),
         ("openenv.h", "string"),
         ("openenv.i", "import"),  # inside a function: still a dependency
-        ("openenv.k", "import"),  # the `else:` of a TYPE_CHECKING test runs
+        ("openenv.j", "import"),  # under TYPE_CHECKING: the module's types name it
+        ("openenv.k", "import"),
     }, found
     in_package = {
         i.target for i in collect("from . import c\nfrom .. import x", "openenv.pkg", True, ["openenv.pkg.c"])

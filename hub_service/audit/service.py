@@ -32,7 +32,7 @@ def record(
         actor: "hub" for the service itself, else who acted (a maintainer's name).
     """
     if kind not in EVENT_KINDS:
-        raise ValueError(f"unknown event kind {kind!r}; add it to EVENT_KINDS")
+        raise ValueError(f"unknown event kind {kind!r}; add it to hub_service.audit.models.EventKind")
     env_id = env if isinstance(env, int) else env.id
     event = EnvEvent(
         env_id=env_id,

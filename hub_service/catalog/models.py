@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Boolean, CheckConstraint, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from hub_service.catalog.states import BuilderKind, EnvStatus, SourceKind, VersionState, check_values
+from hub_service.catalog.states import BuilderKind, EnvStatus, SourceKind, VersionState
 from hub_service.db import Base, utcnow
+from hub_service.vocabularies import closed_vocabulary
 
 __all__ = ["STATUSES", "VERSION_STATES", "EnvRecord", "EnvVersion"]
 
@@ -29,8 +30,8 @@ class EnvRecord(Base):
         UniqueConstraint("owner", "name", name="uq_environments_owner_name"),
         Index("ix_environments_status_name", "status", "name"),
         Index("ix_environments_gone", "gone"),
-        CheckConstraint(check_values("status", EnvStatus), name="status"),
-        CheckConstraint(check_values("source", SourceKind), name="source"),
+        closed_vocabulary("status", EnvStatus),
+        closed_vocabulary("source", SourceKind),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -91,8 +92,8 @@ class EnvVersion(Base):
     __tablename__ = "env_versions"
     __table_args__ = (
         UniqueConstraint("env_id", "sha", name="uq_env_versions_env_sha"),
-        CheckConstraint(check_values("state", VersionState), name="state"),
-        CheckConstraint(check_values("builder", BuilderKind, nullable=True), name="builder"),
+        closed_vocabulary("state", VersionState),
+        closed_vocabulary("builder", BuilderKind, nullable=True),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from enum import StrEnum
 
-from sqlalchemy import CheckConstraint, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from hub_service.catalog.states import check_values
 from hub_service.db import Base, utcnow
+from hub_service.vocabularies import closed_vocabulary
 
 __all__ = ["StageName", "StageRun", "StageStatus"]
 
@@ -36,8 +36,8 @@ class StageRun(Base):
 
     __tablename__ = "stage_runs"
     __table_args__ = (
-        CheckConstraint(check_values("stage", StageName), name="stage"),
-        CheckConstraint(check_values("status", StageStatus), name="status"),
+        closed_vocabulary("stage", StageName),
+        closed_vocabulary("status", StageStatus),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -1,11 +1,11 @@
 """The catalog's closed vocabularies: stored by value (a `StrEnum` member is its string), and
-checked by the database (CHECK constraints in the models and migration 0009_state_checks)."""
+checked by the database (`hub_service.vocabularies`: the models' constraints, made from these)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["RFC008_FAILURE", "BuilderKind", "EnvStatus", "SourceKind", "VersionState", "check_values"]
+__all__ = ["RFC008_FAILURE", "BuilderKind", "EnvStatus", "SourceKind", "VersionState"]
 
 
 class VersionState(StrEnum):
@@ -46,12 +46,3 @@ class BuilderKind(StrEnum):
 
     DOCKER = "docker"
     PROCESS = "process"
-
-
-def check_values(column: str, values: type[StrEnum], *, nullable: bool = False) -> str:
-    """The SQL of a CHECK constraint that `column` holds one of `values` (or NULL when `nullable`),
-    for the models; migration 0009 writes its lists out, and tests/hub/test_lifecycle.py checks that
-    the migrated database's constraints hold the same values as the models'."""
-    listed = ", ".join(f"'{v.value}'" for v in values)
-    check = f"{column} IN ({listed})"
-    return f"{column} IS NULL OR {check}" if nullable else check

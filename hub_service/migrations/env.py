@@ -7,6 +7,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from hub_service import vocabularies
 from hub_service.db import Base, make_engine
 from hub_service.errors import HubError
 from hub_service.models import import_all
@@ -66,6 +67,14 @@ def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True, compare_type=True)
     with context.begin_transaction():
         context.run_migrations()
+    # At head, the closed vocabularies' constraints list what the enums list now (a new job or event
+    # kind needs no migration of its own); below head, a revision's own lists stand. In a transaction
+    # of its own: on SQLite Alembic commits each revision apart and leaves none open for this.
+    if connection.in_transaction():
+        connection.commit()  # only the reads Alembic began after its last revision
+    with connection.begin():
+        if set(context.get_context().get_current_heads()) == set(context.script.get_heads()):
+            vocabularies.sync(connection, target_metadata)
 
 
 if context.is_offline_mode():

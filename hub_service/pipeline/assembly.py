@@ -4,7 +4,9 @@ Every entry point calls `assemble(settings)` before it works on the database: th
 (`create_app`), every worker (`Worker`, so `openenv hub worker`, `serve` and the index with
 `--wait`), and `serve.index_all`. It lives in the pipeline package because the worker, which
 runs every kind of job, is its main user, and everything it wires sits below the pipeline. Registering is idempotent: assembling twice replaces, never doubles, a listener.
-A new listener or task kind is one line here and its own module; nothing else learns of it.
+A new listener is one line here and its own module. A new task kind is that plus a member of
+`JobKind`, from which the database's constraint is made at the next migration
+(`hub_service.vocabularies`); nothing else learns of it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The job queue's closed vocabularies, stored by value and checked by the database (CHECK
-constraints in hub_service/queue/models.py and migration 0009_state_checks)."""
+"""The job queue's closed vocabularies, stored by value and checked by the database (the
+constraints `hub_service.vocabularies` makes from these enums: a new kind is one member here)."""
 
 from __future__ import annotations
 

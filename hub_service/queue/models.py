@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from hub_service.catalog.states import check_values
 from hub_service.db import Base, utcnow
 from hub_service.queue.kinds import JobKind, JobState
+from hub_service.vocabularies import closed_vocabulary
 
 __all__ = ["JOB_KINDS", "JOB_STATES", "Job"]
 
@@ -27,8 +27,8 @@ class Job(Base):
     __table_args__ = (
         Index("ix_jobs_state_priority_id", "state", "priority", "id"),
         Index("ix_jobs_subject_state", "subject", "state"),
-        CheckConstraint(check_values("state", JobState), name="state"),
-        CheckConstraint(check_values("kind", JobKind), name="kind"),
+        closed_vocabulary("state", JobState),
+        closed_vocabulary("kind", JobKind),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hub_service.limits import RateLimiter
+from hub_service.limits import RateLimiter, reply_error
 from hub_service.quota import SharedRateLimiter
 from hub_service.ui.gradio_shape import GradioShape
 
@@ -60,12 +60,12 @@ class WebsiteGuard:
             refusal = self.shape.refuse_get(path, scope.get("query_string", b"")) if self.shape else None
             if refusal is not None:
                 log.info("refused %s %s: %s", scope.get("method"), path, refusal[1]["message"])
-                await _reply(send, *refusal)
+                await reply_error(send, *refusal)
                 return
             await self.app(scope, receive, send)
             return
         if path.rstrip("/") == _PREFIX + "upload":
-            await _reply(
+            await reply_error(
                 send,
                 403,
                 {
@@ -78,7 +78,7 @@ class WebsiteGuard:
         client = scope.get("client")
         decision = await self.limiter.ahit("web", visitor_key(str(client[0]) if client else None))
         if not decision.allowed:
-            await _reply(
+            await reply_error(
                 send,
                 429,
                 {
@@ -99,30 +99,10 @@ class WebsiteGuard:
             )
             if refusal is not None:
                 log.info("refused POST %s: %s", path, refusal[1]["message"])
-                await _reply(send, *refusal)
+                await reply_error(send, *refusal)
                 return
             receive = _replay(body or b"", receive)
         await self.app(scope, receive, send)
-
-
-async def _reply(
-    send: Any, status: int, error: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    import orjson
-
-    body = orjson.dumps({"error": error})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 async def _read_body(receive: Any, limit: int) -> bytes | None:

@@ -5,7 +5,8 @@ leaves the pool's rotation at once, the sessions on it are closed (their next or
 raises `EnvDisconnectedError`), and the provider starts a replacement, which joins the pool's
 `urls` (what a `RolloutEngine` given the pool draws its servers from) once healthy.
 
-The pool is passed in, never imported: the pool holds a watch, the watch drives the pool.
+The pool is passed in, never imported (`WatchedPool` names what the watch uses of it): the pool
+holds a watch, the watch drives the pool.
 """
 
 from __future__ import annotations
@@ -13,15 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from openenv.client.providers.base import Provider, in_thread
 from openenv.errors import ConfigurationError
 
-if TYPE_CHECKING:
-    from openenv.client.pool import EnvPool
-
-__all__ = ["ReplacingProvider", "ReplicaWatch"]
+__all__ = ["ReplacingProvider", "ReplicaWatch", "WatchedPool"]
 
 log = logging.getLogger("openenv.providers")
 
@@ -48,10 +47,28 @@ class ReplacingProvider(Protocol):
         ...
 
 
+class WatchedPool(Protocol):
+    """The parts of an `EnvPool` its watch drives (the pool passes itself)."""
+
+    @property
+    def providers(self) -> Sequence[Provider]: ...
+
+    @property
+    def _closed(self) -> bool: ...
+
+    async def _retire(self, url: str) -> None:
+        """Take `url` out of the rotation and close the sessions on it."""
+        ...
+
+    async def _admit(self, url: str, provider: Provider) -> None:
+        """Put a healthy replacement at `url` into the rotation."""
+        ...
+
+
 class ReplicaWatch:
     """Health-checks a pool's replacing providers and replaces the servers that died."""
 
-    def __init__(self, pool: EnvPool[Any], health_interval_s: float = 0.5) -> None:
+    def __init__(self, pool: WatchedPool, health_interval_s: float = 0.5) -> None:
         if health_interval_s <= 0:
             raise ConfigurationError("health_interval_s must be > 0")
         self.pool = pool

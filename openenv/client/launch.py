@@ -12,16 +12,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from openenv.client._loop import run_sync
 
 if TYPE_CHECKING:
-    from openenv.client.base import EnvClient
     from openenv.client.providers.base import Provider
     from openenv.client.sync import SyncEnvClient
 
 __all__ = ["CLIENT_OPTIONS", "Launch", "connect_with_provider", "from_docker_image", "from_process", "split_options"]
 
-C = TypeVar("C", bound="EnvClient[Any, Any, Any]")
+
+class LaunchableClient(Protocol):
+    """What starting a client needs of its class (an `EnvClient` subclass matches it).
+
+    A Protocol, so this module need not import `EnvClient` (whose `from_*` methods call this module).
+    """
+
+    def __init__(self, base_url: str, **options: Any) -> None: ...
+
+    async def connect(self) -> object: ...
+
+    async def close(self) -> None: ...
+
+    def sync(self) -> SyncEnvClient[Any, Any, Any]: ...
+
+
+C = TypeVar("C", bound=LaunchableClient)
 
 # Keyword arguments that belong to the client; all others go to the provider.
 CLIENT_OPTIONS = frozenset({"token", "headers", "connect_timeout_s", "message_timeout_s", "max_message_size_mb"})
@@ -38,8 +55,6 @@ class Launch(Generic[C]):
 
     def sync(self) -> SyncEnvClient[Any, Any, Any]:
         """Start and connect on the shared background loop; returns the blocking client."""
-        from openenv.client.sync import run_sync
-
         return run_sync(self._make()).sync()
 
 

@@ -22,27 +22,24 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from openenv.client import _settings
 from openenv.client._hub_service import HubServiceError, fetch_record
 from openenv.client._signature import SignatureError, check_record_signature
 from openenv.client.env_id import EnvId, parse_env_id
-from openenv.client.launch import Launch, connect_with_provider, split_options
+from openenv.client.launch import Launch, LaunchableClient, connect_with_provider, split_options
 from openenv.client.lock import Lock, LockedEnv, load_lock
 from openenv.client.providers._health import wait_healthy
 from openenv.client.providers.base import in_thread
 from openenv.dockerfile import find_dockerfile
 from openenv.errors import ConfigurationError, LockMismatchError, OpenEnvError, RemoteCodeError, ResolutionError
 
-if TYPE_CHECKING:
-    from openenv.client.base import EnvClient
-
 __all__ = ["STEPS", "Resolver", "from_hub"]
 
 log = logging.getLogger("openenv.resolve")
 
-C = TypeVar("C", bound="EnvClient[Any, Any, Any]")
+C = TypeVar("C", bound=LaunchableClient)
 STEPS = ("hub", "space", "docker", "process")
 _REMOTE_STEPS = ("docker", "process")
 

@@ -1,25 +1,25 @@
 """`SyncEnvClient`: blocking calls over an async `EnvClient`.
 
-Every sync client in the process shares one event loop that runs in a daemon thread. Calls are
-handed to it and waited for, so they work the same in a script, in a thread, and inside Jupyter
-(whose own loop is already running in the calling thread), and the loop keeps answering the
-server's pings while the user thinks between steps.
+Every sync client in the process shares one event loop that runs in a daemon thread
+(`openenv.client._loop`; this module re-exports its `run_sync`). Calls are handed to it and
+waited for, so they work the same in a script, in a thread, and inside Jupyter (whose own loop
+is already running in the calling thread), and the loop keeps answering the server's pings
+while the user thinks between steps.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import threading
 import weakref
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from openenv.client._async_client import AsyncClient
+from openenv.client._loop import loop_running, run_sync
 from openenv.mcp.types import Tool
 from openenv.types import Snapshot, StepResult
 
 if TYPE_CHECKING:
-    from openenv.client.base import EnvClient
     from openenv.render import Frame
 
 __all__ = ["SyncEnvClient", "run_sync"]
@@ -27,46 +27,6 @@ __all__ = ["SyncEnvClient", "run_sync"]
 ActT = TypeVar("ActT")
 ObsT = TypeVar("ObsT")
 StateT = TypeVar("StateT")
-T = TypeVar("T")
-
-_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-
-        return uvloop.new_event_loop()
-    except ImportError:
-        return asyncio.new_event_loop()
-
-
-def _background_loop() -> asyncio.AbstractEventLoop:
-    global _loop
-    with _lock:
-        if _loop is None or _loop.is_closed():
-            loop = _new_loop()
-            ready = threading.Event()
-
-            def _run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            threading.Thread(target=_run, name="openenv-sync-loop", daemon=True).start()
-            ready.wait()
-            _loop = loop
-        return _loop
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` on the shared background loop and block until it finishes."""
-    loop = _background_loop()
-    if threading.current_thread().name == "openenv-sync-loop":
-        coro.close()
-        raise RuntimeError("a sync client call was made from inside the sync loop; use the async client there")
-    return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
 class SyncEnvClient(Generic[ActT, ObsT, StateT]):
@@ -77,12 +37,12 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         env.step(EchoAction(message="hi"))
     """
 
-    def __init__(self, async_client: EnvClient[ActT, ObsT, StateT]) -> None:
+    def __init__(self, async_client: AsyncClient[ActT, ObsT, StateT]) -> None:
         self._client = async_client
         _track(self)
 
     @property
-    def async_client(self) -> EnvClient[ActT, ObsT, StateT]:
+    def async_client(self) -> AsyncClient[ActT, ObsT, StateT]:
         """The async client underneath (its methods run on the shared loop)."""
         return self._client
 
@@ -164,7 +124,7 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
 
     def close(self) -> None:
         """End the session and stop any provider the client started."""
-        if _loop is not None and not _loop.is_closed():
+        if loop_running():
             run_sync(self._client.close())
 
     def __enter__(self) -> SyncEnvClient[ActT, ObsT, StateT]:

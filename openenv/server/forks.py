@@ -13,25 +13,31 @@ unclaimed one with its parent or when idle past the session timeout.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from openenv.env import AnyEnvironment
 from openenv.errors import SnapshotUnsupportedError
 from openenv.protocol import ErrorCode, dumps
 from openenv.server._errors import RequestError
+from openenv.server._runtime_view import RuntimeView
+from openenv.server.mcp import McpService
 from openenv.server.sessions import CapacityError, FactoryError, Session
 from openenv.server.snapshots import SnapshotRecord, SnapshotStore
 
-if TYPE_CHECKING:
-    from openenv.server.runtime import EnvRuntime
-
 __all__ = ["Forks"]
+
+
+class _ForkRuntime(RuntimeView, Protocol):
+    """What `Forks` uses of its `EnvRuntime`: a `RuntimeView` and its `McpService` (which adopts children)."""
+
+    @property
+    def mcp(self) -> McpService: ...
 
 
 class Forks:
     """Snapshots and forks of one server's sessions."""
 
-    def __init__(self, runtime: EnvRuntime) -> None:
+    def __init__(self, runtime: _ForkRuntime) -> None:
         self.runtime = runtime
         self.settings = runtime.settings
         self.store = SnapshotStore(runtime.settings)

@@ -23,7 +23,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_core import to_jsonable_python
 
@@ -42,11 +42,9 @@ from openenv.mcp.types import (
 )
 from openenv.protocol import ErrorCode, dumps, observation_json
 from openenv.server._errors import RequestError
+from openenv.server._runtime_view import RuntimeView
 from openenv.server.sessions import CapacityError, FactoryError, Session
 from openenv.types import Action
-
-if TYPE_CHECKING:
-    from openenv.server.runtime import EnvRuntime
 
 __all__ = ["TOOL_ACTIONS", "TOOL_ACTION_TYPES", "AttachError", "McpService", "ToolFailure", "parse_tool_action"]
 
@@ -83,7 +81,7 @@ def parse_tool_action(data: Any) -> Action | None:
 class McpService:
     """Tool calls and JSON-RPC dispatch for one app."""
 
-    def __init__(self, runtime: EnvRuntime, default_timeout_s: float) -> None:
+    def __init__(self, runtime: RuntimeView, default_timeout_s: float) -> None:
         self.runtime = runtime
         self.default_timeout_s = default_timeout_s
         self._env_cls: type | None = runtime.env_factory if isinstance(runtime.env_factory, type) else None

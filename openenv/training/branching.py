@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from openenv.errors import ConfigurationError, EnvExecutionError, InvalidActionError
+from openenv.training._engine_view import EngineView
 from openenv.training.records import EpisodeRecord, PolicyInput, RolloutBatch, Turn
 
 if TYPE_CHECKING:
     from openenv.client.base import EnvClient
-    from openenv.training.engine import RolloutEngine
 
 __all__ = ["run_branched"]
 
 
 async def run_branched(
-    engine: RolloutEngine,
+    engine: EngineView,
     groups: int,
     group_size: int,
     *,
@@ -81,7 +81,7 @@ async def run_branched(
 
 
 async def _group(
-    engine: RolloutEngine, url: str, g: int, seed: int, n: int, prefix_steps: int, options: dict[str, Any]
+    engine: EngineView, url: str, g: int, seed: int, n: int, prefix_steps: int, options: dict[str, Any]
 ) -> list[EpisodeRecord]:
     parent = engine.client_cls(url, **engine.client_options)
     try:
@@ -117,7 +117,7 @@ async def _group(
         await parent.close()
 
 
-async def _finish(engine: RolloutEngine, client: EnvClient[Any, Any, Any], record: EpisodeRecord, result: Any) -> None:
+async def _finish(engine: EngineView, client: EnvClient[Any, Any, Any], record: EpisodeRecord, result: Any) -> None:
     t0 = time.perf_counter()
     try:
         turn = len(record.turns)
@@ -138,7 +138,7 @@ async def _finish(engine: RolloutEngine, client: EnvClient[Any, Any, Any], recor
 
 
 async def _turn(
-    engine: RolloutEngine, client: EnvClient[Any, Any, Any], record: EpisodeRecord, result: Any, turn: int
+    engine: EngineView, client: EnvClient[Any, Any, Any], record: EpisodeRecord, result: Any, turn: int
 ) -> Any:
     observation = result.observation
     prompt = engine.prompt(observation, record)

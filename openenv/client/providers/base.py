@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
+from openenv.client._loop import run_sync
 from openenv.client.providers import lifecycle
 from openenv.client.providers._health import wait_healthy
 from openenv.errors import ConfigurationError, ProviderStartError
@@ -122,8 +123,6 @@ class Provider(ABC):
                 was started has been stopped again.
             ProviderUnavailableError: the system behind the provider is missing.
         """
-        from openenv.client.sync import run_sync
-
         return run_sync(self.astart())
 
     async def astart(self) -> str:

@@ -27,12 +27,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from openenv.client import _settings
-
-if TYPE_CHECKING:
-    from openenv.client.providers.base import Provider
 
 __all__ = [
     "LABEL_ENV",
@@ -58,9 +55,21 @@ LABEL_STARTED = "org.openenv.started-at"
 LABEL_ENV = "org.openenv.env"
 MANAGED_VALUE = "openenv-client"
 
+
+class Stoppable(Protocol):
+    """A started provider as this module sees it (every `Provider` matches it).
+
+    A Protocol, so this module need not import `providers.base`, which registers providers here.
+    """
+
+    def stop(self) -> None:
+        """Stop what was started; safe to call twice."""
+        ...
+
+
 _HOST = socket.gethostname()
 _lock = threading.Lock()
-_active: dict[int, Provider] = {}
+_active: dict[int, Stoppable] = {}
 _hooks_installed = False
 _signal_installed = False
 
@@ -120,19 +129,19 @@ def owner_labels(env: str | None = None, extra: dict[str, str] | None = None) ->
 # -- providers live in this process ---------------------------------------------------------------------
 
 
-def register(provider: Provider) -> None:
+def register(provider: Stoppable) -> None:
     """Track a provider that is starting, so exit stops it (called by `Provider.astart`)."""
     with _lock:
         _active[id(provider)] = provider
         _install_hooks()
 
 
-def unregister(provider: Provider) -> None:
+def unregister(provider: Stoppable) -> None:
     with _lock:
         _active.pop(id(provider), None)
 
 
-def active_providers() -> list[Provider]:
+def active_providers() -> list[Stoppable]:
     """The providers of this process that were started and not stopped."""
     with _lock:
         return list(_active.values())
@@ -152,7 +161,7 @@ def stop_all(timeout_s: float = 30.0) -> None:
         t.join(max(0.1, deadline - time.monotonic()))
 
 
-def _stop_quietly(provider: Provider) -> None:
+def _stop_quietly(provider: Stoppable) -> None:
     try:
         provider.stop()
     except Exception as exc:  # at exit: report and go on with the others
