@@ -48,7 +48,7 @@ from _harness import HERE, ROOT, UPSTREAM_ENV, BenchmarkError, entry, json_line,
 
 from openenv import GenericEnvClient
 from openenv.client.pool import EnvPool
-from openenv.client.providers import DockerProvider
+from openenv.client.providers import ContainerProvider
 from openenv.images import build_image
 
 NAME = "cold_start"
@@ -242,7 +242,7 @@ async def one_start_cpu(image: str) -> float:
     per process, so that other work on a shared machine does not inflate the bound."""
     before = _engine_cpu()
     me = resource.getrusage(resource.RUSAGE_SELF)
-    provider = DockerProvider(image)
+    provider = ContainerProvider(image)
     await provider.astart()
     after = _engine_cpu()
     mine = resource.getrusage(resource.RUSAGE_SELF)

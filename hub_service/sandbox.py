@@ -162,6 +162,8 @@ def verify_runtime(settings: HubSettings, provider: Any, log_line: Callable[[str
     Raises:
         RuntimeUnverified: the container was stopped; the message says why and what to do.
     """
+    from openenv.engines import engine
+
     observed = provider.observed_runtime()
     log_line(observed.line)
     if settings.sandbox_runtime != GVISOR or observed.gvisor is True:
@@ -170,7 +172,7 @@ def verify_runtime(settings: HubSettings, provider: Any, log_line: Callable[[str
     if observed.gvisor is False:
         raise RuntimeUnverified(
             f"the engine was told to run the container under gVisor ({GVISOR}) but it runs on the host's kernel "
-            f"({observed.evidence}); check the engine's runtimes (docker info)"
+            f"({observed.evidence}); check the engine's runtimes ({engine().kind} info)"
         )
     raise RuntimeUnverified(
         f"cannot verify the runtime: the container is meant for gVisor ({GVISOR}) but this host cannot see its "
@@ -222,15 +224,15 @@ def confined_provider(
     client: Any = None,
     bridge: str = BRIDGE_NAME,
 ) -> Any:
-    """A DockerProvider for `image`, whose server listens on `port` in the container, with every
+    """A ContainerProvider for `image`, whose server listens on `port` in the container, with every
     confinement above (smoke tests and play sessions); `overrides` replace resource limits (see
     `grant`). `client` names another engine than the Hub's own (its smoke bridge then `bridge`)."""
-    from openenv.client.providers import DockerProvider
+    from openenv.client.providers import ContainerProvider
     from openenv.engines import engine
 
     on = client if client is not None else engine().client()
     network = ensure_smoke_network(on, bridge=bridge) if settings.smoke_isolated_network else None
-    return DockerProvider(
+    return ContainerProvider(
         image,
         port=port,
         pull="never",

@@ -13,6 +13,7 @@ and when a worker starts (`sandbox.reap_leftovers`).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,14 +75,10 @@ def index_all(settings: HubSettings, fence: Fence | None = None) -> list[IndexRe
     kinds = (["local"] if settings.local_source else []) + (["hf"] if settings.hf_enabled else [])
     try:
         for kind in kinds:
-            try:
+            with _logged("indexing the %s source failed", kind):  # one failing source does not stop the other
                 reports.append(
                     index_source(factory, source_for(settings, kind), max_attempts=settings.job_max_attempts)
                 )
-            except Deposed:
-                raise
-            except Exception:  # one source failing must not stop the other, nor the service
-                log.exception("indexing the %s source failed", kind)
     finally:
         engine.dispose()
     return reports
@@ -91,6 +89,29 @@ def _duty_engine(settings: HubSettings, fence: Fence | None) -> Engine:
     commits once this process has lost the lease (hub_service/leadership/fence.py)."""
     engine = make_engine(settings.sqlalchemy_url)
     return fence.guard(engine) if fence is not None else engine
+
+
+@contextlib.contextmanager
+def _logged(failed: str, *args: Any) -> Iterator[None]:
+    """Run the block; a failure other than `Deposed` is logged as `failed % args` and left to the
+    duty's next round (the Hub may be down for now), so the service keeps serving."""
+    try:
+        yield
+    except Deposed:
+        raise
+    except Exception:
+        log.exception(failed, *args)
+
+
+@contextlib.contextmanager
+def _duty_round(settings: HubSettings, fence: Fence | None, failed: str) -> Iterator[Engine]:
+    """A `_duty_engine` for one round of a duty, disposed after it; its failures are `_logged`."""
+    engine = _duty_engine(settings, fence)
+    try:
+        with _logged(failed):
+            yield engine
+    finally:
+        engine.dispose()
 
 
 class WorkerSupervisor(threading.Thread):
@@ -190,16 +211,11 @@ def reconcile(settings: HubSettings, fence: Fence | None = None) -> list[IndexRe
         from hub_service.db import session_scope
         from hub_service.prbot.service import reconcile_open
 
-        engine = _duty_engine(settings, fence)
-        try:
-            with session_scope(sessionmaker_for(engine)) as session:
-                reconcile_open(session)
-        except Deposed:
-            raise
-        except Exception:  # the next round tries again; the service keeps serving
-            log.exception("queueing the pull-request reconcile failed")
-        finally:
-            engine.dispose()
+        with (
+            _duty_round(settings, fence, "queueing the pull-request reconcile failed") as engine,
+            session_scope(sessionmaker_for(engine)) as session,
+        ):
+            reconcile_open(session)
     return reports
 
 
@@ -207,15 +223,8 @@ def poll_health(settings: HubSettings, fence: Fence | None = None) -> None:
     """One health poll of the indexed Spaces (one listing of their runtime)."""
     from hub_service.health.service import poll
 
-    engine = _duty_engine(settings, fence)
-    try:
+    with _duty_round(settings, fence, "polling the health of Spaces failed") as engine:
         poll(sessionmaker_for(engine), source_for(settings, "hf"))
-    except Deposed:
-        raise
-    except Exception:  # the Hub may be down: the next poll tries again
-        log.exception("polling the health of Spaces failed")
-    finally:
-        engine.dispose()
 
 
 def collect(settings: HubSettings, fence: Fence | None = None) -> None:
@@ -224,20 +233,13 @@ def collect(settings: HubSettings, fence: Fence | None = None) -> None:
     from hub_service.locks.service import purge_expired
     from hub_service.pipeline.registry_gc import collect_registry
 
-    engine = _duty_engine(settings, fence)
-    try:
+    with _duty_round(settings, fence, "collecting images failed") as engine:
         factory = sessionmaker_for(engine)
         purged = purge_expired(factory)
         if purged:
             log.info("purged %s expired lock(s)", purged)
         if settings.registry and settings.registry_gc != "off":
             collect_registry(settings, factory, dry_run=settings.registry_gc == "dry_run", fence=fence)
-    except Deposed:
-        raise
-    except Exception:  # the next round tries again; the service keeps serving
-        log.exception("collecting images failed")
-    finally:
-        engine.dispose()
 
 
 class _Every(threading.Thread):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from pathlib import Path
 from typing import Literal
@@ -78,7 +79,14 @@ class HubSettings(BaseSettings):
     )
 
     # Pipeline
-    builder: Literal["auto", "docker", "process"] = "auto"
+    builder: Literal["auto", "container", "process"] = Field(
+        default="auto",
+        description=(
+            "How revisions are built: 'container' (an image on the container engine, Docker or Podman), 'process' "
+            "(trusted sources only), or 'auto' (container when an engine answers). 'docker' is the deprecated old "
+            "name of 'container' (it logs a warning; it goes in the next release)."
+        ),
+    )
     base_image: str | None = Field(default=None, description="Value for the Dockerfiles' ARG BASE_IMAGE.")
     image_prefix: str = "openenv-hub"
     build_timeout_s: float = 900.0
@@ -215,7 +223,7 @@ class HubSettings(BaseSettings):
     build_network: str | None = Field(
         default=None,
         description=(
-            "Docker network of a build's RUN steps, overriding build_egress (BuildKit takes 'none', 'default' or 'host')."
+            "The engine's network for a build's RUN steps, overriding build_egress (BuildKit takes 'none', 'default' or 'host')."
         ),
     )
     build_egress: bool = Field(
@@ -316,7 +324,7 @@ class HubSettings(BaseSettings):
         ),
     )
     infra_retry_max_s: float = Field(
-        default=300.0, gt=0, description="...up to this long (sooner when the Docker engine answers again)."
+        default=300.0, gt=0, description="...up to this long (sooner when the container engine answers again)."
     )
     infra_probe_s: float = Field(
         default=5.0,
@@ -472,6 +480,17 @@ class HubSettings(BaseSettings):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("builder", mode="before")
+    @classmethod
+    def _builder(cls, value: object) -> object:
+        if value == "docker":  # the old name of "container", until the next release
+            logging.getLogger("hub_service.settings").warning(
+                "OPENENV_HUB_BUILDER=docker is deprecated, use OPENENV_HUB_BUILDER=container (the same builder, on "
+                "whichever container engine is set); the old name goes in the next release"
+            )
+            return "container"
+        return value
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -20,7 +20,7 @@ OpenEnvError
 │       ├── SnapshotError                SNAPSHOT_*, FORK_UNSUPPORTED, SESSION_BUSY (the "fork" extension)
 │       └── ProtocolError                INVALID_JSON, UNKNOWN_TYPE, MESSAGE_TOO_LARGE, SESSION_ERROR...
 ├── ProviderError                    starting or stopping an env server (openenv.client.providers)
-│   ├── ProviderUnavailableError         the system behind a provider (Docker, uv, a cluster) is missing
+│   ├── ProviderUnavailableError         the system behind a provider (container engine, uv, a cluster) is missing
 │   └── ProviderStartError               the server did not come up; `.logs` holds its last output
 ├── ResolutionError                  `from_hub` found no way to run the env; `.attempts` says why per step
 │   └── RemoteCodeError                  running it locally needs trust_remote_code=True
@@ -276,7 +276,7 @@ class ProviderError(OpenEnvError):
 
 
 class ProviderUnavailableError(ProviderError):
-    """The system a provider needs (Docker engine, swarm, uv/venv, a cluster) is not available."""
+    """The system a provider needs (a container engine, swarm, uv/venv, a cluster) is not available."""
 
 
 class ProviderStartError(ProviderError):

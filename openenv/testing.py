@@ -12,8 +12,6 @@ Needs the `server` extra (uvicorn).
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,23 +25,7 @@ def serve_app(app: Any, *, startup_timeout_s: float = 20.0) -> Iterator[str]:
     Raises:
         RuntimeError: the server did not start within `startup_timeout_s`.
     """
-    import uvicorn
+    from openenv.server.run import serve_in_thread
 
-    from openenv.server.run import uvicorn_options
-
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", **uvicorn_options())
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="openenv-test-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + startup_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the test server did not start; see the log above")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    with serve_in_thread(app, start_timeout_s=startup_timeout_s) as url:
+        yield url

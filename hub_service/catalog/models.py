@@ -115,7 +115,7 @@ class EnvVersion(Base):
     # every level once the smoke stage ran (hub_service/pipeline/rfc008.py).
     rfc008: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     build_status: Mapped[str | None] = mapped_column(String(16), default=None)
-    builder: Mapped[str | None] = mapped_column(String(16), default=None)  # docker | process
+    builder: Mapped[str | None] = mapped_column(String(16), default=None)  # a BuilderKind: container | process
     image_ref: Mapped[str | None] = mapped_column(String(512), default=None)
     # Where the publish stage pushed the tested image (`<registry>/<owner>/<name>:<sha>`) and the digest the
     # registry gave it (`sha256:...`): clients elsewhere pull `<registry>/<owner>/<name>@<digest>`. Kept for

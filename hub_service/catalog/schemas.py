@@ -195,7 +195,10 @@ class ResolveRecord(BaseModel):
         description="The port the env's server listens on inside the image (manifest `port`, else README `app_port`)",
     )
     source: str
-    local: dict[str, Any] = Field(default_factory=dict, description="How to run it locally: docker / process commands")
+    local: dict[str, Any] = Field(
+        default_factory=dict,
+        description="How to run it locally: `container` and `python` commands (`docker`: a deprecated copy of `container`)",
+    )
     yanked: bool = False
     deprecated: bool = False
     successor: str | None = Field(default=None, description="The env to use instead, when deprecated")

@@ -534,7 +534,8 @@ def resolve(
     port = version.port or 8000
     local: dict[str, Any] = {}
     if image:
-        local["docker"] = f"docker run --rm -p 127.0.0.1:{port}:{port} {image}"
+        local["container"] = f"docker run --rm -p 127.0.0.1:{port}:{port} {image}"
+        local["docker"] = local["container"]  # its name before: older clients read it (it goes in the next release)
     # Where the service keeps a local source's folders is its own business: never in a record.
     local["python"] = f"EnvClient.from_hub({env.repo_id + '@' + version.sha!r}, trust_remote_code=True)"
     return ResolveRecord(

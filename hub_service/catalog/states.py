@@ -44,5 +44,5 @@ class SourceKind(StrEnum):
 class BuilderKind(StrEnum):
     """How a revision was built (`hub_service.pipeline.builders`)."""
 
-    DOCKER = "docker"
+    CONTAINER = "container"  # an image, on the container engine (Docker or Podman); "docker" before 0019
     PROCESS = "process"

@@ -48,5 +48,5 @@ def _report_pull_requests(session: Session, env: EnvRecord, version: EnvVersion,
 
 def _collect_images(settings: HubSettings, session: Session, moved: Transition) -> None:
     """The env's images nobody needs any more go, once its revision has a verdict."""
-    if moved.builder == BuilderKind.DOCKER:
+    if moved.builder == BuilderKind.CONTAINER:
         prune_env_images(settings, sessionmaker_for(session.get_bind()), moved.env_id)  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
-"""How a revision is built: a `Builder` is one small protocol, with the Docker engine (an image)
-and the process builder (a cached virtual environment, trusted sources only) behind it.
+"""How a revision is built: a `Builder` is one small protocol, with the container engine (an image,
+on Docker or Podman) and the process builder (a cached virtual environment, trusted sources only) behind it.
 `choose_builder` picks one from the Hub's settings and the source's trust."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from hub_service.settings import HubSettings
 __all__ = [
     "BuildOutput",
     "Builder",
-    "DockerBuilder",
+    "ContainerBuilder",
     "ProcessBuilder",
     "cache_scope",
     "choose_builder",
-    "docker_available",
+    "engine_available",
     "image_size_mb",
     "image_tag",
 ]
@@ -59,16 +59,17 @@ class Builder(Protocol):
         ...
 
 
-class DockerBuilder:
-    """An image built by the Docker engine, confined (hub_service.sandbox) and capped in size."""
+class ContainerBuilder:
+    """An image built by the container engine, confined (hub_service.sandbox) and capped in size."""
 
-    kind = BuilderKind.DOCKER
+    kind = BuilderKind.CONTAINER
 
     def build(
         self, settings: HubSettings, folder: Path, owner: str, name: str, sha: str, log: Callable[[str], None]
     ) -> BuildOutput:
         from hub_service.sandbox import build_options
         from openenv.dockerfile import find_dockerfile
+        from openenv.engines import engine
         from openenv.images import ImageBuildError, build_image
 
         start = time.monotonic()
@@ -111,9 +112,9 @@ class DockerBuilder:
         try:
             size_mb = image_size_mb(tag)
         except Exception as exc:  # the image was built: an engine that stopped answering is the machine's trouble
-            if not docker_available():
+            if not engine_available():
                 raise Transient(
-                    f"the Docker engine stopped answering after the build ({exc})", code=WaitCode.ENGINE_LOST
+                    f"the {engine().label} stopped answering after the build ({exc})", code=WaitCode.ENGINE_LOST
                 ) from exc
             raise
         log(
@@ -168,7 +169,10 @@ class ProcessBuilder:
         return BuildOutput(builder=self.kind, python=str(python), seconds=time.monotonic() - start)
 
 
-_BUILDERS: dict[BuilderKind, Builder] = {BuilderKind.DOCKER: DockerBuilder(), BuilderKind.PROCESS: ProcessBuilder()}
+_BUILDERS: dict[BuilderKind, Builder] = {
+    BuilderKind.CONTAINER: ContainerBuilder(),
+    BuilderKind.PROCESS: ProcessBuilder(),
+}
 
 
 def choose_builder(settings: HubSettings, trusted: bool) -> Builder:
@@ -183,9 +187,9 @@ def choose_builder(settings: HubSettings, trusted: bool) -> Builder:
                 "this revision is not from a trusted source: it is built and run only in containers, and the Hub's builder is 'process'"
             )
         return _BUILDERS[BuilderKind.PROCESS]
-    if settings.builder == BuilderKind.DOCKER or not trusted:
-        return _BUILDERS[BuilderKind.DOCKER]
-    return _BUILDERS[BuilderKind.DOCKER if docker_available() else BuilderKind.PROCESS]
+    if settings.builder == BuilderKind.CONTAINER or not trusted:
+        return _BUILDERS[BuilderKind.CONTAINER]
+    return _BUILDERS[BuilderKind.CONTAINER if engine_available() else BuilderKind.PROCESS]
 
 
 def image_tag(settings: HubSettings, owner: str, name: str, sha: str) -> str:
@@ -193,7 +197,7 @@ def image_tag(settings: HubSettings, owner: str, name: str, sha: str) -> str:
     return f"{settings.image_prefix}/{slug}:{sha[:12]}"
 
 
-def docker_available() -> bool:
+def engine_available() -> bool:
     """Whether the container engine (`openenv.engines`, Docker unless set otherwise) answers."""
     from openenv.engines import engine
 

@@ -32,7 +32,7 @@ def _engine_at_deadline(settings: HubSettings, elapsed_s: float) -> Transient | 
     stage); None when it answers as before, or when the Hub runs no engine."""
     from openenv.images._engine import engine_change
 
-    if settings.builder != BuilderKind.DOCKER:
+    if settings.builder != BuilderKind.CONTAINER:
         return None
     change = engine_change(None, started_within_s=elapsed_s, answer_s=settings.engine_answer_s)
     if change is None:

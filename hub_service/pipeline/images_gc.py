@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.catalog.lock_models import ImageLock, ImageLockEntry
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.pins import live_locked_version_ids
-from hub_service.catalog.states import VersionState
+from hub_service.catalog.states import BuilderKind, VersionState
 from hub_service.db import session_scope
 from hub_service.prbot.models import PullRequestCheck
 from hub_service.settings import HubSettings
@@ -42,7 +42,9 @@ def _doomed(session: Session, env: EnvRecord, keep: int) -> list[tuple[int, str]
     """(version id, image) pairs to remove, newest first."""
     versions = session.scalars(
         select(EnvVersion)
-        .where(EnvVersion.env_id == env.id, EnvVersion.builder == "docker", EnvVersion.image_ref.is_not(None))
+        .where(
+            EnvVersion.env_id == env.id, EnvVersion.builder == BuilderKind.CONTAINER, EnvVersion.image_ref.is_not(None)
+        )
         .order_by(EnvVersion.created_at.desc(), EnvVersion.id.desc())
     ).all()
     kept_ids = kept_versions(session, env, keep, versions)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub_service import registry_api, signing
+from hub_service.catalog.states import BuilderKind
 from hub_service.pipeline.stages import BuildOutput, StageLog, Transient
 from hub_service.settings import HubSettings
 from openenv.images._signs import pushed_digest
@@ -121,11 +122,11 @@ def push_tested_image(
 
     Raises:
         Transient: the registry is down, unreachable, refuses the credentials or times out, the
-            Docker engine does not answer, or the signing key cannot be read.
+            container engine does not answer, or the signing key cannot be read.
     """
     if not settings.registry:
         return Published(None, None, _skips("no registry is configured (OPENENV_HUB_REGISTRY): nothing is published"))
-    if built.builder != "docker" or not built.image_ref:
+    if built.builder != BuilderKind.CONTAINER or not built.image_ref:
         return Published(None, None, _skips("built as a process: there is no image to publish"))
     repository = registry_repository(settings.registry, owner, name)
     host = registry_api.host_of(settings.registry)
@@ -266,7 +267,9 @@ def _engine_push(settings: HubSettings, built: BuildOutput, repository: str, sha
             f"the tested image {built.image_ref} is gone from the engine before its push ({exc})", code=REGISTRY
         ) from exc
     except docker.errors.DockerException as exc:
-        raise Transient(f"the Docker engine failed while pushing to {settings.registry}: {exc}", code=REGISTRY) from exc
+        raise Transient(
+            f"the {engine().label} failed while pushing to {settings.registry}: {exc}", code=REGISTRY
+        ) from exc
     except OSError as exc:  # requests' connection errors to the engine, timeouts
         raise Transient(f"pushing to {settings.registry} failed: {exc}", code=REGISTRY) from exc
     finally:

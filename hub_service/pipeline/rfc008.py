@@ -15,7 +15,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from hub_service.catalog.states import RFC008_FAILURE
+from hub_service.catalog.states import RFC008_FAILURE, BuilderKind
 from hub_service.pipeline.rfc008_container import ContainerMeasures
 from hub_service.settings import HubSettings
 from openenv.validation.report import Report
@@ -142,7 +142,7 @@ def build_results(built: Any) -> list[ResultV2]:
 
 def _reproducible(built: Any) -> ResultV2:
     check = "static.reproducible_build"
-    if built.builder != "docker":
+    if built.builder != BuilderKind.CONTAINER:
         return ResultV2(check_id=check, status="skip", evidence=["built as a process here: there is no image"])
     found = built.rebuilt
     if found is None:
@@ -178,7 +178,7 @@ def _layer_isolation(built: Any) -> ResultV2:
     refused at the build, openenv.dockerfile.scope_cache_mounts), so that no build reads what another
     env's left in a shared cache; its layers BuildKit reuses only by content."""
     check = "hub.layer_isolation"
-    if built.builder != "docker" or built.cache_scope is None:
+    if built.builder != BuilderKind.CONTAINER or built.cache_scope is None:
         return ResultV2(check_id=check, status="skip", evidence=["built as a process here: there are no image layers"])
     mounts, dropped = built.cache_mounts or [], built.cache_mounts_dropped or []
     evidence = [

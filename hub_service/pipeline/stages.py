@@ -1,7 +1,7 @@
 """The pipeline's stages, free of database code: fetch → validate → build → smoke.
 
 Each stage takes a `StageLog` to write to and returns what the next needs; a failure the env is
-responsible for raises `StageFailed(reason)`; one of the infrastructure (no Docker engine, the
+responsible for raises `StageFailed(reason)`; one of the infrastructure (no container engine, the
 engine restarted, a base image or the source unreachable) raises `Transient(reason, code)`, and
 the version waits for the infrastructure and is retried (never blamed on the env).
 
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hub_service.pipeline.builders import BuildOutput, choose_builder, docker_available, image_tag
+from hub_service.catalog.states import BuilderKind
+from hub_service.pipeline.builders import BuildOutput, choose_builder, engine_available, image_tag
 from hub_service.pipeline.stage_kit import Abort, ChecksFailed, StageFailed, StageLog, ValidationFailed, plain
 from hub_service.queue.errors import Transient
 from hub_service.settings import HubSettings
@@ -35,7 +36,7 @@ __all__ = [
     "Validated",
     "ValidationFailed",
     "build",
-    "docker_available",
+    "engine_available",
     "image_tag",
     "plain",
     "read_folder_declared",
@@ -123,12 +124,12 @@ def _validate_options(run_code: bool, repo_id: str) -> dict[str, Any]:
 def build(
     settings: HubSettings, folder: Path, owner: str, name: str, sha: str, trusted: bool, log: StageLog
 ) -> BuildOutput:
-    """Build the env with the builder `choose_builder` picks: an image with the Docker engine, or a
+    """Build the env with the builder `choose_builder` picks: an image with the container engine, or a
     cached virtual environment (hub_service/pipeline/builders.py).
 
     Raises:
         StageFailed: the Dockerfile or the dependencies do not build.
-        Transient: no Docker engine answered, it restarted, or a base image cannot be pulled.
+        Transient: no container engine answered, it restarted, or a base image cannot be pulled.
     """
     return choose_builder(settings, trusted).build(settings, folder, owner, name, sha, log)
 
@@ -176,10 +177,10 @@ def smoke(
 
     Raises:
         StageFailed: the server does not start, answers wrongly, crashes or hangs.
-        Transient: the Docker engine stopped answering or restarted meanwhile (not the env's doing).
+        Transient: the container engine stopped answering or restarted meanwhile (not the env's doing).
     """
     abort = abort or Abort()
-    if built.builder != "docker":
+    if built.builder != BuilderKind.CONTAINER:
         return asyncio.run(_abortable(_smoke(settings, built, folder, log, abort, validated), abort))
     from openenv.client.providers._docker import docker_client
     from openenv.engines import engine
@@ -245,7 +246,7 @@ def _provider(settings: HubSettings, built: BuildOutput, folder: Path, *, read_o
     from openenv.client.providers import ProcessProvider
 
     timeout = settings.smoke_timeout_s
-    if built.builder == "docker":
+    if built.builder == BuilderKind.CONTAINER:
         from hub_service.sandbox import confined_provider, grant
         from openenv.manifest import env_port
 
@@ -269,7 +270,7 @@ async def _start(
     without the read-only root. Returns the provider, its URL and when the start began."""
     from openenv.errors import OpenEnvError
 
-    read_only = built.builder == "docker"
+    read_only = built.builder == BuilderKind.CONTAINER
     while True:
         provider = _provider(settings, built, folder, read_only=read_only)
         abort.on_abort(provider.stop)  # the container goes with an aborted stage, even if this loop is stuck
@@ -290,7 +291,7 @@ async def _start(
                 log(f"server| {line}")
             await provider.astop()
             raise StageFailed(f"the server did not start: {exc}") from exc
-        if built.builder == "docker":
+        if built.builder == BuilderKind.CONTAINER:
             await _check_runtime(settings, provider, log)
         return provider, url, start
 
@@ -330,7 +331,7 @@ async def _smoke(
     from openenv.validation.paths import play_paths
 
     declared = read_folder_declared(folder)
-    if built.builder == "docker":
+    if built.builder == BuilderKind.CONTAINER:
         from hub_service.sandbox import grant
 
         for note in grant(settings, declared)[1]:
@@ -548,35 +549,27 @@ def _capped(text: str, episode: Any) -> str:
     return text
 
 
-_CHUNK = 1 << 16
-
-
 class _TooLarge(Exception):
     pass
 
 
 async def _get_json(url: str, timeout: float, max_mb: float) -> Any:
-    """GET `url` as JSON, read in chunks: at most `max_mb` MB, and within `timeout` seconds in all
-    (not per read: a server that drips a byte at a time is cut off too)."""
+    """GET `url` as JSON: at most `max_mb` MB, within `timeout` seconds in all (`read_within`)."""
     import json
     import urllib.request
 
+    from openenv._http import read_within
+
     limit = int(max_mb * (1 << 20))
     path = "/" + url.rsplit("/", 1)[-1]
+    late = f"the reply did not finish within {timeout:g}s (OPENENV_HUB_STEP_TIMEOUT_S)"
 
     def fetch() -> Any:
         ends = time.monotonic() + timeout
         with urllib.request.urlopen(url, timeout=timeout) as reply:
-            declared = reply.headers.get("Content-Length")
-            if declared is not None and declared.isdigit() and int(declared) > limit:
-                raise _TooLarge()
-            body = bytearray()
-            while chunk := reply.read1(_CHUNK):
-                body += chunk
-                if len(body) > limit:
-                    raise _TooLarge()
-                if time.monotonic() > ends:
-                    raise TimeoutError(f"the reply did not finish within {timeout:g}s (OPENENV_HUB_STEP_TIMEOUT_S)")
+            body = read_within(reply, limit, ends, late)
+        if body is None:
+            raise _TooLarge()
         return json.loads(body)
 
     try:

@@ -8,7 +8,6 @@ parse is shown and counted, never a crash.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import random
 import socket
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 import httpcore2  # the openai client is built on httpx2 and httpcore2
 import httpx2
 
+from hub_service.addresses import why_not_public
 from hub_service.play.errors import PlayError
 from hub_service.schema_refs import deref
 from openenv.evaluation import observation_text, parse_action
@@ -364,24 +364,6 @@ class EndpointRefused(httpcore2.ConnectError):
     """A visitor's endpoint resolves to an address the Hub does not call for visitors."""
 
 
-def _why_refused(address: str) -> str | None:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        ip = ip.ipv4_mapped or ip.sixtofour or ip
-    for test, what in (
-        (ip.is_loopback, "a loopback"),
-        (ip.is_link_local, "a link-local"),
-        (ip.is_private, "a private"),
-        (ip.is_unspecified, "an unspecified"),
-        (ip.is_multicast, "a multicast"),
-        (ip.is_reserved, "a reserved"),
-        (not ip.is_global, "a non-public"),
-    ):
-        if test:
-            return f"{ip}, {what} address"
-    return None
-
-
 async def _public_addresses(host: str, port: int) -> list[str]:
     """Every address `host` resolves to, when all are public.
 
@@ -396,7 +378,7 @@ async def _public_addresses(host: str, port: int) -> list[str]:
         ) from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     for address in addresses:
-        why = _why_refused(address)
+        why = why_not_public(address)
         if why is not None:
             raise EndpointRefused(
                 f"the model endpoint's host {host!r} resolves to {why}: this Hub lets visitors' models "

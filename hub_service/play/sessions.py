@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog import service as catalog
-from hub_service.catalog.states import VersionState
+from hub_service.catalog.states import BuilderKind, VersionState
 from hub_service.play.errors import AllInUse, NotPlayable, PlayError, PlayLimit, PlayStartError
 from hub_service.play.instances import Instance, InstancePool, Target
 from hub_service.quota.leases import LeaseBook
@@ -196,7 +196,7 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
     from openenv.client.providers import ProcessProvider
 
     timeout = settings.play_start_timeout_s
-    if version.builder == "docker" and version.image_ref:
+    if version.builder == BuilderKind.CONTAINER and version.image_ref:
         from hub_service.sandbox import confined_provider, grant, verify_runtime
         from openenv.declared import read_declared
 

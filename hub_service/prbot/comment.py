@@ -9,12 +9,12 @@ is posted, not even the report link when the Hub has no public address.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from hub_service.addresses import why_not_public
 from hub_service.catalog.states import RFC008_FAILURE, VersionState
 
 __all__ = ["MARKER", "ReportView", "render"]
@@ -282,10 +282,9 @@ def _internal_host(host: str) -> bool:
     if host in ("localhost", "host.docker.internal") or host.endswith((".localhost", ".local", ".internal")):
         return True
     try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
+        return why_not_public(host) is not None
+    except ValueError:  # a name, not an address
         return False
-    return not address.is_global
 
 
 # URLs and bare host:port pairs naming this machine or its containers (loopback, private, link-local).

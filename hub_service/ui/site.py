@@ -28,15 +28,6 @@ from openenv.render import ANSI_CSS
 
 __all__ = ["CSS", "HEAD", "build_site", "theme"]
 
-SORTS = [
-    ("Name (A→Z)", "name"),
-    ("Name (Z→A)", "-name"),
-    ("Most liked", "-likes"),
-    ("Recently updated", "-updated"),
-    ("Fastest cold start", "cold_start"),
-    ("Fastest step", "step_latency"),
-    ("Most sessions per server", "-sessions"),
-]
 STATUSES = [
     ("any status", ""),
     ("passing", "passing"),
@@ -294,7 +285,13 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
                     )
                     tags = gr.Dropdown(label="Tags", multiselect=True, choices=[], elem_id="oe-tags", scale=2)
                     status = gr.Dropdown(label="Status", choices=STATUSES, value="", elem_id="oe-status", scale=1)
-                    sort = gr.Dropdown(label="Sort by", choices=SORTS, value="name", elem_id="oe-sort", scale=1)
+                    sort = gr.Dropdown(
+                        label="Sort by",
+                        choices=[(label, value) for value, label in views.SORTS],
+                        value="name",
+                        elem_id="oe-sort",
+                        scale=1,
+                    )
                 with gr.Row():
                     trust, min_sessions, checks = trust_card.filter_controls()
                 results = gr.HTML(elem_id="oe-results")

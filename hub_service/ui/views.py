@@ -22,6 +22,7 @@ from hub_service.queue.errors import WaitCode
 from hub_service.ui.trust_card import badge_row
 
 __all__ = [
+    "SORTS",
     "badges",
     "catalog_cards",
     "figures",
@@ -37,6 +38,16 @@ __all__ = [
     "try_summary",
 ]
 
+# The catalog's orders as visitors choose them (website and plain pages): (the API's `sort`, its label).
+SORTS = [
+    ("name", "Name (A→Z)"),
+    ("-name", "Name (Z→A)"),
+    ("-likes", "Most liked"),
+    ("-updated", "Recently updated"),
+    ("cold_start", "Fastest cold start"),
+    ("step_latency", "Fastest step"),
+    ("-sessions", "Most sessions per server"),
+]
 _IMAGE_MAGIC = {b"\x89PNG\r\n\x1a\n": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif"}
 _B64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 _SPACE = re.compile(r"\s+")

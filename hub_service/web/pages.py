@@ -22,15 +22,6 @@ from hub_service.ui.leaderboard import env_board
 
 __all__ = ["catalog_page", "env_page", "env_path", "not_found_page"]
 
-SORTS = [
-    ("name", "Name (A→Z)"),
-    ("-name", "Name (Z→A)"),
-    ("-likes", "Most liked"),
-    ("-updated", "Recently updated"),
-    ("cold_start", "Fastest cold start"),
-    ("step_latency", "Fastest step"),
-    ("-sessions", "Most sessions per server"),
-]
 STATUSES = [("", "any status"), ("passing", "passing"), ("failing", "failing"), ("pending", "pending")]
 _TAGLINE = "Environments for agentic RL that pass their checks: browse them, play them, let a model try."
 
@@ -200,7 +191,7 @@ def catalog_page(
         'placeholder="name, description or tag"></label>'
         f'<label>Tag<select name="tag" id="oe-tag"><option value="">any tag</option>{_options([(t, t) for t in tags], tag)}</select></label>'
         f'<label>Status<select name="status" id="oe-status">{_options(STATUSES, status)}</select></label>'
-        f'<label>Sort by<select name="sort" id="oe-sort">{_options(SORTS, sort)}</select></label>'
+        f'<label>Sort by<select name="sort" id="oe-sort">{_options(views.SORTS, sort)}</select></label>'
         f'<label>Passed check<select name="check" id="oe-check"><option value="">any</option>'
         f"{_options([(c, c) for c in _CHECK_IDS], check)}</select></label>"
         f"{_trust_filters(query)}"

@@ -1,4 +1,4 @@
-"""Parsing option values: `KEY=VALUE` pairs (`--var`, `--secret`, `--build-arg`) and positive counts."""
+"""Option values: `KEY=VALUE` pairs (`--var`, `--secret`, `--build-arg`, `--label`) and positive counts."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ import os
 
 from openenv.cli._output import CliError
 
-__all__ = ["parse_pairs", "positive_int"]
+__all__ = ["add_space_settings", "parse_pairs", "positive_int", "space_settings"]
 
 
-def parse_pairs(items: list[str], option: str, *, from_environment: bool = False) -> dict[str, str]:
+def parse_pairs(
+    items: list[str], option: str, *, from_environment: bool = False, any_key: bool = False
+) -> dict[str, str]:
     """`["A=1", "B=2"]` → `{"A": "1", "B": "2"}`.
 
-    With `from_environment`, a bare `KEY` takes its value from this process's environment (so
-    secrets need not appear on the command line).
+    A key is a variable name (letters, digits, `_`) unless `any_key` (labels, build arguments:
+    any text before the first `=`). With `from_environment`, a bare `KEY` takes its value from
+    this process's environment (so secrets need not appear on the command line).
 
     Raises:
         CliError: a malformed item, or a bare KEY that is not set.
@@ -22,11 +25,9 @@ def parse_pairs(items: list[str], option: str, *, from_environment: bool = False
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not key or not key.replace("_", "a").isalnum():
+        if not key or not (any_key or key.replace("_", "a").isalnum()) or not (sep or from_environment):
             raise CliError(f"{option} {item!r} is not KEY=VALUE", f"write it as {option} KEY=VALUE", exit_code=2)
         if not sep:
-            if not from_environment:
-                raise CliError(f"{option} {item!r} has no value", f"write it as {option} {key}=VALUE", exit_code=2)
             if key not in os.environ:
                 raise CliError(
                     f"{option} {key}: no value given and ${key} is not set",
@@ -36,6 +37,27 @@ def parse_pairs(items: list[str], option: str, *, from_environment: bool = False
             value = os.environ[key]
         out[key] = value
     return out
+
+
+def add_space_settings(parser: argparse.ArgumentParser) -> None:
+    """The options `--var KEY=VALUE` and `--secret KEY[=VALUE]` (repeatable) of `push` and `fork`."""
+    parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE", help="a Space variable (repeatable)")
+    parser.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help="a Space secret; a bare KEY reads $KEY (repeatable)",
+    )
+
+
+def space_settings(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """The Space's variables and secrets that `add_space_settings`' options name.
+
+    Raises:
+        CliError: a malformed item, or a bare secret KEY that is not set.
+    """
+    return parse_pairs(args.var, "--var"), parse_pairs(args.secret, "--secret", from_environment=True)
 
 
 def positive_int(text: str) -> int:

@@ -7,9 +7,11 @@ import re
 
 from openenv.cli._env import env_folder
 from openenv.cli._output import CliError, Output
+from openenv.cli._pairs import parse_pairs
 
-DESCRIPTION = """Build an environment's Docker image with the local Docker engine. Inside an SDK source
-checkout, an env whose Dockerfile takes OPENENV_SDK gets a wheel of the local SDK, not the release."""
+DESCRIPTION = """Build an environment's image with the local container engine (Docker, or Podman with
+OPENENV_CONTAINER_ENGINE=podman). Inside an SDK source checkout, an env whose Dockerfile takes
+OPENENV_SDK gets a wheel of the local SDK, not the release."""
 
 EXAMPLES = """
 openenv build envs/echo_env
@@ -49,16 +51,6 @@ def default_tag(name: str) -> str:
     return f"openenv-{repo}:latest"
 
 
-def _build_args(pairs: list[str]) -> dict[str, str]:
-    args: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise CliError(f"--build-arg {pair!r} is not KEY=VALUE", "write it as --build-arg KEY=VALUE", exit_code=2)
-        args[key] = value
-    return args
-
-
 def run(args: argparse.Namespace, out: Output) -> int:
     from openenv.cli._settings import cli_settings
     from openenv.images import ImageBuildError, build_image
@@ -71,7 +63,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
             f"no Dockerfile in {root.resolve()}", "add one (`openenv init` shows the shape) at the env's root"
         )
     tag = args.tag or default_tag(manifest.name)
-    build_args = _build_args(args.build_arg)
+    build_args = parse_pairs(args.build_arg, "--build-arg", any_key=True)
     base_image = args.base_image or cli_settings().base_image
     steps: list[str] = []
 
@@ -99,9 +91,9 @@ def run(args: argparse.Namespace, out: Output) -> int:
             if exc.reason == ImageBuildError.BASE_IMAGE:
                 raise CliError(str(exc), "openenv build --base-image IMAGE (or OPENENV_BASE_IMAGE=IMAGE)") from None
             if exc.infrastructure:
-                raise CliError(
-                    str(exc), "start the Docker engine (or point DOCKER_HOST at one), then build again"
-                ) from None
+                from openenv.engines import engine
+
+                raise CliError(str(exc), f"{engine().start_hint}, then build again") from None
             if exc.log and not args.verbose:
                 for line in exc.log.splitlines()[-15:]:
                     out.line(f"    {line}", style="dim")

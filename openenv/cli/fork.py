@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from openenv.cli._output import CliError, Output
-from openenv.cli._pairs import parse_pairs
+from openenv.cli._pairs import add_space_settings, space_settings
 
 DESCRIPTION = """Duplicate a Space (its files, and the variables/secrets you pass) into your account or an
 organization. Uses HF_TOKEN (and HF_ENDPOINT if set); works with huggingface_hub 1.x and 2.x."""
@@ -24,14 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--private", action="store_true", default=None, help="make the new Space private")
     parser.add_argument("--hardware", help="hardware for the new Space, e.g. cpu-basic")
-    parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE", help="a Space variable (repeatable)")
-    parser.add_argument(
-        "--secret",
-        action="append",
-        default=[],
-        metavar="KEY[=VALUE]",
-        help="a Space secret; a bare KEY reads $KEY (repeatable)",
-    )
+    add_space_settings(parser)
     parser.add_argument("--token", help="Hugging Face token (default: HF_TOKEN or the saved login)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -40,8 +33,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from openenv.errors import ConfigurationError
     from openenv.spaces import HubRequestError, fork_space
 
-    variables = parse_pairs(args.var, "--var")
-    secrets = parse_pairs(args.secret, "--secret", from_environment=True)
+    variables, secrets = space_settings(args)
     with out.status(f"forking {args.source}"):
         try:
             result = fork_space(

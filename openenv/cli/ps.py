@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from openenv.cli._output import CliError, Output
+from openenv.cli._output import Output
+from openenv.cli._pairs import parse_pairs
 
 DESCRIPTION = (
     "List env servers that OpenEnv clients started and that are still there: local processes, "
@@ -30,18 +31,14 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--label", action="append", default=[], metavar="KEY=VALUE", help="only items with this label (repeatable)"
     )
-    parser.add_argument("--no-docker", action="store_true", help="do not ask the Docker engine (local processes only)")
+    parser.add_argument(
+        "--no-docker", action="store_true", help="do not ask the container engine (local processes only)"
+    )
 
 
 def parse_labels(items: list[str]) -> dict[str, str]:
-    """`["k=v", ...]` → dict. Raises CliError (exit 2) for an item without `=`."""
-    labels = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CliError(f"--label {item!r} is not KEY=VALUE", "write it as --label KEY=VALUE", exit_code=2)
-        labels[key] = value
-    return labels
+    """`--label` values, `["k=v", ...]`, as a dict. Raises CliError (exit 2) for an item without `=`."""
+    return parse_pairs(items, "--label", any_key=True)
 
 
 def describe_age(started_at: float | None) -> str:

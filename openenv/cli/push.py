@@ -8,7 +8,7 @@ from pathlib import Path
 
 from openenv.cli._env import env_folder
 from openenv.cli._output import CliError, Output
-from openenv.cli._pairs import parse_pairs
+from openenv.cli._pairs import add_space_settings, space_settings
 
 DESCRIPTION = """Publish an environment folder as a Docker Space: create the Space if needed, upload the
 folder (README front matter set to sdk: docker, app_port and the `openenv` tag), and set its
@@ -32,14 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--exclude", action="append", default=[], metavar="GLOB", help="leave matching files out (repeatable)"
     )
-    parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE", help="a Space variable (repeatable)")
-    parser.add_argument(
-        "--secret",
-        action="append",
-        default=[],
-        metavar="KEY[=VALUE]",
-        help="a Space secret; a bare KEY reads $KEY (repeatable)",
-    )
+    add_space_settings(parser)
     parser.add_argument("-m", "--message", help="the commit message")
     parser.add_argument("--no-validate", action="store_true", help="push even if `openenv validate` fails")
     parser.add_argument("--dry-run", action="store_true", help="show what would be uploaded, upload nothing")
@@ -51,8 +44,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     from openenv.spaces import HubRequestError, push_space, stage_folder
 
     root, manifest = env_folder(args.path)
-    variables = parse_pairs(args.var, "--var")
-    secrets = parse_pairs(args.secret, "--secret", from_environment=True)
+    variables, secrets = space_settings(args)
     if args.dry_run:
         with tempfile.TemporaryDirectory(prefix="openenv-push-") as tmp:
             files = stage_folder(root, manifest, Path(tmp), args.exclude)

@@ -3,7 +3,7 @@
     GET {OPENENV_HUB_URL}/api/v1/envs/{owner}/{name}/resolve?revision=REV
     → {"repo_id", "revision": <sha>, "status", "stage", "url": <running Space or null>,
        "image": <reference or null>, "image_digest": <sha256:... or null>, "image_tag": <tag or null>,
-       "port": <its server's port in the image>, "source", "local": {...}, "yanked",
+       "port": <its server's port in the image>, "source", "local": {"container": <command>, ...}, "yanked",
        "capacity": <the revision's capacity card or null>}
 
 A blocking stdlib request (`urllib`), run in a worker thread: the client's base install has no
@@ -47,6 +47,8 @@ class HubRecord:
     image_digest: str | None = None
     image_tag: str | None = None
     yanked: bool = False
+    # The command that runs the image in a local container (`local.container`; an older Hub's `local.docker`).
+    container_command: str | None = None
 
     @property
     def sessions_held(self) -> int | None:
@@ -104,7 +106,19 @@ def fetch_record(
         image_digest=_digest(body.get("image_digest"), hub_url),
         image_tag=body["image_tag"] if isinstance(body.get("image_tag"), str) and body["image_tag"] else None,
         yanked=body.get("yanked") is True,
+        container_command=_container_command(body.get("local")),
     )
+
+
+def _container_command(local: Any) -> str | None:
+    """A record's `local.container`, else `local.docker` (its name before; Hubs send both for one release)."""
+    if not isinstance(local, dict):
+        return None
+    for key in ("container", "docker"):
+        value = local.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _digest(value: Any, hub_url: str) -> str | None:

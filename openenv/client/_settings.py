@@ -17,7 +17,7 @@
 | OPENENV_REGISTRY_USER / OPENENV_REGISTRY_PASSWORD | (docker's config.json) | credentials for pulling a Hub's images |
 | OPENENV_HUB_SIGNING_KEY | (the Hub's, kept at first use) | PEM public key a Hub's image signatures are checked with |
 | OPENENV_ALLOW_UNSIGNED | false | let `from_hub` run a Hub's image that carries no signature |
-| OPENENV_CONTAINER_RUNTIME | (the engine's default) | the OCI runtime `DockerProvider` runs containers under, e.g. `runsc` (gVisor) |
+| OPENENV_CONTAINER_RUNTIME | (the engine's default) | the OCI runtime `ContainerProvider` runs containers under, e.g. `runsc` (gVisor) |
 """
 
 from __future__ import annotations

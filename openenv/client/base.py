@@ -327,11 +327,11 @@ class EnvClient(ForksMixin, ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT])
 
         `await` the result for a connected client, or call `.sync()` on it for a blocking one;
         `close()` stops the container. Client options (token, connect_timeout_s, ...) go to the
-        client, the others to `DockerProvider` (env, port, startup_timeout_s, run_options, ...).
+        client, the others to `ContainerProvider` (env, port, startup_timeout_s, run_options, ...).
 
         Raises:
             ProviderStartError: the container did not become healthy (its logs are attached).
-            ProviderUnavailableError: no Docker engine.
+            ProviderUnavailableError: no container engine (Docker or Podman) answers.
         """
         from openenv.client.launch import from_docker_image
 

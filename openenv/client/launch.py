@@ -89,9 +89,11 @@ def from_docker_image(cls: type[C], image: str, *, provider: Provider | None = N
         provider_options["env"] = {**provider_options.pop("env_vars"), **provider_options.get("env", {})}
 
     async def _make() -> C:
-        from openenv.client.providers.docker import DockerProvider
+        from openenv.client.providers.container import ContainerProvider
 
-        return await connect_with_provider(cls, provider or DockerProvider(image, **provider_options), client_options)
+        return await connect_with_provider(
+            cls, provider or ContainerProvider(image, **provider_options), client_options
+        )
 
     return Launch(_make)
 

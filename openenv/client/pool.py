@@ -109,11 +109,11 @@ class EnvPool(Generic[C]):
         client_options: dict[str, Any] | None = None,
         **provider_options: Any,
     ) -> EnvPool[C]:
-        """A pool of `size` containers of `image` (options go to `DockerProvider`)."""
-        from openenv.client.providers.docker import DockerProvider
+        """A pool of `size` containers of `image` (options go to `ContainerProvider`)."""
+        from openenv.client.providers.container import ContainerProvider
 
         return cls(
-            lambda: DockerProvider(image, **provider_options),
+            lambda: ContainerProvider(image, **provider_options),
             size,
             client_cls=client_cls,
             max_sessions_per_instance=max_sessions_per_instance,
@@ -212,7 +212,7 @@ class EnvPool(Generic[C]):
         from openenv.client._hub_service import HubServiceError, fetch_record
         from openenv.client.env_id import EnvId, parse_env_id
         from openenv.client.lock import load_lock
-        from openenv.client.providers.docker import DockerProvider
+        from openenv.client.providers.container import ContainerProvider
         from openenv.errors import ResolutionError
 
         env_id = parse_env_id(repo_id, revision)
@@ -256,7 +256,7 @@ class EnvPool(Generic[C]):
             max_sessions_per_instance = held
         options = {"port": record.port, **provider_options}
         pool: EnvPool[C] = cls(
-            lambda: DockerProvider(record.image or "", **options),
+            lambda: ContainerProvider(record.image or "", **options),
             size,
             client_cls=client_cls,
             max_sessions_per_instance=max_sessions_per_instance,

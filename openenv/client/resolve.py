@@ -4,7 +4,7 @@ Steps, each tried only when the one before gave nothing (docs/providers.md):
 
 1. hub:     the configured OpenEnv Hub service's resolve record (OPENENV_HUB_URL): a live endpoint.
 2. space:   the Space itself when its runtime runs (woken when asleep, waited for with a bound).
-3. docker:  a local container: the Space's image, else one built from its files at the revision.
+3. container: a local container: the Space's image, else one built from its files at the revision.
 4. process: a local process of the Space's files, in their own venv.
 
 Steps 3 and 4 run the Space's code on this machine, so they need `trust_remote_code=True` (or
@@ -13,13 +13,15 @@ the error (`ResolutionError.attempts`) when none works. `owner/name@rev` pins a 
 running Space is used only when it serves that commit, and local steps use its files. A pin by
 full sha or image digest (`@sha256:...`) is checked against the Hub's record, and a lock file
 (`lock=`, OPENENV_LOCK) pins every env it names (openenv/client/lock.py): anything else raises
-`LockMismatchError`, which no later step can mend.
+`LockMismatchError`, which no later step can mend. The step "docker" is the deprecated old name of
+"container" (it warns; it goes in the next release).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,8 +42,9 @@ __all__ = ["STEPS", "Resolver", "from_hub"]
 log = logging.getLogger("openenv.resolve")
 
 C = TypeVar("C", bound=LaunchableClient)
-STEPS = ("hub", "space", "docker", "process")
-_REMOTE_STEPS = ("docker", "process")
+STEPS = ("hub", "space", "container", "process")
+_REMOTE_STEPS = ("container", "process")
+_RENAMED_STEPS = {"docker": "container"}  # old name → new; the old names go in the next release
 
 
 def from_hub(
@@ -67,7 +70,7 @@ def from_hub(
     if locked is not None and locked_by is not None:
         env_id = EnvId(env_id.owner, env_id.name, locked.revision)
         hub_url = hub_url or (None if _settings.hub_url() else locked_by.hub)
-    chosen = tuple(steps) if steps is not None else STEPS
+    chosen = tuple(map(_step_name, steps)) if steps is not None else STEPS
     unknown = [s for s in chosen if s not in STEPS]
     if unknown or not chosen:
         raise ConfigurationError(f"steps must be a non-empty choice of {STEPS}, got {list(chosen)}")
@@ -291,9 +294,9 @@ class Resolver:
                 raise _hub_error(exc, self.env_id) from None
         return self._files
 
-    async def _docker(self) -> Any:
+    async def _container(self) -> Any:
         from openenv.client.providers._docker import docker_client
-        from openenv.client.providers.docker import DockerProvider, ImageDigestError, _image_exists
+        from openenv.client.providers.container import ContainerProvider, ImageDigestError, _image_exists
 
         # The engine the caller chose (docker_client=...), else DOCKER_HOST's / the local socket's.
         client: Any = self.provider_options.get("docker_client") or await in_thread(docker_client)
@@ -303,7 +306,7 @@ class Resolver:
             # No Hub answered: the locked image by its digest is the only one known to be the locked one.
             options = {"digest": self.locked.image_digest, **self.provider_options}
             try:
-                provider = DockerProvider(self.locked.image, pull="missing", **options)
+                provider = ContainerProvider(self.locked.image, pull="missing", **options)
                 return await connect_with_provider(self.cls, provider, self.client_options)
             except ImageDigestError as exc:  # not the locked image: nothing else may stand in for it
                 raise _Fatal(f"{self.locked.image} (from the lock file): {_first_line(exc)}") from None
@@ -326,7 +329,7 @@ class Resolver:
                 log.info("from_hub %s: %s: %s", self.env_id, record.image, checked)
             try:
                 return await connect_with_provider(
-                    self.cls, DockerProvider(record.image, pull="missing", **options), self.client_options
+                    self.cls, ContainerProvider(record.image, pull="missing", **options), self.client_options
                 )
             except ImageDigestError as exc:  # not the image the Hub tested: no other step may stand in for it
                 raise _Fatal(f"{record.image} (from the Hub service): {_first_line(exc)}") from None
@@ -355,7 +358,7 @@ class Resolver:
         for image, pull in candidates:
             try:
                 return await connect_with_provider(
-                    self.cls, DockerProvider(image, pull=pull, **self.provider_options), self.client_options
+                    self.cls, ContainerProvider(image, pull=pull, **self.provider_options), self.client_options
                 )
             except OpenEnvError as exc:
                 notes.append(f"{image}: {_first_line(exc)}")
@@ -364,7 +367,7 @@ class Resolver:
             raise _Skip("; ".join([*notes, "the Space has no Dockerfile to build"]))
         try:
             provider = await in_thread(
-                lambda: DockerProvider.from_env_dir(
+                lambda: ContainerProvider.from_env_dir(
                     folder, tag=local_tag, base_image=_settings.base_image(), **self.provider_options
                 )
             )
@@ -379,6 +382,20 @@ class Resolver:
         return await connect_with_provider(
             self.cls, ProcessProvider(folder, **self.provider_options), self.client_options
         )
+
+
+def _step_name(step: str) -> str:
+    """A step by its name, an old name warning (DeprecationWarning, at the caller of
+    `EnvClient.from_hub`) and giving the new one."""
+    new = _RENAMED_STEPS.get(step)
+    if new is None:
+        return step
+    warnings.warn(
+        f"the step {step!r} is deprecated, use {new!r}; the alias goes in the next release",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    return new
 
 
 class _Skip(OpenEnvError):

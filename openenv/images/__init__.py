@@ -237,8 +237,10 @@ def build_image(
                     # Even an exit code is no proof the step ran: a young engine's runc may fail to start the
                     # step's container ("exit code: 1"). The revision waits and runs again once the engine is older.
                     if trouble is None and _engine_starting(client):
+                        from openenv.engines import engine
+
                         trouble = ImageBuildError(
-                            f"the Docker engine had started less than {_ENGINE_WARMUP_S:.0f}s before this build failed, while "
+                            f"the {engine().label} had started less than {_ENGINE_WARMUP_S:.0f}s before this build failed, while "
                             "it may still fail to start a step's container; the build will be tried again",
                             joined,
                             reason=ImageBuildError.ENGINE_LOST,

@@ -105,9 +105,11 @@ def ensure_base_images(
 
 def _unavailable(image: str, from_base: bool, explicit_base: bool, error: str) -> ImageBuildError:
     """Why `image` cannot be had: the Hub's own choice of base (`explicit_base`), the machine, or the env."""
+    from openenv.engines import engine
+
     if from_base and explicit_base:  # the base image whoever runs the build chose: their machine's trouble
         return ImageBuildError(
-            f"base image {image} is not in the Docker engine and cannot be pulled ({error}); pass another base image "
+            f"base image {image} is not in the {engine().label} and cannot be pulled ({error}); pass another base image "
             "(`openenv build --base-image IMAGE`, OPENENV_BASE_IMAGE, or the Hub's OPENENV_HUB_BASE_IMAGE: any image with "
             f"Python >= 3.11 and pip), or make the registry-free one with `bash scripts/base-image` ({LOCAL_BASE_IMAGE})",
             reason=ImageBuildError.BASE_IMAGE,
@@ -125,11 +127,11 @@ def _unavailable(image: str, from_base: bool, explicit_base: bool, error: str) -
         "pass another base image (`openenv build --base-image IMAGE` or OPENENV_BASE_IMAGE), or make the registry-free one "
         f"with `bash scripts/base-image` in an openenv-hub checkout ({LOCAL_BASE_IMAGE})"
         if from_base
-        else f"this Dockerfile names {image} itself; pull or load it into the engine (docker pull / docker load), or make "
+        else f"this Dockerfile names {image} itself; pull or load it into the engine ({engine().kind} pull / {engine().kind} load), or make "
         "the Dockerfile take `ARG BASE_IMAGE` so another base can be passed"
     )
     return ImageBuildError(
-        f"base image {image} is not in the Docker engine and cannot be pulled: {answer.detail} (the engine said: {error}); "
+        f"base image {image} is not in the {engine().label} and cannot be pulled: {answer.detail} (the engine said: {error}); "
         f"{hint}",
         reason=ImageBuildError.BASE_IMAGE,
     )

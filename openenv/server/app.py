@@ -24,10 +24,9 @@ from starlette.routing import WebSocketRoute
 
 from openenv.env import AnyEnvironment, Environment
 from openenv.errors import ConfigurationError
-from openenv.mcp.jsonrpc import RpcCode, rpc_error
 from openenv.mcp.tools import tools_of
-from openenv.protocol import PROTOCOL_VERSION, ErrorCode, JSONDecodeError, dumps, loads
-from openenv.server.mcp import TOOL_ACTION_TYPES, parse_tool_action
+from openenv.protocol import PROTOCOL_VERSION, ErrorCode, dumps
+from openenv.server.mcp import TOOL_ACTION_TYPES, parse_tool_action, too_large
 from openenv.server.runtime import EnvRuntime, RequestError
 from openenv.server.settings import ServerSettings, get_settings
 from openenv.server.tasks import add_task_routes
@@ -254,17 +253,7 @@ def create_app(
     )
     async def mcp(request: Request) -> Response:
         raw = await request.body()
-        if len(raw) > settings.max_message_bytes:
-            reply = rpc_error(
-                None,
-                RpcCode.INVALID_REQUEST,
-                f"request of {len(raw)} bytes is over the limit of {settings.max_message_bytes}",
-            )
-        else:
-            try:
-                reply = await runtime.mcp.rpc(loads(raw))
-            except JSONDecodeError as exc:
-                reply = rpc_error(None, RpcCode.PARSE_ERROR, f"Parse error: {exc}")
+        reply = too_large(raw, settings.max_message_bytes) or await runtime.mcp.rpc_raw(raw)
         return _json(dumps(reply))
 
     ws_endpoint = WebSocketEndpoint(runtime)

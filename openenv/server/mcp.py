@@ -40,13 +40,21 @@ from openenv.mcp.types import (
     ToolError,
     ToolErrorType,
 )
-from openenv.protocol import ErrorCode, dumps, observation_json
+from openenv.protocol import ErrorCode, JSONDecodeError, dumps, loads, observation_json
 from openenv.server._errors import RequestError
 from openenv.server._runtime_view import RuntimeView
 from openenv.server.sessions import CapacityError, FactoryError, Session
 from openenv.types import Action
 
-__all__ = ["TOOL_ACTIONS", "TOOL_ACTION_TYPES", "AttachError", "McpService", "ToolFailure", "parse_tool_action"]
+__all__ = [
+    "TOOL_ACTIONS",
+    "TOOL_ACTION_TYPES",
+    "AttachError",
+    "McpService",
+    "ToolFailure",
+    "parse_tool_action",
+    "too_large",
+]
 
 log = logging.getLogger("openenv.server")
 
@@ -195,6 +203,15 @@ class McpService:
             return rpc_error(
                 rid if type(rid) in (str, int) else None, RpcCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
             )
+
+    async def rpc_raw(self, raw: str | bytes, session: Session | None = None) -> dict[str, Any]:
+        """`rpc` for a request as it arrived (`/mcp`'s body, a WebSocket frame); a parse error
+        reply when it is not JSON. Never raises."""
+        try:
+            request = loads(raw)
+        except JSONDecodeError as exc:
+            return rpc_error(None, RpcCode.PARSE_ERROR, f"Parse error: {exc}")
+        return await self.rpc(request, session)
 
     async def _rpc(self, request: Any, session: Session | None) -> dict[str, Any]:
         if not isinstance(request, dict):
@@ -382,6 +399,13 @@ class McpService:
             self._http_sessions.pop(sess.id, None)
             await self.runtime.sessions.close(sess)
         return rpc_result(rid, {"session_id": sess.id, "closed": True})
+
+
+def too_large(raw: str | bytes, limit: int) -> dict[str, Any] | None:
+    """The JSON-RPC refusal of a request longer than `limit`, or None when it is within it."""
+    if len(raw) <= limit:
+        return None
+    return rpc_error(None, RpcCode.INVALID_REQUEST, f"request of {len(raw)} bytes is over the limit of {limit}")
 
 
 async def _within(coro: Any, limit: float) -> Any:

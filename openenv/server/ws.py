@@ -35,7 +35,7 @@ from openenv.protocol import (
     error_frame,
     loads,
 )
-from openenv.server.mcp import AttachError
+from openenv.server.mcp import AttachError, too_large
 from openenv.server.runtime import EnvRuntime, RequestError, ToolActionRequest
 from openenv.server.sessions import CapacityError, FactoryError, Session
 
@@ -263,18 +263,11 @@ class McpWebSocketEndpoint(_Endpoint):
                 raw = message.get("text")
                 if raw is None:
                     raw = message.get("bytes") or b""
-                if len(raw) > self.max_bytes:
-                    reply = rpc_error(
-                        None,
-                        RpcCode.INVALID_REQUEST,
-                        f"request of {len(raw)} bytes is over the limit of {self.max_bytes}",
-                    )
-                else:
+                reply = too_large(raw, self.max_bytes)
+                if reply is None:
                     session.busy = True
                     try:
-                        reply = await runtime.mcp.rpc(loads(raw), session)
-                    except JSONDecodeError as exc:
-                        reply = rpc_error(None, RpcCode.PARSE_ERROR, f"Parse error: {exc}")
+                        reply = await runtime.mcp.rpc_raw(raw, session)
                     finally:
                         session.busy = False
                         session.last_active = monotonic()

@@ -19,6 +19,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from openenv._http import read_within
 from openenv.client import GenericEnvClient
 from openenv.client._transport import Connection, ws_url_for
 from openenv.errors import EnvClientError, EnvDisconnectedError, EnvServerError
@@ -159,22 +160,12 @@ def _http_get(url: str, headers: dict[str, str], timeout_s: float, body: Any = N
         method="POST" if data is not None else "GET",
     )
     limit, ends = MAX_REPLY_MB << 20, time.monotonic() + timeout_s
-
-    def read(reply: Any) -> bytes | None:
-        body = bytearray()
-        while chunk := reply.read1(1 << 16):
-            body += chunk
-            if len(body) > limit:
-                return None
-            if time.monotonic() > ends:
-                raise TimeoutError(f"{request.get_method()} {url} did not finish within {timeout_s:g}s")
-        return bytes(body)
-
+    late = f"{request.get_method()} {url} did not finish within {timeout_s:g}s"
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as reply:
-            status, body = reply.status, read(reply)
+            status, body = reply.status, read_within(reply, limit, ends, late)
     except urllib.error.HTTPError as exc:
-        status, body = exc.code, read(exc)
+        status, body = exc.code, read_within(exc, limit, ends, late)
     if body is None:
         return status, _Oversized()
     try:

@@ -143,7 +143,7 @@ def live(
             "maintainer_token": SecretStr(MAINTAINER_TOKEN),
             "public_url": "https://hub.example.org",
             "image_prefix": f"openenv-hub-test-{os.getpid()}",
-            "builder": "docker",
+            "builder": "container",
         }
     )
     with serve_app(create_app(settings, run_migrations=False)) as url:

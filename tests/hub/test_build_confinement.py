@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hub_service.pipeline.builders import DockerBuilder
+from hub_service.pipeline.builders import ContainerBuilder
 from hub_service.pipeline.stage_kit import StageFailed
 from hub_service.sandbox import build_options
 from hub_service.settings import HubSettings
@@ -179,7 +179,7 @@ def test_the_hub_names_the_process_cap_a_build_step_hit(docker_client: Any, tmp_
     )
     lines: list[str] = []
     with pytest.raises(StageFailed) as failed:
-        DockerBuilder().build(settings, folder, "local", "forks", uuid.uuid4().hex, lines.append)
+        ContainerBuilder().build(settings, folder, "local", "forks", uuid.uuid4().hex, lines.append)
     assert "a RUN step hit the build's process cap of 200" in failed.value.reason, failed.value.reason
     assert "OPENENV_HUB_BUILD_PIDS" in failed.value.reason
     assert any("a RUN step hit the build's process cap of 200" in line for line in lines), lines[-10:]

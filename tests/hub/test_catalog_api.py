@@ -122,7 +122,8 @@ def test_resolve_records(api: str) -> None:
     assert running["status"] == "passing" and running["stage"] == "RUNNING"
     assert running["url"] == "https://user1-env-00001.hf.space"
     assert running["revision"] == f"{1:040x}" and running["image"] == "openenv-hub/env_00001:abc"
-    assert "docker run" in running["local"]["docker"]
+    assert "docker run" in running["local"]["container"]
+    assert running["local"]["docker"] == running["local"]["container"]  # its old name, for older clients (one release)
     sleeping = httpx.get(f"{api}/api/v1/envs/user2/env_00002/resolve").json()
     assert sleeping["url"] is None and sleeping["stage"] == "SLEEPING"
     assert sleeping["image"] == "registry.hf.space/user2-env-00002:latest"

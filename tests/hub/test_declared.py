@@ -86,7 +86,7 @@ def test_the_pipeline_uses_what_the_env_declares(clean_factory, hub_settings: Hu
     # RFC 008's gate off: this is the smoke stage's own reading of the block (a reward outside the
     # declared range is a warning there); with the gate on, RFC 008's runtime.reward_well_formed
     # decides such a revision (tests/hub/test_rfc008_gate.py).
-    settings = hub_settings.model_copy(update={"builder": "docker", "rfc008_gate": "off"})
+    settings = hub_settings.model_copy(update={"builder": "container", "rfc008_gate": "off"})
     index_source(clean_factory, LocalSource(root, trusted=False))
     assert Worker(settings, clean_factory).run_until_idle() == ["passed"]  # a contract warning is not a failure
     with clean_factory() as s:

@@ -77,7 +77,7 @@ def _env(
                 sha=hashlib.sha1(f"{name}@{i}".encode()).hexdigest(),
                 ref="main",
                 state="passed",
-                builder="docker",
+                builder="container",
                 created_at=utcnow() - dt.timedelta(hours=10 - i),
                 image_ref=image_ref,
                 registry_ref=registry_ref,

@@ -71,7 +71,7 @@ def test_database_restart_mid_job(tmp_path: Path) -> None:
             data_dir=tmp_path / "hub",
             database_url=pg.url,
             local_source=str(envs),
-            builder="docker",
+            builder="container",
             base_image=os.environ["OPENENV_TEST_BASE_IMAGE"],
             job_stale_after_s=4,
             heartbeat_s=0.5,
@@ -144,7 +144,7 @@ def test_docker_engine_restart_mid_build(clean_factory, hub_settings: HubSetting
         dockerfile.read_text().replace("COPY . /app/env", f"RUN sleep 8 # {time.time()}\nCOPY . /app/env")
     )
     settings = hub_settings.model_copy(
-        update={"builder": "docker", "job_stale_after_s": 4, "heartbeat_s": 0.5, "infra_retry_s": 1.0}
+        update={"builder": "container", "job_stale_after_s": 4, "heartbeat_s": 0.5, "infra_retry_s": 1.0}
     )
     index_source(clean_factory, LocalSource(envs))
     worker = subprocess.Popen(

@@ -30,7 +30,7 @@ NO_LANDLOCK = "this kernel has no Landlock and the server is not root"
 def test_every_bundled_env_is_smoke_tested_under_gvisor(clean_factory, hub_settings) -> None:
     _needs_docker()
     require_runsc()
-    settings = hub_settings.model_copy(update={"builder": "docker", "sandbox_runtime": "runsc"})
+    settings = hub_settings.model_copy(update={"builder": "container", "sandbox_runtime": "runsc"})
     wanted = bundled_envs()
     index_source(clean_factory, LocalSource(make_envs(Path(str(settings.local_source)), *sorted(wanted))))
     Worker(settings, clean_factory).run_until_idle()

@@ -90,7 +90,12 @@ def test_hf_env_goes_through_the_pipeline_at_its_sha(
     repo = hf_hub.create_space("alice/echo_env", files=env_files())
     first_sha = repo.resolve("main").oid
     settings = hub_settings.model_copy(
-        update={"hf_endpoint": hf_hub.url, "hf_enabled": True, "builder": "docker", "hf_token": SecretStr(hf_hub.token)}
+        update={
+            "hf_endpoint": hf_hub.url,
+            "hf_enabled": True,
+            "builder": "container",
+            "hf_token": SecretStr(hf_hub.token),
+        }
     )
     index_source(clean_factory, HfSource(hf_hub.url, hf_hub.token))
     # The Space moves on after indexing: the pipeline still checks the indexed sha.
@@ -102,4 +107,4 @@ def test_hf_env_goes_through_the_pipeline_at_its_sha(
         env = s.scalar(select(EnvRecord))
         version = s.scalar(select(EnvVersion))
     assert env.status == "passing" and env.sha == version.sha == first_sha
-    assert version.builder == "docker"  # code from the Hub is never run as a process
+    assert version.builder == "container"  # code from the Hub is never run as a process

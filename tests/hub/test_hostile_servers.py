@@ -60,7 +60,7 @@ def test_hostile_replies_fail_at_the_caps_and_a_dripping_server_at_the_deadline(
             # RFC 008's gate off: these servers' Dockerfiles carry no OCI labels (static.oci_labels);
             # the smoke stage's caps are what this test is about
             "rfc008_gate": "off",
-            "builder": "docker",
+            "builder": "container",
             "smoke_deadline_s": deadline,
             "step_timeout_s": 30.0,  # per-read limits longer than the deadline
             "smoke_reply_max_mb": 1.0,

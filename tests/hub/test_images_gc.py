@@ -38,7 +38,7 @@ def _image_refs(factory) -> dict[str, str | None]:
 
 def test_superseded_images_go_and_needed_ones_stay(clean_factory, hub_settings: HubSettings) -> None:
     _needs_docker()
-    settings = hub_settings.model_copy(update={"builder": "docker", "keep_images_per_env": 1})
+    settings = hub_settings.model_copy(update={"builder": "container", "keep_images_per_env": 1})
     root = make_envs(Path(settings.local_source), "echo_env")
     readme = root / "echo_env" / "README.md"
     # Images of the same content have the same id: a container left by an earlier run (one killed

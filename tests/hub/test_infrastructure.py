@@ -78,7 +78,7 @@ def test_no_engine_makes_the_revision_wait_then_it_passes_when_the_engine_answer
     # one is made anew for the relay and the process's usual engine is left as it was.
     monkeypatch.setenv("DOCKER_HOST", f"unix://{relay.path}")
     settings = hub_settings.model_copy(
-        update={"builder": "docker", "infra_retry_s": 60.0, "infra_retry_max_s": 600.0, "infra_probe_s": 0.1}
+        update={"builder": "container", "infra_retry_s": 60.0, "infra_retry_max_s": 600.0, "infra_probe_s": 0.1}
     )
     index_source(clean_factory, LocalSource(_copy_echo(settings)))
     worker = Worker(settings, clean_factory)
@@ -117,7 +117,7 @@ def test_no_engine_makes_the_revision_wait_then_it_passes_when_the_engine_answer
 def test_a_base_image_that_cannot_be_pulled_waits_with_what_to_do(clean_factory, hub_settings) -> None:
     _base_image()
     settings = hub_settings.model_copy(
-        update={"builder": "docker", "base_image": "openenv-local/no-such-base:1", "infra_retry_s": 30.0}
+        update={"builder": "container", "base_image": "openenv-local/no-such-base:1", "infra_retry_s": 30.0}
     )
     index_source(clean_factory, LocalSource(_copy_echo(settings)))
     assert Worker(settings, clean_factory).run_once() == "waiting"
@@ -139,7 +139,7 @@ def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failu
         dockerfile.read_text().replace("COPY . /app/env", f"RUN echo {uuid.uuid4().hex}\nCOPY . /app/env")
     )
     # No resolver on the build network (an outage): pip cannot resolve PyPI, and neither can the probe.
-    settings = hub_settings.model_copy(update={"builder": "docker", "build_network": "none", "infra_retry_s": 30.0})
+    settings = hub_settings.model_copy(update={"builder": "container", "build_network": "none", "infra_retry_s": 30.0})
     index_source(clean_factory, LocalSource(root))
     assert Worker(settings, clean_factory).run_once() == "waiting"
     version = _one(clean_factory, EnvVersion)
@@ -170,7 +170,7 @@ def test_a_build_network_without_dns_waits_but_an_unknown_host_is_the_envs_failu
 def test_hub_rerun_runs_waiting_and_failed_revisions_now(clean_factory, hub_settings, run_cli, tmp_path: Path) -> None:
     base = _base_image()
     settings = hub_settings.model_copy(
-        update={"builder": "docker", "base_image": "openenv-local/no-such-base:1", "infra_retry_s": 600.0}
+        update={"builder": "container", "base_image": "openenv-local/no-such-base:1", "infra_retry_s": 600.0}
     )
     index_source(clean_factory, LocalSource(_copy_echo(settings)))
     assert Worker(settings, clean_factory).run_once() == "waiting"
@@ -244,7 +244,7 @@ def test_a_base_whose_programs_lie_or_hang_fails_at_build_in_one_attempt(
         # validate; the build's failure is what this test is about (tests/hub/test_rfc008_gate.py is the gate's)
         settings = hub_settings.model_copy(
             update={
-                "builder": "docker",
+                "builder": "container",
                 "build_network": None,
                 "build_egress": True,
                 "infra_retry_s": 600.0,
@@ -296,7 +296,7 @@ def test_a_host_not_set_up_waits_uncounted_is_shown_and_runs_by_itself_once_fixe
     engine_past_its_start_up()
     broken = hub_settings.model_copy(
         update={
-            "builder": "docker",
+            "builder": "container",
             "sandbox_runtime": "no-such-runtime",
             "infra_retry_s": 600.0,
             "infra_wait_max_count": 2,
@@ -338,7 +338,7 @@ def test_an_engine_that_goes_on_answering_does_not_reset_a_waits_backoff(
     _base_image()
     gone = Path(tempfile.mkdtemp(prefix="oe-engine-")) / "docker.sock"  # nobody listens there
     monkeypatch.setenv("DOCKER_HOST", f"unix://{gone}")
-    settings = hub_settings.model_copy(update={"builder": "docker", "infra_retry_s": 600.0, "infra_probe_s": 0.01})
+    settings = hub_settings.model_copy(update={"builder": "container", "infra_retry_s": 600.0, "infra_probe_s": 0.01})
     index_source(clean_factory, LocalSource(_copy_echo(settings)))
     assert Worker(settings, clean_factory).run_once() == "waiting"
     assert _one(clean_factory, EnvVersion).waiting_code == "no_engine"
@@ -385,7 +385,7 @@ def test_a_stage_past_its_deadline_asks_the_engine_before_it_blames_the_env(hub_
     from hub_service.pipeline.stage_kit import StageFailed
 
     _base_image()
-    settings = hub_settings.model_copy(update={"builder": "docker", "smoke_deadline_s": 0.3, "engine_answer_s": 1.0})
+    settings = hub_settings.model_copy(update={"builder": "container", "smoke_deadline_s": 0.3, "engine_answer_s": 1.0})
 
     def stuck(log, abort) -> None:
         stop = threading.Event()

@@ -43,7 +43,7 @@ class Hub:
                 "HF_HOME": str(tmp / "hf-home"),
                 "OPENENV_HUB_DATABASE_URL": self.database_url,
                 "OPENENV_HUB_LOCAL_SOURCE": str(source),
-                "OPENENV_HUB_BUILDER": "docker",
+                "OPENENV_HUB_BUILDER": "container",
                 "OPENENV_HUB_BASE_IMAGE": os.environ["OPENENV_TEST_BASE_IMAGE"],
                 "OPENENV_HUB_IMAGE_PREFIX": self.prefix,
                 "OPENENV_HUB_STEP_TIMEOUT_S": "600",

@@ -46,7 +46,7 @@ def _env(
             sha=hashlib.sha1(f"{name}@{i}".encode()).hexdigest(),
             ref="main",
             state="passed",
-            builder="docker",
+            builder="container",
             image_ref=image.format(name=name, i=i),
             created_at=utcnow() - dt.timedelta(hours=versions - i),
         )

@@ -51,7 +51,7 @@ def echo_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamHub]:
             hf_enabled=True,
             hf_endpoint=hf.url,
             hf_token=SecretStr(hf.token),
-            builder="docker",
+            builder="container",
             base_image=base,
             smoke_timeout_s=90,
             build_timeout_s=900,

@@ -1,5 +1,6 @@
 """Schema changes go through Alembic: upgrading a database that has data keeps every row (SQLite's
-table rebuilds included), the migrated schema matches the models, and 0002 downgrades cleanly."""
+table rebuilds included), the migrated schema matches the models, and 0002 downgrades cleanly;
+0019 renames the builder "docker" to "container" and back."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 
 from hub_service.db import Base, make_engine, migrate, migrations_dir
 from hub_service.models import import_all
@@ -109,5 +111,55 @@ def test_upgrading_a_database_with_data_keeps_every_row(fresh_url: str) -> None:
             assert conn.execute(text("SELECT manifest_text FROM environments")).all() == [
                 ("says it back #parrot chk:runtime.startup:pass ",)
             ]
+    finally:
+        engine.dispose()
+
+
+def test_0019_renames_the_docker_builder_to_container_and_back(fresh_url: str) -> None:
+    migrate(fresh_url, "0018")
+    engine = make_engine(fresh_url)
+    now = "2026-01-01T00:00:00+00:00"
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO environments (id, source, owner, name, tags, likes, private, trusted, status, search_text, indexed_at, created_at, updated_at, gone) "
+                    "VALUES (1, 'hf', 'alice', 'echo_env', '[]', 0, false, false, 'passing', '', :t, :t, :t, false)"
+                ),
+                {"t": now},
+            )
+            for vid, builder in ((1, "docker"), (2, "process"), (3, None)):
+                conn.execute(
+                    text(
+                        "INSERT INTO env_versions (id, env_id, sha, ref, state, created_at, yanked, builder) "
+                        "VALUES (:id, 1, :sha, 'main', 'passed', :t, false, :b)"
+                    ),
+                    {"id": vid, "sha": str(vid) * 40, "t": now, "b": builder},
+                )
+
+        def builders() -> list[tuple[int, str | None]]:
+            with engine.connect() as conn:
+                return [tuple(r) for r in conn.execute(text("SELECT id, builder FROM env_versions ORDER BY id"))]
+
+        def refused(word: str) -> bool:
+            try:
+                with engine.begin() as conn:
+                    conn.execute(text("UPDATE env_versions SET builder = :b WHERE id = 3"), {"b": word})
+            except IntegrityError:
+                return True
+            with engine.begin() as conn:
+                conn.execute(text("UPDATE env_versions SET builder = NULL WHERE id = 3"))
+            return False
+
+        migrate(fresh_url)
+        assert builders() == [(1, "container"), (2, "process"), (3, None)]
+        assert refused("docker") and not refused("container")
+        with engine.connect() as conn:
+            import_all()
+            assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+
+        command.downgrade(_alembic(fresh_url), "0018")
+        assert builders() == [(1, "docker"), (2, "process"), (3, None)]
+        assert refused("container") and not refused("docker")
     finally:
         engine.dispose()

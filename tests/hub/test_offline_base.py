@@ -53,7 +53,7 @@ def test_a_c_extension_that_builds_on_the_real_image_builds_and_runs_here(
 ) -> None:
     _needs_docker()
     engine_past_its_start_up()  # a verdict about the env's own build, on an engine up a while
-    settings = hub_settings.model_copy(update={"builder": "docker"})
+    settings = hub_settings.model_copy(update={"builder": "container"})
     root = make_envs(Path(settings.local_source), "c_extension")
     index_source(clean_factory, LocalSource(root, trusted=False))  # as a Space is: its code runs only in its container
     assert Worker(settings, clean_factory).run_until_idle(max_wait_s=1) == ["passed"]

@@ -70,7 +70,7 @@ def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_set
         engine2().close()
     settings = hub_settings.model_copy(
         update={
-            "builder": "docker",
+            "builder": "container",
             "step_timeout_s": 3.0,
             "cross_host_engine": os.environ["OPENENV_TEST_DOCKER2_HOST"] if cross_host else None,
         }
@@ -91,7 +91,7 @@ def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_set
 
     echo = v["echo_env"]
     assert echo.state == "passed" and echo.validation_status in ("pass", "warn")
-    assert echo.build_status == "passed" and echo.smoke_status == "passed" and echo.builder == "docker"
+    assert echo.build_status == "passed" and echo.smoke_status == "passed" and echo.builder == "container"
     assert echo.image_ref and echo.image_ref.startswith(f"{settings.image_prefix}/local-echo_env:")
     assert 0 < echo.cold_start_s < 30 and 0 < echo.step_p50_ms < 1000 and echo.step_p95_ms >= echo.step_p50_ms
     assert any(c["id"].startswith("runtime.") for c in echo.validation["checks"])  # runtime checks merged in
@@ -157,12 +157,12 @@ def test_each_kind_of_broken_env_fails_at_the_right_stage(clean_factory, hub_set
         assert "FAILED" in smoke_log and "server|" in smoke_log
         resolved = httpx.get(f"{url}/api/v1/envs/local/echo_env/resolve").json()
         assert resolved["image"] == echo.image_ref and resolved["revision"] == echo.sha
-        assert resolved["local"]["docker"].endswith(echo.image_ref)
+        assert resolved["local"]["container"].endswith(echo.image_ref)
 
 
 def test_a_server_that_never_comes_up_fails_within_the_smoke_timeout(clean_factory, hub_settings: HubSettings) -> None:
     _needs_docker()
-    settings = hub_settings.model_copy(update={"builder": "docker", "smoke_timeout_s": 8.0})
+    settings = hub_settings.model_copy(update={"builder": "container", "smoke_timeout_s": 8.0})
     root = make_envs(Path(settings.local_source), "hanging_start")
     index_source(clean_factory, LocalSource(root, trusted=False))  # untrusted: validation does not import it
     start = time.monotonic()
@@ -229,7 +229,7 @@ def test_untrusted_code_is_never_run_as_a_process(clean_factory, hub_settings: H
 
 def test_a_killed_workers_job_is_taken_up_by_another(clean_factory, hub_settings: HubSettings) -> None:
     _needs_docker()
-    settings = hub_settings.model_copy(update={"builder": "docker", "job_stale_after_s": 2.0, "heartbeat_s": 0.5})
+    settings = hub_settings.model_copy(update={"builder": "container", "job_stale_after_s": 2.0, "heartbeat_s": 0.5})
     root = make_envs(Path(settings.local_source), "echo_env")
     # A build that takes a while, so the worker can be killed in the middle of it.
     dockerfile = root / "echo_env" / "Dockerfile"

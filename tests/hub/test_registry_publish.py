@@ -71,7 +71,7 @@ def publish_every_bundled_env(tmp_path: Path) -> None:
         database_url=db,
         local_source=str(tmp_path / "envs"),
         base_image=os.environ.get("OPENENV_TEST_BASE_IMAGE"),
-        builder="docker",
+        builder="container",
         website=False,
         determinism_check=False,
         reward_check=False,
@@ -101,7 +101,7 @@ def publish_every_bundled_env(tmp_path: Path) -> None:
             record = httpx.get(f"{url}/api/v1/envs/local/{name}/resolve").json()
             assert record["image"] == f"{namespace}/local/{name}@{version.image_digest}"
             assert (record["image_digest"], record["image_tag"]) == (version.image_digest, version.registry_ref)
-            assert record["local"]["docker"].endswith(record["image"]) and record["yanked"] is False
+            assert record["local"]["container"].endswith(record["image"]) and record["yanked"] is False
             # The push's own tag is not left on the Hub's engine (its image GC tracks the Hub's tag only).
             assert not _image_here(version.registry_ref)
             assert version.image_ref and _image_here(version.image_ref)
@@ -146,7 +146,7 @@ def test_a_registry_down_or_refusing_makes_the_version_wait_and_it_passes_once_b
     assert index_source(clean_factory, LocalSource(root)).jobs == 1
     with private_registry(tmp_path / "registry") as (host, start, stop):
         base = hub_settings.model_copy(
-            update={"builder": "docker", "registry": host, "registry_user": "openenv", "infra_retry_s": 0.2}
+            update={"builder": "container", "registry": host, "registry_user": "openenv", "infra_retry_s": 0.2}
         )
 
         def run(settings: HubSettings) -> tuple[str | None, EnvVersion, EnvRecord]:

@@ -148,9 +148,9 @@ def test_an_unconfined_container_fails_network_policy_and_host_containment(
 ) -> None:
     """As if the sandbox had failed: root, every default capability, a network that reaches the host.
     The env declares no-network; the Hub's own sink on the host answers it, and its processes are root."""
-    from openenv.client.providers import DockerProvider
+    from openenv.client.providers import ContainerProvider
 
-    provider = DockerProvider(
+    provider = ContainerProvider(
         echo_image, pull="never", startup_timeout_s=120, run_options={"network_mode": open_network}
     )
     results = _measure(settings, provider, _manifest())
@@ -334,7 +334,7 @@ def test_no_env_reads_what_another_left_in_a_build_cache_mount(tmp_path: Path, s
     another's to install. Unscoped (as a plain `docker build` does) the second build reads it; built
     by the Hub (each env's cache mounts under its own id), it does not, and hub.layer_isolation says
     which ids it gave."""
-    from hub_service.pipeline.builders import DockerBuilder
+    from hub_service.pipeline.builders import ContainerBuilder
     from hub_service.pipeline.rfc008 import build_results
     from openenv.images import build_image
 
@@ -350,9 +350,9 @@ def test_no_env_reads_what_another_left_in_a_build_cache_mount(tmp_path: Path, s
     # As the Hub builds them (a new id for the shared cache: nothing in it yet).
     (writer / "Dockerfile").write_text((writer / "Dockerfile").read_text().replace("shared-", "hub-"))
     (reader / "Dockerfile").write_text((reader / "Dockerfile").read_text().replace("shared-", "hub-") + "\n")
-    settings = settings.model_copy(update={"builder": "docker", "image_prefix": IMAGE_PREFIX})
-    DockerBuilder().build(settings, writer, "mallory", "writer", run, lambda line: None)
-    built = DockerBuilder().build(settings, reader, "alice", "reader", run, lambda line: None)
+    settings = settings.model_copy(update={"builder": "container", "image_prefix": IMAGE_PREFIX})
+    ContainerBuilder().build(settings, writer, "mallory", "writer", run, lambda line: None)
+    built = ContainerBuilder().build(settings, reader, "alice", "reader", run, lambda line: None)
     assert built.image_ref is not None and _seen(built.image_ref) == f"clean-{run}"
     result = build_results(built)[0]
     assert result.status == "pass" and result.measured["cache_mounts"] == [f"openenv-hub:alice/reader:hub-c{run}"]
@@ -401,7 +401,7 @@ def test_a_revision_built_twice_from_scratch_is_compared_layer_by_layer(
     second time with no cache and compares the images' files layer by layer (timestamps aside): a
     step writing the same bytes passes, one writing random bytes fails, naming its layer, its step
     and the file; the second image is not kept."""
-    from hub_service.pipeline.builders import DockerBuilder
+    from hub_service.pipeline.builders import ContainerBuilder
     from hub_service.pipeline.rfc008 import build_results
     from openenv.engines import engine
 
@@ -415,9 +415,9 @@ def test_a_revision_built_twice_from_scratch_is_compared_layer_by_layer(
             f"ARG BASE_IMAGE=python:3.11-slim\nFROM ${{BASE_IMAGE}}\nRUN {step} # {run}\n"
         )
     on = settings.model_copy(
-        update={"builder": "docker", "image_prefix": IMAGE_PREFIX, "reproducible_build_check": True}
+        update={"builder": "container", "image_prefix": IMAGE_PREFIX, "reproducible_build_check": True}
     )
-    built = DockerBuilder().build(on, folder, "alice", "twice", run, lambda line: None)
+    built = ContainerBuilder().build(on, folder, "alice", "twice", run, lambda line: None)
     result = build_results(built)[1]
     assert result.check_id == "static.reproducible_build" and result.status == status, result
     client = engine().client()
@@ -428,8 +428,8 @@ def test_a_revision_built_twice_from_scratch_is_compared_layer_by_layer(
     else:
         assert "timestamps aside" in result.evidence[0] or "bit for bit" in result.evidence[0]
     client.images.remove(str(built.image_ref), force=True)
-    off = DockerBuilder().build(
-        settings.model_copy(update={"builder": "docker", "image_prefix": IMAGE_PREFIX}),
+    off = ContainerBuilder().build(
+        settings.model_copy(update={"builder": "container", "image_prefix": IMAGE_PREFIX}),
         folder,
         "alice",
         "twice",

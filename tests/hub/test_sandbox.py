@@ -55,7 +55,7 @@ def test_hostile_space_is_contained_and_secrets_never_leak(
         secrets.add(f"db_{marker}")
     settings = hub_settings.model_copy(
         update={
-            "builder": "docker",
+            "builder": "container",
             "hf_token": SecretStr(f"hf_{marker}"),
             "maintainer_token": SecretStr(f"maint_{marker}"),
             "database_url": db_url,
@@ -153,7 +153,7 @@ def test_a_runtime_the_engine_lacks_makes_the_smoke_test_wait_not_fail(hub_setti
     except Exception as exc:  # no engine, no SDK
         require_system("Docker", f"no engine answers ({exc})")
     settings = hub_settings.model_copy(update={"sandbox_runtime": "no-such-runtime"})
-    built = BuildOutput(builder="docker", image_ref="openenv-test/never-started:1")
+    built = BuildOutput(builder="container", image_ref="openenv-test/never-started:1")
     with pytest.raises(Transient) as caught:
         smoke(settings, built, tmp_path, lambda line: None)
     assert caught.value.code == Transient.HOST_SETUP
@@ -182,7 +182,7 @@ def test_play_sessions_get_the_sandbox_runtime_and_limits_of_smoke_tests(hub_set
 
 
 def _seen_as(gvisor: bool | None, evidence: str) -> Any:
-    """What `verify_runtime` uses of a DockerProvider: its observation and its stop."""
+    """What `verify_runtime` uses of a ContainerProvider: its observation and its stop."""
     from openenv.engines.runtimes import ObservedRuntime
 
     class Provider:

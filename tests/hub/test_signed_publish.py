@@ -145,7 +145,7 @@ def test_the_pipeline_signs_what_it_publishes_and_never_publishes_over_it(tmp_pa
     _needs_docker()
     registry = test_registry()
     namespace = f"{registry.host}/t{uuid.uuid4().hex[:10]}"
-    settings = _settings(tmp_path, registry, namespace, builder="docker", statistical_episodes=5)
+    settings = _settings(tmp_path, registry, namespace, builder="container", statistical_episodes=5)
     factory = sessionmaker_for(make_engine(settings.database_url))
     index_source(factory, LocalSource(make_envs(Path(str(settings.local_source)), "echo_env")))
     assert Worker(settings, factory).run_until_idle() == ["passed"]
@@ -169,7 +169,7 @@ def test_the_pipeline_signs_what_it_publishes_and_never_publishes_over_it(tmp_pa
         assert record["signature"]["signature"] == signature
 
         # published again (a re-run): the tag holds the recorded digest, so nothing is pushed
-        built = BuildOutput(builder="docker", image_ref=echo.image_ref)
+        built = BuildOutput(builder="container", image_ref=echo.image_ref)
         lines: list[str] = []
         again = publish.push_tested_image(settings, built, "local", "echo_env", echo.sha, lines.append, digest)
         assert again.pushed is not None and again.pushed.digest == digest

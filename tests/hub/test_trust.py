@@ -123,7 +123,7 @@ def test_a_check_that_cannot_finish_is_unchecked_and_the_smoke_test_still_passes
 
 def test_docker_builds_get_the_image_size_and_container_memory(clean_factory, hub_settings: HubSettings) -> None:
     _needs_docker()
-    settings = hub_settings.model_copy(update={**TRUST_ON, "builder": "docker"})
+    settings = hub_settings.model_copy(update={**TRUST_ON, "builder": "container"})
     index_source(clean_factory, LocalSource(make_envs(Path(settings.local_source), "echo_env", "leaks_sessions")))
     assert Worker(settings, clean_factory).run_until_idle() == ["passed", "passed"]
     v = verdicts(clean_factory)

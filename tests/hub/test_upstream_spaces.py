@@ -103,7 +103,7 @@ def upstream_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpstreamH
             hf_enabled=True,
             hf_endpoint=hf.url,
             hf_token=SecretStr(hf.token),
-            builder="docker",
+            builder="container",
             base_image=base,
             smoke_timeout_s=90,
             build_timeout_s=900,
@@ -133,7 +133,7 @@ def test_upstream_shapes_build_and_pass_the_smoke_test(upstream_hub: UpstreamHub
             verdicts[name],
             upstream_hub.stage_log(name, verdicts[name][1] or "smoke")[-3000:],
         )
-        assert versions[name].builder == "docker" and versions[name].step_p50_ms
+        assert versions[name].builder == "container" and versions[name].step_p50_ms
     # BuildKit built them: the cache mounts of upstream's template, from server/Dockerfile when that is where it is.
     build = upstream_hub.stage_log("template_env", "build")
     assert "from server/Dockerfile" in build and "with buildkit" in build and "--mount=type=cache" in build
@@ -194,7 +194,7 @@ def test_resolve_play_and_from_hub_use_the_envs_own_port_without_huggingface(
     settings = upstream_hub.settings.model_copy(update={"play_instance_linger_s": 0.0})
     with serve_app(create_app(settings, run_migrations=False)) as url:
         record = httpx.get(f"{url}/api/v1/envs/alice/port_env/resolve", timeout=10).json()
-        assert record["port"] == 7860 and record["local"]["docker"].startswith(
+        assert record["port"] == 7860 and record["local"]["container"].startswith(
             "docker run --rm -p 127.0.0.1:7860:7860 "
         )
         text = json.dumps(record)
@@ -207,7 +207,7 @@ def test_resolve_play_and_from_hub_use_the_envs_own_port_without_huggingface(
         monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
         with GenericEnvClient.from_hub("alice/port_env", trust_remote_code=True).sync() as env:
             steps = dict(env.resolution)
-            assert steps["docker"].startswith("connected to http://127.0.0.1:"), env.resolution
+            assert steps["container"].startswith("connected to http://127.0.0.1:"), env.resolution
             assert steps["hub"].startswith("the service knows it") and "no running endpoint" in steps["hub"], steps
             assert "could not be asked" in steps["space"], steps
             env.reset()

@@ -32,7 +32,7 @@ def test_forged_engine_words_a_missing_copy_and_a_missing_base_fail_in_one_attem
 ) -> None:
     _needs_docker()
     engine_past_its_start_up()
-    settings = hub_settings.model_copy(update={"builder": "docker", "infra_retry_s": 600.0})
+    settings = hub_settings.model_copy(update={"builder": "container", "infra_retry_s": 600.0})
     root = make_envs(Path(settings.local_source), "engine_words", "missing_copy", "missing_base")
     with stand_in_registry("open") as registry:  # answers 404 for every manifest: the image exists nowhere
         dockerfile = root / "missing_base" / "Dockerfile"
@@ -67,7 +67,7 @@ def test_a_registry_nobody_reaches_waits_then_fails_at_the_cap_with_its_stage_co
     _needs_docker()
     # registry.invalid resolves nowhere: no registry answers (the machine's trouble, not the env's), so it waits...
     settings = hub_settings.model_copy(
-        update={"builder": "docker", "infra_retry_s": 0.05, "infra_retry_max_s": 0.05, "infra_wait_max_count": 3}
+        update={"builder": "container", "infra_retry_s": 0.05, "infra_retry_max_s": 0.05, "infra_wait_max_count": 3}
     )
     index_source(clean_factory, LocalSource(make_envs(Path(settings.local_source), "missing_base")))
     worker = Worker(settings, clean_factory)
@@ -97,7 +97,7 @@ def test_a_registry_nobody_reaches_waits_then_fails_at_the_cap_with_its_stage_co
 def test_the_time_cap_ends_a_wait_too(clean_factory, hub_settings: HubSettings) -> None:
     _needs_docker()
     settings = hub_settings.model_copy(
-        update={"builder": "docker", "infra_retry_s": 0.05, "infra_retry_max_s": 0.05, "infra_wait_max_s": 0.5}
+        update={"builder": "container", "infra_retry_s": 0.05, "infra_retry_max_s": 0.05, "infra_wait_max_s": 0.5}
     )
     index_source(clean_factory, LocalSource(make_envs(Path(settings.local_source), "missing_base")))
     worker = Worker(settings, clean_factory)
@@ -116,7 +116,7 @@ def test_a_registry_that_refuses_or_is_in_trouble(clean_factory, hub_settings: H
     """Docker Hub's answer for a repository that does not exist (401 to an anonymous token) is the
     env's failure; a registry answering 503 is the machine's (it waits)."""
     _needs_docker()
-    settings = hub_settings.model_copy(update={"builder": "docker", "infra_retry_s": 600.0})
+    settings = hub_settings.model_copy(update={"builder": "container", "infra_retry_s": 600.0})
     root = make_envs(Path(settings.local_source), "missing_base")
     dockerfile = root / "missing_base" / "Dockerfile"
     original = dockerfile.read_text()

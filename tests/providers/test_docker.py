@@ -1,4 +1,4 @@
-"""DockerProvider: real containers of the echo image, on 127.0.0.1, labelled, removed on stop."""
+"""ContainerProvider: real containers of the echo image, on 127.0.0.1, labelled, removed on stop."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import pytest
 from echo_env import EchoAction, EchoEnv
 
-from openenv.client.providers import DockerProvider, lifecycle
+from openenv.client.providers import ContainerProvider, lifecycle
 from openenv.errors import EnvDisconnectedError, ProviderStartError
 from tests.providers.conftest import ECHO_DIR, RUN_LABEL
 
@@ -19,7 +19,7 @@ def _exists(engine, cid: str) -> bool:
 
 
 async def test_container_on_loopback_with_labels_removed_on_stop(echo_image: str, docker_engine) -> None:
-    provider = DockerProvider(echo_image, env={"OPENENV_MAX_SESSIONS": "7"})
+    provider = ContainerProvider(echo_image, env={"OPENENV_MAX_SESSIONS": "7"})
     url = await provider.astart()
     cid = provider.container_id
     try:
@@ -74,7 +74,7 @@ async def test_container_killed_mid_episode_is_a_clear_error(echo_image: str, do
 
 
 async def test_container_that_exits_fails_the_start_with_its_logs(echo_image: str) -> None:
-    provider = DockerProvider(echo_image, env={"OPENENV_MAX_SESSIONS": "zero"}, startup_timeout_s=60)
+    provider = ContainerProvider(echo_image, env={"OPENENV_MAX_SESSIONS": "zero"}, startup_timeout_s=60)
     started = time.monotonic()
     with pytest.raises(ProviderStartError) as info:
         await provider.astart()
@@ -86,11 +86,13 @@ async def test_container_that_exits_fails_the_start_with_its_logs(echo_image: st
 
 async def test_missing_image_is_a_clear_error(docker_engine) -> None:
     with pytest.raises(ProviderStartError, match=r"is not here .*pull='never'.*build it first"):
-        await DockerProvider("providers-test/no-such-image:1", pull="never").astart()
+        await ContainerProvider("providers-test/no-such-image:1", pull="never").astart()
 
 
 def test_from_env_dir_builds_with_the_local_sdk(base_image: str, docker_engine) -> None:
-    provider = DockerProvider.from_env_dir(ECHO_DIR, tag="providers-test/echo_env:from-env-dir", base_image=base_image)
+    provider = ContainerProvider.from_env_dir(
+        ECHO_DIR, tag="providers-test/echo_env:from-env-dir", base_image=base_image
+    )
     try:
         image = docker_engine.api.inspect_image(provider.image)
         assert image["Config"]["Labels"]["org.openenv.built-by"] == "openenv"
@@ -101,7 +103,7 @@ def test_from_env_dir_builds_with_the_local_sdk(base_image: str, docker_engine) 
 
 
 async def test_host_network_binds_loopback_only(echo_image: str, docker_engine) -> None:
-    provider = DockerProvider(echo_image, network="host")
+    provider = ContainerProvider(echo_image, network="host")
     url = await provider.astart()
     try:
         info = docker_engine.api.inspect_container(provider.container_id)

@@ -187,7 +187,10 @@ def test_step2_a_space_that_stays_asleep_is_given_up_on_in_bounded_time(hub: Hub
     steps = dict(info.value.attempts)
     assert steps["hub"].startswith("skipped: no OpenEnv Hub service configured")
     assert steps["space"].startswith("the Space was SLEEPING and is SLEEPING after 1s")
-    assert steps["docker"].startswith("skipped: it would run the Space's code") and steps["process"] == steps["docker"]
+    assert (
+        steps["container"].startswith("skipped: it would run the Space's code")
+        and steps["process"] == steps["container"]
+    )
 
 
 def test_unknown_space_says_so_and_tries_nothing_local(hub: HubStandIn) -> None:
@@ -213,7 +216,7 @@ async def test_step3_the_spaces_image_when_it_is_here(
             assert (await env.reset()).observation.echoed_message == READY
             assert env.provider.image == "providers-test/space-alice-echo-env:latest"
         assert env.resolution[1] == ("space", "the Space is RUNTIME_ERROR")
-        assert env.resolution[2][0] == "docker"
+        assert env.resolution[2][0] == "container"
     finally:
         docker_engine.api.remove_image("providers-test/space-alice-echo-env:latest")
 
@@ -235,7 +238,7 @@ def test_step3_builds_the_pinned_revision_when_no_image_can_be_pulled(
     )
     assert first is not None
     with EchoEnv.from_hub(
-        f"alice/pinned_env@{pinned}", trust_remote_code=True, steps=("space", "docker")
+        f"alice/pinned_env@{pinned}", trust_remote_code=True, steps=("space", "container")
     ).sync() as env:
         assert env.reset().observation.echoed_message == "revision one"
         tag = env.provider.image
@@ -274,6 +277,6 @@ def test_each_step_in_turn_until_a_process_runs(hub: HubStandIn, monkeypatch: py
         assert env.step(EchoAction(message="four")).reward == pytest.approx(0.4)
         steps = [step for step, _ in env.resolution]
         outcomes = dict(env.resolution)
-    assert steps == ["hub", "space", "docker", "process"]
+    assert steps == ["hub", "space", "container", "process"]
     assert outcomes["space"] == "the Space is BUILD_ERROR"
-    assert "no Dockerfile" in outcomes["docker"] or "Docker" in outcomes["docker"]
+    assert "no Dockerfile" in outcomes["container"] or "Docker" in outcomes["container"]

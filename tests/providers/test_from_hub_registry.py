@@ -27,7 +27,7 @@ from hub_service.catalog.service import apply_verdict
 from hub_service.pipeline.publish import Published, push_tested_image
 from hub_service.pipeline.stages import BuildOutput, StageLog
 from hub_service.settings import HubSettings
-from openenv.client.providers.docker import DockerProvider, ImageDigestError
+from openenv.client.providers.container import ContainerProvider, ImageDigestError
 from openenv.errors import ResolutionError
 from tests.hub.helpers import listing_hub, space
 from tests.providers.conftest import RUN_LABEL
@@ -56,7 +56,7 @@ def pushed(echo_image: str, hub_key: Path) -> tuple[Registry, Published, str]:
         signing_key_file=hub_key,
     )
     result = push_tested_image(
-        settings, BuildOutput(builder="docker", image_ref=echo_image), "alice", "echo_env", sha, StageLog()
+        settings, BuildOutput(builder="container", image_ref=echo_image), "alice", "echo_env", sha, StageLog()
     )
     assert result.pushed is not None and result.signature is not None
     return registry, result, sha
@@ -73,7 +73,7 @@ def _hub(
         env = s.scalar(select(EnvRecord))
         version = s.scalar(select(EnvVersion))
         assert version.sha == sha
-        version.state, version.port, version.builder = "passed", 8000, "docker"
+        version.state, version.port, version.builder = "passed", 8000, "container"
         version.image_ref = "openenv-hub/alice-echo_env:" + sha[:12]  # on the Hub's own engine only
         version.registry_ref, version.image_digest, version.signature = registry_ref, digest, signature
         s.flush()
@@ -130,7 +130,7 @@ async def test_from_hub_on_an_engine_that_never_saw_the_image_pulls_it_by_digest
     with _hub(tmp_path / "hub", sha, result.registry_ref, result.digest, published.signature, hub_key) as url:
         monkeypatch.setenv("OPENENV_HUB_URL", url)
         env = await EchoEnv.from_hub(
-            f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=other_machine
+            f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "container"), docker_client=other_machine
         )
         async with env:
             assert env.hub_info is not None and env.hub_info.image == result.pinned
@@ -140,7 +140,7 @@ async def test_from_hub_on_an_engine_that_never_saw_the_image_pulls_it_by_digest
             assert (await env.step(EchoAction(message="from afar"))).observation.echoed_message == "from afar"
             container = other_machine.containers.get(env.provider.container_id)
             assert container.status == "running" and container.attrs["Config"]["Image"] == result.pinned
-        assert env.resolution[-1][0] == "docker"
+        assert env.resolution[-1][0] == "container"
     pulled = other_machine.images.get(result.pinned)
     assert result.pinned in pulled.attrs["RepoDigests"]
     # the Hub's signature was checked before the pull, with the Hub's key, now kept for next time
@@ -152,7 +152,7 @@ async def _refused(sha: str, engine: Any) -> ResolutionError:
     """What `from_hub` of alice/echo_env@sha raised, through the Hub and the docker step only."""
     with pytest.raises(ResolutionError) as caught:
         await EchoEnv.from_hub(
-            f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "docker"), docker_client=engine
+            f"alice/echo_env@{sha}", trust_remote_code=True, steps=("hub", "container"), docker_client=engine
         )
     return caught.value
 
@@ -217,7 +217,7 @@ async def test_an_image_whose_signature_is_not_the_hubs_runs_nothing(
 def test_a_reference_that_disagrees_with_its_digest_is_refused() -> None:
     digest, other = "sha256:" + "a" * 64, "sha256:" + "b" * 64
     with pytest.raises(ImageDigestError, match=r"refused .* does not name the digest"):
-        DockerProvider(f"127.0.0.1:5000/alice/echo_env@{other}", digest=digest)
+        ContainerProvider(f"127.0.0.1:5000/alice/echo_env@{other}", digest=digest)
     with pytest.raises(ImageDigestError, match="does not name the digest"):
-        DockerProvider("127.0.0.1:5000/alice/echo_env:latest", digest=digest)
-    assert DockerProvider(f"127.0.0.1:5000/alice/echo_env@{digest}", digest=digest).digest == digest
+        ContainerProvider("127.0.0.1:5000/alice/echo_env:latest", digest=digest)
+    assert ContainerProvider(f"127.0.0.1:5000/alice/echo_env@{digest}", digest=digest).digest == digest

@@ -15,12 +15,12 @@ from tests.support.servers import ROOT
 
 _START = """
 import os, signal, sys, time
-from openenv.client.providers import DockerProvider, ProcessProvider, lifecycle
+from openenv.client.providers import ContainerProvider, ProcessProvider, lifecycle
 p = ProcessProvider({echo!r}, venv=False)
 p.start()
 started = [p]
 if {image!r}:
-    d = DockerProvider({image!r})
+    d = ContainerProvider({image!r})
     d.start()
     started.append(d)
 print(lifecycle.this_owner(), flush=True)

@@ -49,7 +49,7 @@ def _version(s: Session, env: EnvRecord, sha: str, digest: str) -> EnvVersion:
     if version is None:
         version = EnvVersion(env_id=env.id, sha=sha, ref="main")
         s.add(version)
-    version.state, version.port, version.builder = "passed", 8000, "docker"
+    version.state, version.port, version.builder = "passed", 8000, "container"
     version.image_ref = f"openenv-hub/{env.name}:{sha[:12]}"
     version.registry_ref, version.image_digest = f"{REGISTRY}/{env.owner}/{env.name}:{sha}", digest
     s.flush()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from echo_env import EchoAction, EchoEnv
 
-from openenv.client.providers import DockerProvider
+from openenv.client.providers import ContainerProvider
 from openenv.errors import ProviderUnavailableError
 from tests.support.systems import require_runsc, use_podman
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.docker
 
 
 async def test_a_runtime_the_engine_lacks_is_refused_before_anything_runs(echo_image: str, docker_engine) -> None:
-    provider = DockerProvider(echo_image, runtime="no-such-runtime")
+    provider = ContainerProvider(echo_image, runtime="no-such-runtime")
     with pytest.raises(
         ProviderUnavailableError, match=r"the container engine has no runtime 'no-such-runtime' \(it has"
     ):
@@ -30,7 +30,7 @@ async def test_the_runtime_a_container_got_is_seen_on_the_host(
     if runtime == "runsc":
         require_runsc()
     monkeypatch.setenv("OPENENV_CONTAINER_RUNTIME", runtime)  # the client-wide setting
-    provider = DockerProvider(echo_image)
+    provider = ContainerProvider(echo_image)
     async with provider:
         async with EchoEnv(provider.base_url) as env:
             await env.reset()
@@ -46,7 +46,7 @@ async def test_podman_refuses_a_runtime_other_than_its_services_default(monkeypa
     under runc): a container that asks for one other than the service's default is refused, not
     run unconfined."""
     use_podman(monkeypatch)
-    provider = DockerProvider("openenv-test/never-run:1", runtime="no-such-runtime")
+    provider = ContainerProvider("openenv-test/never-run:1", runtime="no-such-runtime")
     with pytest.raises(
         ProviderUnavailableError, match=r"Podman's API service runs every container under its default runtime \(runc\)"
     ):

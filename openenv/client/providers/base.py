@@ -49,7 +49,7 @@ async def in_thread(fn: Callable[..., T], *args: Any) -> T:
 class Provider(ABC):
     """Runs an env server and says where it answers.
 
-        provider = DockerProvider("echo-env:latest")
+        provider = ContainerProvider("echo-env:latest")
         url = provider.start()          # or: await provider.astart()
         ...
         provider.stop()                 # or: await provider.astop(); idempotent

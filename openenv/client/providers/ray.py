@@ -36,7 +36,7 @@ from openenv.client.providers.base import Provider
 from openenv.errors import ConfigurationError, ProviderStartError, ProviderUnavailableError
 
 if TYPE_CHECKING:
-    from openenv.client.providers.docker import DockerProvider
+    from openenv.client.providers.container import ContainerProvider
 
 __all__ = ["RayProvider", "ray_module"]
 
@@ -68,7 +68,7 @@ class _ServerActor:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.proc: subprocess.Popen[bytes] | None = None
-        self.docker: DockerProvider | None = None
+        self.docker: ContainerProvider | None = None
         self.log_fd: int | None = None
 
     def start(self) -> dict[str, str]:
@@ -78,9 +78,9 @@ class _ServerActor:
         ctx = ray.get_runtime_context()
         host = ray.util.get_node_ip_address()
         if self.spec.get("image"):
-            from openenv.client.providers.docker import DockerProvider
+            from openenv.client.providers.container import ContainerProvider
 
-            self.docker = DockerProvider(
+            self.docker = ContainerProvider(
                 self.spec["image"],
                 port=self.spec["port"],
                 env=self.spec["env"],

@@ -22,7 +22,7 @@ from typing import Any
 from openenv.client.providers import lifecycle
 from openenv.client.providers._docker import docker_client, docker_errors
 from openenv.client.providers.base import Provider
-from openenv.client.providers.docker import container_name
+from openenv.client.providers.container import container_name
 from openenv.errors import ConfigurationError, ProviderStartError, ProviderUnavailableError
 
 __all__ = ["SwarmProvider", "ensure_swarm", "leave_swarm", "swarm_active"]
@@ -125,7 +125,7 @@ class SwarmProvider(Provider):
         if not swarm_active(self.client):
             raise ProviderUnavailableError(
                 "the Docker engine is not a swarm manager; run `docker swarm init` (single node: "
-                "`docker swarm init --advertise-addr 127.0.0.1`) or use DockerProvider"
+                "`docker swarm init --advertise-addr 127.0.0.1`) or use ContainerProvider"
             )
         try:
             self.service_id = api.create_service(**self.service_spec())["ID"]

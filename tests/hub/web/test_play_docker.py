@@ -43,7 +43,7 @@ def docker_settings(
 
     settings = hub_settings.model_copy(
         update={
-            "builder": "docker",
+            "builder": "container",
             "play_instance_linger_s": 0.0,
             "image_prefix": f"openenv-hub-play-{os.getpid()}",
             "sandbox_runtime": request.param,
@@ -73,7 +73,7 @@ async def test_a_visitor_plays_on_the_built_image_in_a_confined_container(
 ) -> None:
     with clean_factory() as s:
         version = s.scalar(select(EnvVersion))
-        assert version is not None and version.builder == "docker" and version.image_ref
+        assert version is not None and version.builder == "container" and version.image_ref
     play = PlayManager(docker_settings, clean_factory)
     try:
         session = await play.open("tab", "10.0.0.7", "local", "echo_env")
