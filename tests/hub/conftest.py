@@ -109,6 +109,29 @@ def _databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Databases]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
+        return
+    from sqlalchemy.engine import make_url
+
+    base = os.environ.get("TEST_DATABASE_URL")
+    if not base:
+        require_system("PostgreSQL", "TEST_DATABASE_URL is not set (scripts/test starts a server and sets it)")
+    name = f"openenv_mig_{uuid.uuid4().hex[:10]}"
+    admin = make_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, _databases: _Databases) -> str:
     """A migrated database; every hub test runs on both backends."""
     return _databases.url(request.param)

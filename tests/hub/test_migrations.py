@@ -4,43 +4,15 @@ table rebuilds included), the migrated schema matches the models, and 0002 downg
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
-
-import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from hub_service.db import Base, make_engine, migrate, migrations_dir
 from hub_service.models import import_all
-from tests.support.systems import require_system
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def fresh_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    """An empty database of each backend."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
-        return
-    base = os.environ.get("TEST_DATABASE_URL")
-    if not base:
-        require_system("PostgreSQL", "TEST_DATABASE_URL is not set (scripts/test starts a server and sets it)")
-    name = f"openenv_mig_{uuid.uuid4().hex[:10]}"
-    admin = make_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def _alembic(url: str) -> Config:

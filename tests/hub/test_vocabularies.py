@@ -5,9 +5,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-import os
 import re
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -18,36 +16,17 @@ from hub_service.audit.models import EventKind
 from hub_service.db import Base, make_engine, migrate
 from hub_service.models import import_all
 from hub_service.queue.kinds import JobKind
-from tests.support.systems import require_system
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def fresh(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Engine]]:
+@pytest.fixture()
+def fresh(fresh_url: str) -> Iterator[tuple[str, Engine]]:
     """A database of this test's own, migrated to head (its constraints are changed below)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('vocab') / 'hub.sqlite3'}"
-        admin = None
-    else:
-        base = os.environ.get("TEST_DATABASE_URL")
-        if not base:
-            require_system("PostgreSQL", "TEST_DATABASE_URL is not set (scripts/test starts a server and sets it)")
-        from sqlalchemy.engine import make_url
-
-        name = f"openenv_vocab_{uuid.uuid4().hex[:10]}"
-        admin = make_engine(base, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        url = make_url(base).set(database=name).render_as_string(hide_password=False)
-    migrate(url)
-    engine = make_engine(url)
+    migrate(fresh_url)
+    engine = make_engine(fresh_url)
     try:
-        yield url, engine
+        yield fresh_url, engine
     finally:
         engine.dispose()
-        if admin is not None:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
 
 
 _INSERT_JOB = text(
