@@ -86,8 +86,8 @@ def run(spaces: int, page_size: int, webhooks: int) -> dict[str, Any]:
     from hub_service.health.service import poll
     from hub_service.indexer.service import index_one, index_source
     from hub_service.indexer.sources import HfSource
-    from hub_service.pipeline.worker import TASK_KINDS, Worker
     from hub_service.settings import HubSettings
+    from hub_service.worker import TASK_KINDS, Worker
     from tests.support.hf_hub import HubStandIn
     from tests.support.servers import serve_app
 

@@ -14,10 +14,10 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DataError
 
+from hub_service.assembly import assemble
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.errors import HubError
 from hub_service.limits import LimitsMiddleware
-from hub_service.pipeline.assembly import assemble
 from hub_service.quota import SharedRateLimiter
 from hub_service.settings import HubSettings, get_settings
 

@@ -3,7 +3,7 @@
 Every state change of a revision goes through `move` (and a yank through `yank` / `unyank`):
 it refuses a move the table below does not allow, sets the fields that go with the new state,
 makes a finished main revision the env's verdict, writes the audit event, and tells the
-listeners that the Hub's assembly (`hub_service.pipeline.assembly`) registered at start-up.
+listeners that the Hub's assembly (`hub_service.assembly`) registered at start-up.
 
     queued ──> running ──> passed | failed | cancelled
       ^           │ └────> waiting ──> running (claimed again)

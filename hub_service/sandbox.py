@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hub_service.settings import HubSettings
+from openenv.engines import ContainerEngine
 from openenv.engines.runtimes import GVISOR
 
 __all__ = [
@@ -62,20 +63,33 @@ _ready: dict[str, str] = {}  # "<engine>:<network>" -> the host interface of a n
 _default_bridge: dict[str, str] = {}  # the engine's default bridge, looked up once per engine
 
 
-def ensure_smoke_network(client: Any, name: str = SMOKE_NETWORK, bridge: str = BRIDGE_NAME) -> str:
+def ensure_smoke_network(
+    client: Any, name: str = SMOKE_NETWORK, bridge: str = BRIDGE_NAME, *, on: ContainerEngine | None = None
+) -> str:
     """Create (once per engine) the isolated network smoke containers join
-    (`ContainerEngine.ensure_isolated_network`: no route out) on `client`'s engine, its host
-    interface named `bridge`; returns its name."""
-    from openenv.engines import engine
+    (`ContainerEngine.ensure_isolated_network`: no route out) on `client`'s engine (`on`, default
+    the one `client` reaches), its host interface named `bridge`; returns its name.
 
-    eng = engine()
+    The Hub's firewall rules that keep the network's containers off the host go on this machine
+    only: an engine elsewhere gets none (`ContainerEngine.unenforced` says so in the smoke log),
+    and one whose isolated network needs them to have no route out at all is refused.
+
+    Raises:
+        ProviderUnavailableError: the engine runs elsewhere and its isolated network needs the
+            Hub's firewall (Podman); the host's set-up, never the env's.
+    """
+    from openenv.engines import engine_of
+
+    eng = on if on is not None else engine_of(client)
+    eng.check_isolation()
     with _lock:
-        key = f"{eng.kind}:{bridge}:{name}"  # one bridge name per engine: a second engine has its own
+        key = f"{eng.key}:{bridge}:{name}"  # one bridge name per engine: a second engine has its own
         if key not in _ready:
             _ready[key] = eng.ensure_isolated_network(client, name, bridge, {"org.openenv.hub": "smoke-network"})
         bridge = _ready[key]
     # Asked every time (it remembers what it made): a Hub that stopped took its rules with it.
-    _block_host_access(bridge, anywhere=eng.isolation_needs_firewall)
+    if eng.local:
+        _block_host_access(bridge, anywhere=eng.isolation_needs_firewall)
     return name
 
 
@@ -221,17 +235,20 @@ def confined_provider(
     labels: dict[str, str] | None = None,
     port: int = 8000,
     overrides: dict[str, Any] | None = None,
+    on: ContainerEngine | None = None,
     client: Any = None,
     bridge: str = BRIDGE_NAME,
 ) -> Any:
     """A ContainerProvider for `image`, whose server listens on `port` in the container, with every
     confinement above (smoke tests and play sessions); `overrides` replace resource limits (see
-    `grant`). `client` names another engine than the Hub's own (its smoke bridge then `bridge`)."""
+    `grant`). `on` names another engine than the Hub's own (its smoke bridge then `bridge`), and
+    `client` a client of it of the caller's own (default: the engine's shared one)."""
     from openenv.client.providers import ContainerProvider
     from openenv.engines import engine
 
-    on = client if client is not None else engine().client()
-    network = ensure_smoke_network(on, bridge=bridge) if settings.smoke_isolated_network else None
+    eng = on if on is not None else engine()
+    client = client if client is not None else eng.client()
+    network = ensure_smoke_network(client, bridge=bridge, on=eng) if settings.smoke_isolated_network else None
     return ContainerProvider(
         image,
         port=port,
@@ -243,6 +260,7 @@ def confined_provider(
         labels={**(labels or {}), HUB_LABEL: hub_instance(settings)},
         runtime=settings.sandbox_runtime,
         docker_client=client,
+        engine=eng,
     )
 
 
@@ -280,8 +298,10 @@ def block_host_from_default_bridge() -> None:
     from openenv.engines import engine
 
     eng = engine()
+    if not eng.local:  # its bridge is another machine's: the build log names what is not enforced
+        return
     with _lock:
-        bridge = _default_bridge.get(eng.kind)
+        bridge = _default_bridge.get(eng.key)
         if bridge is None:
             try:
                 bridge = eng.default_bridge(eng.client())
@@ -291,7 +311,7 @@ def block_host_from_default_bridge() -> None:
             if bridge is None:
                 log.warning("the %s has no default bridge to keep builds off the host", eng.label)
                 return
-            _default_bridge[eng.kind] = bridge
+            _default_bridge[eng.key] = bridge
     _block_host_access(bridge)
 
 

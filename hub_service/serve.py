@@ -28,11 +28,11 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from hub_service.assembly import assemble
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.indexer import source_for
 from hub_service.indexer.service import IndexReport, index_source
 from hub_service.leadership import Deposed, Fence, Leadership, run_duty
-from hub_service.pipeline.assembly import assemble
 from hub_service.settings import HubSettings
 
 __all__ = [
@@ -170,11 +170,11 @@ class WorkerSupervisor(threading.Thread):
 
 def run_worker() -> None:
     """The entry point of a worker process `serve` starts (`--parent PID [--tasks-only]`): it
-    dies with its parent, then runs `hub_service.pipeline.worker.main`."""
+    dies with its parent, then runs `hub_service.worker.main`."""
     args = sys.argv[1:]
     parent = int(args[args.index("--parent") + 1]) if "--parent" in args else os.getppid()
     _die_with_parent(parent)
-    from hub_service.pipeline.worker import main
+    from hub_service.worker import main
 
     main()
 

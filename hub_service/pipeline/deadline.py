@@ -30,7 +30,7 @@ def _engine_at_deadline(settings: HubSettings, elapsed_s: float) -> Transient | 
     """Why a stage past its deadline is the engine's doing: it does not answer a new connection
     within `engine_answer_s`, or it started less than `elapsed_s` ago (it restarted during the
     stage); None when it answers as before, or when the Hub runs no engine."""
-    from openenv.images._engine import engine_change
+    from openenv.images._engine_trouble import engine_change
 
     if settings.builder != BuilderKind.CONTAINER:
         return None

@@ -4,7 +4,8 @@ container: `runtime.network_policy`, `runtime.host_containment`, `runtime.resour
 
 Evidence comes only from what the container cannot shape: the kernel's view on the engine's host
 (the container's cgroup, its processes' status in the host's /proc, its network namespace entered by
-the Hub's own Python: `openenv.engines.netns`) and sinks the Hub owns. Where the Hub cannot look (the engine
+the Hub's own Python: `openenv.engines.netns`) and sinks the Hub owns, read only where the engine port
+says this host holds them (`openenv.engines.host.view`). Where the Hub cannot look (the engine
 runs on another host, the Hub is not root, gVisor keeps the processes in its own kernel) a check
 says `skip` and why, never `pass`; what the Hub itself did not enforce (its isolation turned off, no
 limit set) is never the env's failure: the check skips and names the setting.
@@ -29,111 +30,14 @@ from typing import Any
 
 from hub_service.sandbox import SMOKE_USER
 from hub_service.settings import HubSettings
+from openenv.engines.host import Cgroup, view
 from openenv.engines.netns import probe_from
 from openenv.validation.rfc008 import ResultV2
 from openenv.validation.rfc008.manifest import NormalizedManifest
 
-__all__ = ["Cgroup", "ContainerMeasures", "cgroup_of", "grade_no_network", "measure_network"]
+__all__ = ["ContainerMeasures", "grade_no_network", "measure_network"]
 
 _MB = 1 << 20
-# A limit of 2**62 or more (v1) or "max" (v2) is no limit.
-_UNLIMITED = 1 << 62
-
-
-@dataclass(frozen=True)
-class Cgroup:
-    """A container's cgroup on this host, read from the kernel (v1 or v2)."""
-
-    folders: dict[str, Path]  # controller ("memory", "cpu", "pids", ...; "" for v2) -> its folder
-
-    def _read(self, controller: str, v1: str, v2: str) -> str | None:
-        folder = self.folders.get(controller)
-        name = v1
-        if folder is None:
-            folder, name = self.folders.get(""), v2
-        if folder is None:
-            return None
-        try:
-            return (folder / name).read_text().strip()
-        except OSError:
-            return None
-
-    def memory_limit(self) -> int | None:
-        raw = self._read("memory", "memory.limit_in_bytes", "memory.max")
-        return None if raw is None or raw == "max" or int(raw) >= _UNLIMITED else int(raw)
-
-    def memory_peak(self) -> int | None:
-        """The most memory the container held since it started (v2 kernels before 5.19: its usage now)."""
-        raw = self._read("memory", "memory.max_usage_in_bytes", "memory.peak")
-        if raw is None and "" in self.folders:
-            raw = self._read("", "", "memory.current")
-        return int(raw) if raw is not None else None
-
-    def memory_in_use(self) -> int | None:
-        """Its memory as `docker stats` shows it: usage less the inactive page cache."""
-        raw = self._read("memory", "memory.usage_in_bytes", "memory.current")
-        if raw is None:
-            return None
-        stat = self._read("memory", "memory.stat", "memory.stat") or ""
-        rows = dict(row.split() for row in stat.splitlines() if row.count(" ") == 1)
-        return int(raw) - int(rows.get("total_inactive_file", rows.get("inactive_file", 0)))
-
-    def oom_kills(self) -> int:
-        """How many of the container's processes the kernel killed for memory (the cgroup's own count)."""
-        raw = self._read("memory", "memory.oom_control", "memory.events") or ""
-        counts = dict(line.split() for line in raw.splitlines() if line.count(" ") == 1)
-        return int(counts.get("oom_kill", 0))
-
-    def cpu_limit(self) -> float | None:
-        """The CPUs the container may use (quota over period), None when unlimited."""
-        if "cpu" in self.folders:
-            quota = int(self._read("cpu", "cpu.cfs_quota_us", "") or -1)
-            period = int(self._read("cpu", "cpu.cfs_period_us", "") or 100_000)
-        else:
-            text = (self._read("", "", "cpu.max") or "max").split()
-            if text[0] == "max":
-                return None
-            quota, period = int(text[0]), int(text[1]) if len(text) > 1 else 100_000
-        return None if quota <= 0 else quota / period
-
-    def cpu_seconds(self) -> float | None:
-        raw = self._read("cpuacct", "cpuacct.usage", "")
-        if raw is not None:
-            return int(raw) / 1e9
-        stat = self._read("", "", "cpu.stat") or ""
-        usage = dict(line.split() for line in stat.splitlines() if line.count(" ") == 1).get("usage_usec")
-        return int(usage) / 1e6 if usage is not None else None
-
-    def pids_limit(self) -> int | None:
-        raw = self._read("pids", "pids.max", "pids.max")
-        return None if raw in (None, "max") else int(raw)  # type: ignore[arg-type]
-
-    def processes(self) -> list[int]:
-        raw = self._read("pids", "cgroup.procs", "cgroup.procs") or ""
-        return [int(p) for p in raw.split()]
-
-
-def cgroup_of(container: str, pid: int) -> Cgroup | None:
-    """The cgroup of process `pid` when it is `container`'s (v1 or v2), else None (an engine on
-    another host: this host's `pid` is someone else, or no one)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    folders: dict[str, Path] = {}
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if container not in path:
-            continue
-        if controllers == "":
-            folders[""] = Path(f"/sys/fs/cgroup{path}")
-            continue
-        for name in controllers.split(","):
-            mount = Path("/sys/fs/cgroup") / controllers
-            folders[name.removeprefix("name=")] = (mount if mount.is_dir() else Path("/sys/fs/cgroup") / name) / (
-                path.lstrip("/")
-            )
-    return Cgroup(folders) if folders else None
 
 
 def _status(pid: int) -> dict[str, str]:
@@ -153,15 +57,15 @@ class ContainerMeasures:
     info: dict[str, Any] = field(default_factory=dict)
     cgroup: Cgroup | None = None
     pid: int = 0
+    unseen: str | None = None  # why this host cannot see the container (None: it can)
     _span: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, settings: HubSettings, provider: Any, *, gvisor: bool) -> ContainerMeasures:
         api = provider.client.api
         info = api.inspect_container(provider.container_id)
-        pid = int((info.get("State") or {}).get("Pid") or 0)
-        cgroup = cgroup_of(info["Id"], pid) if pid else None
-        return cls(settings, api, info["Id"], gvisor, info, cgroup, pid)
+        seen = view(provider.engine, info)
+        return cls(settings, api, info["Id"], gvisor, info, seen.cgroup, seen.pid, seen.unseen)
 
     def begin_episodes(self) -> None:
         if self.cgroup is not None:
@@ -193,11 +97,8 @@ class ContainerMeasures:
     # -- the checks -------------------------------------------------------------------------
 
     def _unseen(self) -> str | None:
-        if self.cgroup is None:
-            return (
-                "the container's processes and cgroup are not visible from the Hub's host "
-                "(the engine runs elsewhere): nothing measured"
-            )
+        if self.unseen is not None or self.cgroup is None:
+            return f"{self.unseen or 'the container is not visible from the Hub host'}: nothing measured"
         return None
 
     def _network(self, manifest: NormalizedManifest | None) -> dict[str, Any]:
@@ -381,7 +282,7 @@ class ContainerMeasures:
             return _skip(f"the declared oracle {oracle.location} cannot be read ({exc})")
         roots = self._file_roots()
         if not roots:
-            return _skip("the container's files are not visible from the Hub's host (the engine runs elsewhere)")
+            return _skip(self._unseen() or "the container's files are not visible from the Hub's host")
         digest, size = hashlib.sha256(wanted).digest(), len(wanted)
         found: list[str] = []
         files = 0
@@ -421,8 +322,11 @@ class ContainerMeasures:
 
     def _file_roots(self) -> list[tuple[Path, str]]:
         """Where the container's files are on this host: its root as the engine assembled it (under
-        runc and gVisor alike), and the /tmp the Hub mounts (runc: through the process's root)."""
-        roots = []
+        runc and gVisor alike), and the /tmp the Hub mounts (runc: through the process's root); none
+        when this host cannot see the container (a folder of that name here would be someone else's)."""
+        roots: list[tuple[Path, str]] = []
+        if self._unseen():
+            return roots
         merged = ((self.info.get("GraphDriver") or {}).get("Data") or {}).get("MergedDir")
         if merged and Path(merged).is_dir():
             roots.append((Path(merged), ""))
@@ -434,7 +338,7 @@ class ContainerMeasures:
 
     def _disk_mb(self) -> float | None:
         """What the container wrote: its writable layer and its /tmp (a tmpfs the Hub mounts)."""
-        if self.gvisor or not self.pid:
+        if self.gvisor or not self.pid or self._unseen():
             return None
         listed = self.api.containers(all=True, size=True, filters={"id": self.container})
         written = int((listed[0] if listed else {}).get("SizeRw") or 0)

@@ -93,13 +93,12 @@ def _grade(settings: HubSettings, revision: Revision) -> dict[str, _Graded]:
     plans = declared_plans(subject)
     if plans.plan is None and plans.oracle is None:
         return both(plans.problem or "the env declares no plan to replay (an oracle script, or schema 2's probe_path)")
-    import docker
-
     from openenv.engines import engine
 
     here = engine().client()
+    second = engine(host=settings.cross_host_engine)
     try:
-        there = docker.DockerClient(base_url=settings.cross_host_engine, timeout=max(60, int(settings.step_timeout_s)))
+        there = second.new_client(timeout=max(60, settings.step_timeout_s))
         ids = (_identity(here.info()), _identity(there.info()))
     except Exception as exc:
         return both(f"the second engine ({settings.cross_host_engine}) does not answer ({exc}): the host's trouble")
@@ -115,7 +114,9 @@ def _grade(settings: HubSettings, revision: Revision) -> dict[str, _Graded]:
     try:
         copied = _copy_image(here, there, image)
         try:
-            pairs = asyncio.run(_play_there(settings, there, port, overrides, subject, image, [p for _, p in played]))
+            pairs = asyncio.run(
+                _play_there(settings, second, there, port, overrides, subject, image, [p for _, p in played])
+            )
         finally:
             if copied:
                 _forget(there, image)
@@ -227,7 +228,14 @@ def _forget(there: Any, image: str) -> None:
 
 
 async def _play_there(
-    settings: HubSettings, there: Any, port: int, overrides: dict[str, Any], subject: Any, image: str, plans: list[Any]
+    settings: HubSettings,
+    second: Any,
+    there: Any,
+    port: int,
+    overrides: dict[str, Any],
+    subject: Any,
+    image: str,
+    plans: list[Any],
 ) -> list[tuple[Any, Any]]:
     """Each plan played on the smoke container and, at the same time, on a container of `image` on
     the second engine (started, confined, for these plays and stopped)."""
@@ -243,6 +251,7 @@ async def _play_there(
             labels={"org.openenv.hub.cross-host": "1"},
             port=port,
             overrides=overrides,
+            on=second,
             client=there,
             bridge=SECOND_BRIDGE,
         )

@@ -196,6 +196,8 @@ def smoke(
         ) from exc
     try:
         engine().runtime_options(client.api, settings.sandbox_runtime)
+        if settings.smoke_isolated_network:
+            engine().check_isolation()
     except ProviderUnavailableError as exc:  # the host's set-up, not the env: wait until it is fixed
         raise Transient(f"{exc}; the smoke test waits for it", code=Transient.HOST_SETUP) from exc
     try:
@@ -222,7 +224,7 @@ async def _abortable(coro: Any, abort: Abort) -> Any:
 
 def _engine_trouble(epoch: str | None) -> Transient | None:
     """Why a failed smoke test is the engine's doing (gone, or restarted since `epoch`), or None."""
-    from openenv.images._engine import engine_change
+    from openenv.images._engine_trouble import engine_change
 
     change = engine_change(None, epoch=epoch)
     if change is None:
@@ -292,6 +294,8 @@ async def _start(
             await provider.astop()
             raise StageFailed(f"the server did not start: {exc}") from exc
         if built.builder == BuilderKind.CONTAINER:
+            for line in provider.engine.unenforced():  # guarantees the engine's place keeps from the Hub
+                log(f"not enforced: {line}")
             await _check_runtime(settings, provider, log)
         return provider, url, start
 

@@ -435,8 +435,12 @@ async def _ramp(ctx: TrustContext, server_max: int | None) -> dict[str, Any]:
             stopped = f"p99 step latency {p99:.0f} ms at {level} sessions, over {s.capacity_p99_ms:g} ms (OPENENV_HUB_CAPACITY_P99_MS)"
             break
         held = level
+    # A ramp whose budget ran out before it held one session measured nothing: "unmeasured", never
+    # 0 sessions (a busy host's doing is not the env's capacity). A server slower than the p99 bound
+    # at one session, or failing it, did hold 0: that is measured.
+    unmeasured = held == 0 and "time budget" in stopped
     return {
-        "sessions_held": held,
+        "sessions_held": None if unmeasured else held,
         "release_s": round(clock.release_s, 3),
         "ramp": ramp,
         "stopped_because": stopped,

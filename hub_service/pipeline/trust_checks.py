@@ -96,7 +96,12 @@ def _summary(name: str, result: dict[str, Any]) -> str:
         return f"unchecked: {result.get('reason')}"
     if name == "capacity":
         return (
-            f"held {result.get('sessions_held')} sessions ({result.get('stopped_because')}), a closed one's place "
+            (
+                f"held {result['sessions_held']} sessions"
+                if result.get("sessions_held") is not None
+                else "capacity unmeasured"
+            )
+            + f" ({result.get('stopped_because')}), a closed one's place "
             f"freed within {result.get('release_s')}s; server "
             f"{result.get('server_base_mb')} MB, {result.get('idle_session_mb')} MB per idle session, "
             f"{result.get('active_session_mb')} MB per active session"

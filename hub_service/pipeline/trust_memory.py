@@ -29,11 +29,11 @@ def reader(provider: Any) -> Callable[[], Awaitable[float | None]]:
     """An async function giving the server's memory in MB now (None when it cannot be read)."""
     container = getattr(provider, "container_id", None)
     proc = getattr(provider, "proc", None)
-    pid: list[int] = []  # the container's main process, looked up once
+    seen: list[Any] = []  # this host's view of the container (`openenv.engines.host`), looked up once
 
     async def read() -> float | None:
         if container is not None:
-            return await asyncio.to_thread(_container_mb, provider.client, container, pid)
+            return await asyncio.to_thread(_container_mb, provider, container, seen)
         if proc is not None and getattr(proc, "pid", None):
             return await asyncio.to_thread(_tree_rss_mb, proc.pid)
         return None
@@ -41,16 +41,19 @@ def reader(provider: Any) -> Callable[[], Awaitable[float | None]]:
     return read
 
 
-def _container_mb(client: Any, container: str, pid: list[int]) -> float | None:
+def _container_mb(provider: Any, container: str, seen: list[Any]) -> float | None:
     """The container's memory as `docker stats` shows it: usage less the inactive page cache.
 
-    Read from the container's cgroup when the engine runs on this machine (at once), else through
-    the Docker API (whose figures wait for the engine's next sample, about a second)."""
-    if not pid:
-        pid.append(int(client.api.inspect_container(container)["State"].get("Pid") or 0))
-    local = _cgroup_mb(container, pid[0]) if pid[0] else None
-    if local is not None:
-        return local
+    Read from the container's cgroup when this host holds it (at once), else through the engine's
+    API (whose figures wait for the engine's next sample, about a second)."""
+    from openenv.engines.host import view
+
+    client = provider.client
+    if not seen:
+        seen.append(view(provider.engine, client.api.inspect_container(container)))
+    used = seen[0].cgroup.memory_in_use() if seen[0].cgroup is not None else None
+    if used is not None:
+        return round(used / _MB, 3)
     stats = client.api.stats(container, stream=False, one_shot=True)
     memory = stats.get("memory_stats") or {}
     usage = memory.get("usage")
@@ -59,16 +62,6 @@ def _container_mb(client: Any, container: str, pid: list[int]) -> float | None:
     detail = memory.get("stats") or {}
     cache = detail.get("inactive_file", detail.get("total_inactive_file", 0))
     return round((usage - (cache if isinstance(cache, int) else 0)) / _MB, 3)
-
-
-def _cgroup_mb(container: str, pid: int) -> float | None:
-    """Memory of the cgroup of process `pid`, if that is `container`'s (cgroup v1 or v2); None
-    otherwise (an engine on another machine: this machine's `pid` is someone else)."""
-    from hub_service.pipeline.rfc008_container import cgroup_of
-
-    group = cgroup_of(container, pid)
-    used = group.memory_in_use() if group is not None else None
-    return round(used / _MB, 3) if used is not None else None
 
 
 def _tree_rss_mb(root: int) -> float | None:

@@ -203,7 +203,7 @@ def _queue_report(session: Session, check: PullRequestCheck) -> None:
 
 
 def version_finished(session: Session, env: EnvRecord, version: EnvVersion) -> None:
-    """`version` finished (a lifecycle listener, registered by `hub_service.pipeline.assembly`): queue a
+    """`version` finished (a lifecycle listener, registered by `hub_service.assembly`): queue a
     report for each open pull request at its sha."""
     for check in session.scalars(
         select(PullRequestCheck).where(

@@ -18,7 +18,7 @@ class JobState(StrEnum):
 
 class JobKind(StrEnum):
     """What a job does. `pipeline` runs the stages on its version; the others are tasks whose
-    handlers the Hub's assembly registers (hub_service/pipeline/assembly.py), their arguments in
+    handlers the Hub's assembly registers (hub_service/assembly.py), their arguments in
     `payload`. The queue itself knows no handler."""
 
     PIPELINE = "pipeline"

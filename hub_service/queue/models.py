@@ -16,7 +16,7 @@ __all__ = ["JOB_KINDS", "JOB_STATES", "Job"]
 
 JOB_STATES = tuple(JobState)
 # pipeline: run the stages on `version_id`. The others carry their arguments in `payload`
-# (handlers registered by hub_service/pipeline/assembly.py): index one repo, sync a pull request, post its report.
+# (handlers registered by hub_service/assembly.py): index one repo, sync a pull request, post its report.
 JOB_KINDS = tuple(JobKind)
 
 

@@ -2,7 +2,7 @@
 
 They share the pipeline's queue and workers (`Job.kind` says which handler runs; its arguments
 are in `Job.payload`). The handlers are registered where the Hub is assembled
-(`hub_service.pipeline.assembly`): this module and the queue know none of them. A handler reads the current state when it runs, so running one twice, late,
+(`hub_service.assembly`): this module and the queue know none of them. A handler reads the current state when it runs, so running one twice, late,
 or after a newer one does no harm. Errors outside the service (the Hub down) retry with backoff.
 """
 

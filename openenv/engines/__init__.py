@@ -13,6 +13,14 @@ the engine listens, how to tell that it restarted, how builds run (Docker: Build
 Podman: buildah behind the API, which reads BuildKit's syntax itself), how a network with no route
 out is made and which host interface its traffic comes from (for the Hub's firewall rules).
 
+Where the engine runs is the port's to say too. `local` is true only for an engine reached through a
+unix socket: its containers' processes, cgroups, network namespaces and bridges are then this
+machine's, and the Hub may read them (`openenv.engines.host`), set its build limits and firewall
+rules. An engine reached over `tcp://` or `ssh://` counts as another machine's, even at 127.0.0.1:
+nothing of this machine's kernel is taken as evidence about it, its published ports are reached at
+its own address (`address`), builds go to it through its CLI with its host (`cli_env`), and
+`unenforced` names what the Hub cannot guarantee there.
+
 Adding an engine that speaks the Docker API is one module with a `ContainerEngine` subclass and
 one line in `ENGINES`; `OPENENV_CONTAINER_ENGINE` then selects it.
 """
@@ -21,11 +29,12 @@ from __future__ import annotations
 
 import threading
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from openenv.engines import _settings
 from openenv.errors import ProviderUnavailableError
 
-__all__ = ["ENGINES", "ContainerEngine", "DockerEngine", "PodmanEngine", "engine"]
+__all__ = ["ENGINES", "ContainerEngine", "DockerEngine", "PodmanEngine", "engine", "engine_of"]
 
 # Pools start dozens of containers at once, each from its own worker thread: the SDK's default
 # of 10 pooled connections would make most of them wait (and warn) for a free one.
@@ -43,6 +52,8 @@ class ContainerEngine:
 
     kind: ClassVar[str] = ""
     buildkit: ClassVar[bool] = False
+    #: the network containers and builds' RUN steps join when none is named
+    default_network: ClassVar[str] = "bridge"
     #: whether an isolated network needs the Hub's firewall to have no route out (its own set-up
     #: only keeps containers apart): the Hub then drops all new connections from its interface.
     isolation_needs_firewall: ClassVar[bool] = False
@@ -99,6 +110,60 @@ class ContainerEngine:
     @property
     def label(self) -> str:
         return f"{self.kind.capitalize()} engine"
+
+    # -- where it runs ---------------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        """One name per engine (kind and host), for what is kept per engine."""
+        return f"{self.kind}@{self.host or 'default'}"
+
+    @property
+    def local(self) -> bool:
+        """Whether the engine runs on this machine: reached through a unix socket (the default).
+        Over tcp:// or ssh:// it counts as another machine's, even at 127.0.0.1."""
+        return _is_local(self.host)
+
+    @property
+    def address(self) -> str:
+        """Where its containers' published ports are published and reached from here: 127.0.0.1 for
+        a local engine, the engine's own host otherwise."""
+        return _address(self.host)
+
+    def where(self) -> str:
+        """The engine and where it listens, for messages."""
+        return f"{self.label} at {self.host}" if self.host else self.label
+
+    def cli_env(self, base: dict[str, str]) -> dict[str, str]:
+        """`base` (a process environment) as the engine's own CLI needs it to reach this engine."""
+        return {**base, "DOCKER_HOST": self.host} if self.host else base
+
+    def check_isolation(self) -> None:
+        """Whether an isolated network (`ensure_isolated_network`) can reach nothing on this engine.
+
+        Raises:
+            ProviderUnavailableError: the engine runs elsewhere and its isolated network needs the
+                firewall of its own host to have no route out (Podman), which cannot be set from here.
+        """
+        if not self.local and self.isolation_needs_firewall:
+            raise ProviderUnavailableError(
+                f"the {self.where()} runs on another machine, and its isolated network keeps containers from the "
+                "internet only with firewall rules on the engine's own host, which cannot be set from here: run a "
+                "Hub worker on that host, or use a Docker engine"
+            )
+
+    def unenforced(self) -> list[str]:
+        """What the Hub cannot guarantee for containers and builds on this engine, one line each
+        (none for a local engine); smoke logs carry them and docs/security.md explains them."""
+        if self.local:
+            return []
+        where = f"the {self.where()} runs on another machine"
+        return [
+            f"{where}: the Hub's firewall rules (no new connections from its containers to that host's own "
+            "services) are not set there; its isolated network only has no route out",
+            f"{where}: builds run without the Hub's memory and process caps (they are set on this machine's cgroups)",
+            f"{where}: the container's processes, cgroup, files and network namespace cannot be seen from here, so "
+            "the runtime, containment, bounds, oracle and network checks skip",
+        ]
 
     # -- what differs ----------------------------------------------------------------------------
     def epoch(self, client: Any) -> str | None:
@@ -172,6 +237,7 @@ class PodmanEngine(ContainerEngine):
 
     kind = "podman"
     buildkit = False
+    default_network = "podman"
     isolation_needs_firewall = True
     start_hint = "start Podman's API service (bash scripts/podman-engine), or set CONTAINER_HOST"
 
@@ -245,6 +311,33 @@ def _ulimit_name(ulimit: Any) -> str:
 ENGINES: dict[str, type[ContainerEngine]] = {"docker": DockerEngine, "podman": PodmanEngine}
 _made: dict[tuple[str, str | None], ContainerEngine] = {}
 _made_lock = threading.Lock()
+
+
+def _is_local(host: str | None) -> bool:
+    return host is None or host.startswith("unix://") or host.startswith("/")
+
+
+def _address(host: str | None) -> str:
+    if _is_local(host):
+        return "127.0.0.1"
+    return urlsplit(str(host)).hostname or "127.0.0.1"
+
+
+def engine_of(client: Any) -> ContainerEngine:
+    """The engine a docker SDK `client` talks to: the one whose shared client it is, else the
+    engine of the configured kind at the client's address (a unix socket, or tcp://HOST:PORT)."""
+    with _made_lock:
+        for made in _made.values():
+            if made._client is client:
+                return made
+    api = getattr(client, "api", client)
+    base = str(getattr(api, "base_url", "") or "")
+    if base.startswith(("http://", "https://")):
+        return engine(host="tcp://" + base.split("://", 1)[1])
+    socket = getattr(getattr(api, "_custom_adapter", None), "socket_path", None)
+    if base.startswith("http+docker://ssh"):
+        return engine(host="ssh://" + str(getattr(getattr(api, "_custom_adapter", None), "ssh_host", "") or "remote"))
+    return engine(host=f"unix://{socket}" if socket else None)
 
 
 def engine(kind: str | None = None, host: str | None = None) -> ContainerEngine:

@@ -70,20 +70,24 @@ class ObservedRuntime:
         return f"container runtime: {self.claimed} ({kernel}; {self.evidence})"
 
 
-def observed_runtime(api: Any, container_id: str) -> ObservedRuntime:
-    """Which runtime container `container_id` really runs under, checked on this host where it can be."""
+def observed_runtime(api: Any, container_id: str, engine: Any) -> ObservedRuntime:
+    """Which runtime container `container_id` really runs under, checked on this host where it can
+    be (`openenv.engines.host.view`); `engine` is the `ContainerEngine` that `api` reaches."""
+    from openenv.engines.host import view
+
     info = api.inspect_container(container_id)
     claimed = str((info.get("HostConfig") or {}).get("Runtime") or "")
     engine_info = api.info()  # asked once: the runtimes and the default
     runtimes = engine_runtimes(api, engine_info)
     if claimed not in runtimes:  # Podman says "oci": the engine's default runtime
         claimed = str(engine_info.get("DefaultRuntime") or claimed or "runc")
-    pid = int((info.get("State") or {}).get("Pid") or 0)
-    if pid <= 0:
-        return ObservedRuntime(claimed, None, "the engine gave no process id: the container is not running")
+    here = view(engine, info)
+    if not here.seen:
+        return ObservedRuntime(claimed, None, f"{here.unseen}; the engine's word is all there is")
+    pid = here.pid
     try:
         seen = os.stat(f"/proc/{pid}/exe")
-    except OSError:  # the engine runs elsewhere (DOCKER_HOST), or the process is gone
+    except OSError:  # the process is gone
         return ObservedRuntime(claimed, None, f"process {pid} is not visible here; the engine's word is all there is")
     runsc_path = str(runtimes.get(GVISOR, {}).get("path") or shutil.which(GVISOR) or "")
     try:

@@ -30,7 +30,7 @@ from openenv.images._builders import (
 )
 from openenv.images._cgroup import restore_leftover_limits, step_cgroup
 from openenv.images._compare import LayerDifference, compare_images
-from openenv.images._engine import (
+from openenv.images._engine_trouble import (
     LABEL_PREFIX,
     docker_client,
     engine_age_s,
@@ -158,7 +158,10 @@ def build_image(
                 )
     rewritten = scoping is not None and scoping.text != text
     text = scoping.text if scoping is not None else text
-    kit = _choose_builder(builder, text, dockerfile_rel)
+    from openenv.engines import engine_of
+
+    eng = engine_of(client)
+    kit = _choose_builder(eng, builder, text, dockerfile_rel)
     stand_ins = ensure_base_images(client, text, args, explicit_base=bool(args.get("BASE_IMAGE")), on_log=on_log)
     context, used_sdk = env_dir, "published"
     if sdk == "local" or (
@@ -200,6 +203,7 @@ def build_image(
                     nocache=no_cache or attempt > 1,
                     guard=guard,
                     cgroup_parent=cgroup_parent,
+                    engine_env=eng.cli_env({}),
                 )
                 epoch = began if began is not None else engine_epoch(client)
                 try:
@@ -237,10 +241,10 @@ def build_image(
                     # Even an exit code is no proof the step ran: a young engine's runc may fail to start the
                     # step's container ("exit code: 1"). The revision waits and runs again once the engine is older.
                     if trouble is None and _engine_starting(client):
-                        from openenv.engines import engine
+                        from openenv.engines import engine_of
 
                         trouble = ImageBuildError(
-                            f"the {engine().label} had started less than {_ENGINE_WARMUP_S:.0f}s before this build failed, while "
+                            f"the {engine_of(client).label} had started less than {_ENGINE_WARMUP_S:.0f}s before this build failed, while "
                             "it may still fail to start a step's container; the build will be tried again",
                             joined,
                             reason=ImageBuildError.ENGINE_LOST,
@@ -347,10 +351,11 @@ def _disk_guard(client: Any, cap_mb: int, emit: Callable[[str], None]) -> Callab
     in the log) when the engine's data folder is not visible here."""
     import os
 
+    from openenv.engines import engine_of
+
     try:
         root = str(client.info().get("DockerRootDir") or "")
-        local = os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")
-        start = os.statvfs(root) if root and local else None
+        start = os.statvfs(root) if root and engine_of(client).local else None
     except OSError:
         start = None
     if start is None:
@@ -381,12 +386,9 @@ def _remove_quietly(client: Any, tag: str) -> None:
         return
 
 
-def _choose_builder(builder: str, text: str, dockerfile_rel: str) -> tuple[str, ...] | None:
+def _choose_builder(eng: Any, builder: str, text: str, dockerfile_rel: str) -> tuple[str, ...] | None:
     """The BuildKit command to build with, or None for the engine's API (Docker's classic builder;
-    Podman's buildah, which reads BuildKit's syntax itself)."""
-    from openenv.engines import engine
-
-    eng = engine()
+    Podman's buildah, which reads BuildKit's syntax itself), on engine `eng`."""
     if not eng.buildkit:
         if builder == "buildkit":
             raise ImageBuildError(

@@ -56,11 +56,14 @@ class BuildSpec:
         nocache: bool = False,
         guard: Callable[[], str | None] | None = None,
         cgroup_parent: str | None = None,
+        engine_env: dict[str, str] | None = None,
     ) -> None:
         self.context, self.dockerfile, self.tag, self.args, self.labels = context, dockerfile, tag, args, labels
         self.deadline, self.memory, self.network_mode, self.nocache = deadline, memory, network_mode, nocache
         self.guard = guard  # polled while the build runs: a reason to stop it, or None
         self.cgroup_parent = cgroup_parent  # the classic builder's: the cgroup its RUN steps' containers go under
+        # what the BuildKit CLI needs to reach the engine the build is for (its DOCKER_HOST), over the process's own
+        self.engine_env = dict(engine_env or {})
 
 
 _GUARD_EVERY_S = 0.5
@@ -118,7 +121,7 @@ def buildkit_build(command: tuple[str, ...], spec: BuildSpec, emit: Callable[[st
     if spec.nocache:
         cmd.append("--no-cache")
     cmd.append(str(spec.context))
-    env = {**os.environ, "DOCKER_BUILDKIT": "1", "BUILDKIT_PROGRESS": "plain", "NO_COLOR": "1"}
+    env = {**os.environ, **spec.engine_env, "DOCKER_BUILDKIT": "1", "BUILDKIT_PROGRESS": "plain", "NO_COLOR": "1"}
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

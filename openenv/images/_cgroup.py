@@ -2,7 +2,8 @@
 integrated BuildKit ignores `--cgroup-parent`): it runs every step under one cgroup of the engine,
 `<engine parent>/buildkit` (`/docker/buildkit` with the cgroupfs driver). The limit is set on that
 cgroup, so it caps the RUN steps of all BuildKit builds of this engine together while they run. It
-needs root and a local engine; elsewhere the build runs without it and its log says so. The process
+needs root and an engine on this machine (`ContainerEngine.local`); elsewhere the build runs without
+it and its log says so. The process
 limit (`pids.max`) is set on the same cgroup of the pids controller, with the same reach.
 
 The host is left as found: the values there before are put back when the last build that set limits
@@ -100,9 +101,13 @@ def step_cgroup(
     """The limits of a build's RUN steps: with BuildKit, memory and processes on its one cgroup
     (`build_cgroup`); with the classic builder, processes on a cgroup of the build's own
     (`classic_cgroup`; its memory limit is the engine's, per step). Yields the cgroup parent the
-    build names (the classic builder's) and what tells whether a step reached the process limit."""
+    build names (the classic builder's) and what tells whether a step reached the process limit.
+    Limits are set only where the engine `client` reaches runs on this machine."""
+    from openenv.engines import engine_of
+
+    local = engine_of(client).local
     if buildkit:
-        with build_cgroup(memory, emit, pids=pids) as cap:
+        with build_cgroup(memory, emit, pids=pids, local=local) as cap:
             yield None, cap
         return
     driver = ""
@@ -111,26 +116,28 @@ def step_cgroup(
             driver = str(client.info().get("CgroupDriver") or "")
         except Exception as exc:  # the build itself fails with a clearer message when the engine is gone
             log.warning("cannot ask the engine for its cgroup driver: %s", exc)
-    with classic_cgroup(pids, emit, driver) as found:
+    with classic_cgroup(pids, emit, driver, local=local) as found:
         yield found
 
 
 @contextlib.contextmanager
 def build_cgroup(
-    memory: int | None, emit: Callable[[str], None], pids: int | None = None
+    memory: int | None, emit: Callable[[str], None], pids: int | None = None, *, local: bool = True
 ) -> Iterator[ProcessCap | None]:
     """Set `memory` (bytes) and `pids` (processes) on the cgroup BuildKit's steps run under, for
-    the build inside; the values found before are back when the last overlapping build ends.
-    Yields what tells whether a step reached the process limit (None: none set here)."""
-    held = _hold(renew_pids=bool(pids)) if (memory or pids) and _local_root() else None
+    the build inside, when the engine is on this machine (`local`); the values found before are
+    back when the last overlapping build ends. Yields what tells whether a step reached the
+    process limit (None: none set here)."""
+    here = local and _root()
+    held = _hold(renew_pids=bool(pids)) if (memory or pids) and here else None
     cap: ProcessCap | None = None
     try:
         if pids:
-            where = _limit_pids(pids)
+            where = _limit_pids(pids) if here else None
             _said("process", where, f"{pids} processes", emit)
             cap = ProcessCap(_ROOT / where, pids) if where is not None else None
         if memory:
-            _said("memory", _limit(memory), f"{memory >> 20} MiB of memory", emit)
+            _said("memory", _limit(memory) if here else None, f"{memory >> 20} MiB of memory", emit)
         yield cap
     finally:
         if cap is not None:
@@ -141,14 +148,17 @@ def build_cgroup(
 
 def _said(what: str, where: str | None, amount: str, emit: Callable[[str], None]) -> None:
     if where is None:
-        emit(f"note: the build's {what} limit is not enforced here (it needs root and a local engine's cgroups)")
+        emit(
+            f"note: the build's {what} limit is not enforced here (it needs root and the cgroups of an engine on "
+            "this machine)"
+        )
     else:
         emit(f"RUN steps are limited to {amount} ({where})")
 
 
 @contextlib.contextmanager
 def classic_cgroup(
-    pids: int | None, emit: Callable[[str], None], driver: str
+    pids: int | None, emit: Callable[[str], None], driver: str, *, local: bool = True
 ) -> Iterator[tuple[str | None, ProcessCap | None]]:
     """A cgroup of this build's own, limited to `pids` processes, for the classic builder's RUN
     steps (the engine's `cgroupparent`, with its `cgroupfs` cgroup `driver`); yields the parent to
@@ -159,10 +169,10 @@ def classic_cgroup(
         return
     name = f"openenv-build-{uuid.uuid4().hex[:12]}"
     folder = _pids_root()
-    if driver != "cgroupfs" or not _local_root() or folder is None:
+    if driver != "cgroupfs" or not (local and _root()) or folder is None:
         emit(
-            "note: the build's process limit is not enforced here (it needs root, a local engine's cgroups and "
-            "its cgroupfs driver)"
+            "note: the build's process limit is not enforced here (it needs root, the cgroups of an engine on "
+            "this machine and its cgroupfs driver)"
         )
         yield None, None
         return
@@ -220,7 +230,7 @@ def _remove_everywhere(name: str) -> None:
 def restore_leftover_limits() -> bool:
     """Put back the values a build killed outright left set, when no build holds them now;
     returns whether anything was put back."""
-    if not _local_root() or not _STATE.exists():
+    if not _root() or not _STATE.exists():
         return False
     with _meta_lock():
         try:
@@ -345,14 +355,12 @@ def _put_back(values: dict[str, str], created: list[str]) -> None:
             Path(folder).rmdir()
 
 
-def _local_root() -> bool:
-    return os.geteuid() == 0 and os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")
+def _root() -> bool:
+    return os.geteuid() == 0
 
 
 def _limit_pids(pids: int) -> str | None:
     """Write the process limit; returns the cgroup written, or None when that is not possible here."""
-    if not _local_root():
-        return None
     for root in (_ROOT / "pids", _ROOT):  # cgroup v1's pids hierarchy, else the unified one
         controllers = root / "cgroup.controllers"
         if root == _ROOT and not (controllers.is_file() and "pids" in controllers.read_text().split()):
@@ -371,9 +379,6 @@ def _limit_pids(pids: int) -> str | None:
 
 def _limit(memory: int) -> str | None:
     """Write the limit; returns the cgroup written, or None when that is not possible here."""
-    host = os.environ.get("DOCKER_HOST", "unix://")
-    if os.geteuid() != 0 or not host.startswith("unix://"):
-        return None
     try:
         v1 = _ROOT / "memory"
         if (v1 / "memory.limit_in_bytes").is_file():

@@ -145,13 +145,15 @@ def network_trouble(
     probe only shows whether the engine can start a container. Where the probe cannot look (not
     root on the engine's host, an engine on another host, no program for the machine) the step's
     failure stays the env's, and `note` says why."""
-    from openenv.engines import engine
+    from openenv.engines import engine_of
+    from openenv.engines.host import view
     from openenv.engines.netns import probe_from
     from openenv.errors import ProviderUnavailableError
 
     probe = probe or NetworkProbe()
     try:
-        runtime = engine().runtime_options(client.api, probe.runtime) if probe.runtime else {}
+        eng = engine_of(client)
+        runtime = eng.runtime_options(client.api, probe.runtime) if probe.runtime else {}
     except ProviderUnavailableError as exc:  # the operator's set-up: the revision waits for it
         return Probed(ImageBuildError(str(exc), log, reason=ImageBuildError.HOST_SETUP), refused=False)
     try:
@@ -164,7 +166,7 @@ def network_trouble(
         container = client.containers.run(
             image,
             detach=True,
-            network_mode="none" if offline else network_mode or "bridge",
+            network_mode="none" if offline else network_mode or eng.default_network,
             mem_limit="16m",
             pids_limit=8,
             cap_drop=["ALL"],
@@ -184,8 +186,11 @@ def network_trouble(
             return Probed(None, refused=False)
         nameservers = _nameservers(info)
         targets = [["dns", ns, 53, host] for host in PROBE_HOSTS for ns in nameservers or []]
+        here = view(eng, info)
+        if not here.seen:
+            return Probed(None, refused=False, note=f"the build's network could not be checked ({here.unseen})")
         try:
-            found = probe_from(int(info["State"]["Pid"]), targets, control=False)
+            found = probe_from(here.pid, targets, control=False)
         except Exception as exc:
             return Probed(None, refused=False, note=f"the build's network could not be checked ({exc})")
         if nameservers:

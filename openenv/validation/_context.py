@@ -12,7 +12,7 @@ from typing import Any
 
 from openenv.manifest import MANIFEST_FILE, Manifest, ManifestInspection, find_app_module, inspect_manifest
 from openenv.validation import _files
-from openenv.validation._probe import AppProbe, probe_app
+from openenv.validation._app_import import AppProbe, probe_app
 from openenv.validation.registry import Finding, skipped
 
 __all__ = ["FolderContext", "need_front_matter", "need_manifest"]

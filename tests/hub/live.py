@@ -23,10 +23,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.app import create_app
 from hub_service.audit.models import EnvEvent
 from hub_service.catalog.models import EnvRecord, EnvVersion
-from hub_service.pipeline.worker import TASK_KINDS, Worker
 from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
 from hub_service.webhooks.models import WebhookDelivery
+from hub_service.worker import TASK_KINDS, Worker
 from tests.support.hf_hub import HubStandIn
 from tests.support.servers import ROOT, serve_app
 

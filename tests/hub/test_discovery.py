@@ -151,8 +151,8 @@ def test_a_malformed_discovery_json_is_a_warning_never_a_failed_revision(tmp_pat
 
     from hub_service.db import make_engine, migrate, sessionmaker_for
     from hub_service.indexer.sources import LocalSource
-    from hub_service.pipeline.worker import Worker
     from hub_service.settings import HubSettings
+    from hub_service.worker import Worker
 
     url = f"sqlite:///{tmp_path / 'hub.sqlite3'}"
     migrate(url)

@@ -87,7 +87,7 @@ def test_database_restart_mid_job(tmp_path: Path) -> None:
         worker_log = tmp_path / "worker.log"
         with worker_log.open("w") as worker_stderr:  # the worker keeps its own descriptor
             worker = subprocess.Popen(
-                [sys.executable, "-m", "hub_service.pipeline.worker"],
+                [sys.executable, "-m", "hub_service.worker"],
                 env={**os.environ, **settings_env(settings)},
                 stdout=subprocess.DEVNULL,
                 stderr=worker_stderr,
@@ -148,7 +148,7 @@ def test_docker_engine_restart_mid_build(clean_factory, hub_settings: HubSetting
     )
     index_source(clean_factory, LocalSource(envs))
     worker = subprocess.Popen(
-        [sys.executable, "-m", "hub_service.pipeline.worker"],
+        [sys.executable, "-m", "hub_service.worker"],
         env={**os.environ, **settings_env(settings)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -201,7 +201,7 @@ def test_a_stopping_engine_is_seen_as_gone_at_once() -> None:
     import docker
 
     from openenv.images import engine_epoch
-    from openenv.images._engine import engine_trouble
+    from openenv.images._engine_trouble import engine_trouble
     from tests.support.dockerd import restart_dockerd
 
     client = docker.from_env()

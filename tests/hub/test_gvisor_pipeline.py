@@ -14,7 +14,7 @@ from sqlalchemy import select
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
+from hub_service.worker import Worker
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
 from tests.hub.test_registry_publish import bundled_envs
 from tests.hub.test_rfc008_container import assert_container_checks_pass

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import HfSource
-from hub_service.pipeline.worker import Worker
+from hub_service.worker import Worker
 from tests.support.hf_hub import HubStandIn
 from tests.support.servers import ROOT
 from tests.support.systems import require_system

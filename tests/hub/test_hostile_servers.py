@@ -18,8 +18,8 @@ from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline import stages
-from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_pipeline import verdicts
 from tests.support.servers import ROOT
 from tests.support.systems import require_system

@@ -16,8 +16,8 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline.images_gc import prune_env_images
-from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_pipeline import _needs_docker, make_envs
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -37,11 +37,11 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
 from hub_service.queue.errors import Transient
 from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
 from hub_service.ui.views import figures
+from hub_service.worker import Worker
 from tests.support.dockerd import engine_past_its_start_up
 from tests.support.servers import ROOT, serve_app
 from tests.support.socket_relay import SocketRelay

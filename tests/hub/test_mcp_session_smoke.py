@@ -22,8 +22,8 @@ from pydantic import SecretStr
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import HfSource
-from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_upstream_spaces import UpstreamHub, _files
 from tests.support.dockerd import engine_past_its_start_up
 from tests.support.hf_hub import HubStandIn

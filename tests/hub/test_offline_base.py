@@ -16,8 +16,8 @@ from sqlalchemy import select
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
 from tests.support.dockerd import engine_past_its_start_up
 

@@ -24,10 +24,10 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
 from hub_service.queue.models import Job
 from hub_service.serve import settings_env
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_rfc008_container import assert_container_checks_pass
 from tests.support.dockerd import engine_past_its_start_up
 from tests.support.registry import engine2
@@ -238,7 +238,7 @@ def test_a_killed_workers_job_is_taken_up_by_another(clean_factory, hub_settings
     )
     index_source(clean_factory, LocalSource(root))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hub_service.pipeline.worker"],
+        [sys.executable, "-m", "hub_service.worker"],
         env={**os.environ, **settings_env(settings)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from hub_service.catalog.models import EnvVersion
 from hub_service.catalog.stage_runs import StageRun
-from hub_service.pipeline.worker import Worker
+from hub_service.worker import Worker
 from tests.hub.live import Live, env_files
 from tests.support.dockerd import engine_past_its_start_up
 from tests.support.images import remove_tagged

@@ -21,8 +21,8 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
 from tests.hub.test_rfc008_container import assert_container_checks_pass
 from tests.support.registry import manifest_digest, private_registry, test_registry

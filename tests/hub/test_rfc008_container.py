@@ -180,7 +180,7 @@ def test_a_container_at_its_memory_limit_fails_resource_bounds(settings: HubSett
         while not Path(f"/proc/{pid}/root/tmp/done").exists():
             assert time.monotonic() < ends, api.logs(created["Id"])
             time.sleep(0.2)
-        provider = SimpleNamespace(client=engine().client(), container_id=created["Id"])
+        provider = SimpleNamespace(client=engine().client(), container_id=created["Id"], engine=engine())
         measures = ContainerMeasures.of(settings, provider, gvisor=False)
         results = {r.check_id: r for r in measures.results(_manifest())}
     finally:

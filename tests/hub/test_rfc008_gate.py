@@ -13,9 +13,9 @@ import pytest
 
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
 from hub_service.prbot.comment import ReportView, render
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_pipeline import verdicts
 from tests.support.servers import ROOT
 

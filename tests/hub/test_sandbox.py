@@ -19,8 +19,8 @@ from hub_service.catalog.models import EnvVersion
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import FetchRefused, LocalSource, check_tree
-from hub_service.pipeline.worker import Worker
 from hub_service.sandbox import smoke_process_cap
+from hub_service.worker import Worker
 from tests.support.servers import ROOT
 from tests.support.systems import require_runsc, require_system, use_podman
 

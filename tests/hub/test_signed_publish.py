@@ -28,8 +28,8 @@ from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
 from hub_service.pipeline import publish
 from hub_service.pipeline.builders import BuildOutput
-from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
 from tests.support.registry import Registry, manifest_digest, test_registry
 from tests.support.servers import serve_app

@@ -16,9 +16,9 @@ from hub_service.app import create_app
 from hub_service.audit.models import EnvEvent
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
 from hub_service.queue.models import Job
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.hub.test_pipeline import _needs_docker, make_envs, verdicts
 from tests.support.dockerd import engine_past_its_start_up
 from tests.support.oci_registry import stand_in_registry

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["in_ci", "require_runsc", "require_system", "use_podman"]
+__all__ = ["in_ci", "require_runsc", "require_system", "use_podman", "use_remote_engine"]
 
 
 def in_ci() -> bool:
@@ -59,4 +59,37 @@ def use_podman(monkeypatch: pytest.MonkeyPatch) -> str:
         require_system("Podman", f"its API service at {host} does not answer ({exc}): run `bash scripts/podman-engine`")
     monkeypatch.setenv("OPENENV_CONTAINER_ENGINE", "podman")
     monkeypatch.setenv("CONTAINER_HOST", host)
+    return host
+
+
+def use_remote_engine(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point `openenv.engines` at a Docker engine reached over TCP, as one on another machine is
+    (the tests' second engine on its TCP address, scripts/docker-engine2), with the tests' base
+    image loaded there; returns its DOCKER_HOST."""
+    host = os.environ.get("OPENENV_TEST_DOCKER2_TCP", "")
+    base = os.environ.get("OPENENV_TEST_BASE_IMAGE", "")
+    if not host or not base:
+        require_system(
+            "second Docker engine",
+            "OPENENV_TEST_DOCKER2_TCP or OPENENV_TEST_BASE_IMAGE is not set: run through `bash scripts/test`",
+        )
+    try:
+        import docker
+
+        there = docker.DockerClient(base_url=host, timeout=300)
+        here = docker.from_env(timeout=300)
+        wanted = here.images.get(base)
+        try:
+            found = there.images.get(base).id
+        except docker.errors.ImageNotFound:
+            found = None
+        if found != wanted.id:  # the engine elsewhere has its own images: the base is copied there once
+            there.images.load(wanted.save(named=True))
+    except Exception as exc:
+        require_system(
+            "second Docker engine",
+            f"{host} does not answer or cannot take {base} ({exc}): run `bash scripts/docker-engine2`",
+        )
+    monkeypatch.setenv("OPENENV_CONTAINER_ENGINE", "docker")
+    monkeypatch.setenv("DOCKER_HOST", host)
     return host

@@ -5,8 +5,8 @@
 
     ContainerProvider.from_env_dir("envs/echo_env")   # builds the image first (openenv.images)
 
-The container's port is published on 127.0.0.1 only, on a port the engine picks (no race for a
-free port). Containers carry `org.openenv.*` labels (owner, start time, env) so `openenv ps`
+The container's port is published on 127.0.0.1 only (on an engine elsewhere, `DOCKER_HOST=tcp://...`,
+on that engine's own address), on a port the engine picks (no race for a free port). Containers carry `org.openenv.*` labels (owner, start time, env) so `openenv ps`
 and `lifecycle.gc()` find what a crashed client left behind. The image's own HEALTHCHECK is
 not waited for: the provider polls `/health` itself, much more often than a healthcheck runs.
 The engine is the one `openenv.engines` selects (Docker, or Podman's Docker-compatible API, by
@@ -24,7 +24,7 @@ from openenv.client import _settings
 from openenv.client.providers import lifecycle
 from openenv.client.providers._docker import docker_client, docker_errors
 from openenv.client.providers.base import Provider
-from openenv.engines import engine
+from openenv.engines import ContainerEngine, engine_of
 from openenv.engines.runtimes import ObservedRuntime, observed_runtime
 from openenv.errors import ConfigurationError, ProviderStartError
 
@@ -51,13 +51,16 @@ class ContainerProvider(Provider):
         image: the image reference.
         port: the port the server listens on inside the container.
         env: environment variables for the container.
-        host: the host interface the port is published on.
+        host: the host interface the port is published on (default: 127.0.0.1 for an engine on
+            this machine, the engine's own host for one elsewhere).
         pull: "missing" (pull when not present locally), "always", or "never".
         network: "bridge" (default: the engine's network, port published on `host`) or "host":
             the container shares the host's network and its server binds `host` on a free port
             given as $HOST / $PORT. Starts faster (no port proxy, no NAT rules) but only works for
             images whose server honours $HOST and $PORT, as ours (`python -m openenv.server`) do,
             and it weakens isolation (the env can reach services on the host's loopback).
+        engine: the `openenv.engines.ContainerEngine` to run on (default: the one `docker_client`
+            reaches, else the configured one).
         run_options: extra keyword arguments for the engine's container config
             (`docker.APIClient.create_host_config`), e.g. `{"mem_limit": "1g", "cpu_quota": 50000}`.
         docker_client: a `docker.DockerClient` (default: from DOCKER_HOST / the local socket).
@@ -76,11 +79,12 @@ class ContainerProvider(Provider):
         *,
         port: int = 8000,
         env: dict[str, str] | None = None,
-        host: str = "127.0.0.1",
+        host: str | None = None,
         pull: str = "missing",
         network: str = "bridge",
         run_options: dict[str, Any] | None = None,
         docker_client: Any = None,
+        engine: Any = None,
         user: str | None = None,  # run as this user ("uid:gid"), e.g. "1000:1000" as a Space does
         digest: str | None = None,
         auth_config: dict[str, str] | None = None,
@@ -108,12 +112,13 @@ class ContainerProvider(Provider):
         self.image = image
         self.port = port
         self.env = dict(env or {})
-        self.host = host
+        self._host = host
         self.pull = pull
         self.run_options = dict(run_options or {})
         self.user = user
         self.runtime = runtime if runtime is not None else _settings.container_runtime()
-        self._client = docker_client
+        self._client = docker_client if docker_client is not None else (engine.client() if engine is not None else None)
+        self._engine: ContainerEngine | None = engine
         self.container_id: str | None = None
 
     @classmethod
@@ -161,6 +166,19 @@ class ContainerProvider(Provider):
             self._client = docker_client()
         return self._client
 
+    @property
+    def engine(self) -> ContainerEngine:
+        """The container engine this provider runs its container on (`openenv.engines`)."""
+        if self._engine is None:
+            self._engine = engine_of(self.client)
+        return self._engine
+
+    @property
+    def host(self) -> str:
+        """Where the container's port is published and reached: as given, else the engine's address
+        (127.0.0.1 for an engine on this machine)."""
+        return self._host or self.engine.address
+
     def _ensure_image(self) -> None:
         errors = docker_errors()
         api = self.client.api
@@ -169,7 +187,7 @@ class ContainerProvider(Provider):
             return
         if self.pull == "always" or (self.pull == "missing" and not _image_exists(api, self.image)):
             try:
-                api.pull(self.image)
+                api.pull(self.image, auth_config=self.auth_config)
             except errors.DockerException as exc:
                 raise ProviderStartError(
                     f"image {self.image} is not here and could not be pulled ({exc}); build it (openenv build) "
@@ -215,8 +233,8 @@ class ContainerProvider(Provider):
         api = self.client.api
         options = dict(self.run_options)
         if self.runtime:
-            options.update(engine().runtime_options(api, self.runtime))
-        options = engine().container_options(options)
+            options.update(self.engine.runtime_options(api, self.runtime))
+        options = self.engine.container_options(options)
         self._ensure_image()
         key = f"{self.port}/tcp"
         labels = lifecycle.owner_labels(self.image, self.labels)
@@ -298,7 +316,7 @@ class ContainerProvider(Provider):
         """
         if self.container_id is None:
             raise ProviderStartError(f"{self.name} is not running; start it first")
-        return observed_runtime(self.client.api, self.container_id)
+        return observed_runtime(self.client.api, self.container_id, self.engine)
 
     def describe(self) -> dict[str, Any]:
         return {

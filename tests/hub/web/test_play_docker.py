@@ -18,10 +18,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from hub_service.catalog.models import EnvVersion
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
 from hub_service.play.sessions import PlayManager
 from hub_service.sandbox import HUB_LABEL, hub_instance, smoke_process_cap
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
+from openenv.engines import engine
 from openenv.engines.runtimes import observed_runtime
 from tests.support.images import remove_tagged
 from tests.support.servers import ROOT
@@ -89,7 +90,7 @@ async def test_a_visitor_plays_on_the_built_image_in_a_confined_container(
         assert config["CapDrop"] == ["ALL"] and config["Runtime"] == runtime
         cap = smoke_process_cap(docker_settings)
         assert config["PidsLimit"] == (cap * 32 if runtime == "runsc" else docker_settings.smoke_pids)
-        seen = observed_runtime(container.client.api, container.id)  # on the host, not the engine's word
+        seen = observed_runtime(container.client.api, container.id, engine())  # on the host, not the engine's word
         assert seen.gvisor is (runtime == "runsc"), seen.evidence
         assert container.attrs["Config"]["Image"] == version.image_ref
         published = [b["HostIp"] for binds in (config["PortBindings"] or {}).values() for b in binds]

@@ -45,9 +45,9 @@ def docker_client() -> Any:
 def engine_epoch(client: Any) -> str | None:
     """A value that changes whenever the engine restarts (None when it cannot tell): see
     `ContainerEngine.epoch` (Docker makes its default `bridge` network anew at every start)."""
-    from openenv.engines import engine
+    from openenv.engines import engine_of
 
-    return engine().epoch(client)
+    return engine_of(client).epoch(client)
 
 
 def engine_age_s(client: Any) -> float | None:

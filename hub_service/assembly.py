@@ -2,8 +2,9 @@
 
 Every entry point calls `assemble(settings)` before it works on the database: the API app
 (`create_app`), every worker (`Worker`, so `openenv hub worker`, `serve` and the index with
-`--wait`), and `serve.index_all`. It lives in the pipeline package because the worker, which
-runs every kind of job, is its main user, and everything it wires sits below the pipeline. Registering is idempotent: assembling twice replaces, never doubles, a listener.
+`--wait`), and `serve.index_all`. It sits at the top of the Hub, beside those entry points: it
+wires the pipeline, the pull-request bot, webhooks and image collection, and nothing it wires
+imports it. Registering is idempotent: assembling twice replaces, never doubles, a listener.
 A new listener is one line here and its own module. A new task kind is that plus a member of
 `JobKind`, from which the database's constraint is made at the next migration
 (`hub_service.vocabularies`); nothing else learns of it.

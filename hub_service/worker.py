@@ -1,4 +1,6 @@
-"""A pipeline worker: reclaim stale jobs, claim the next, run it; repeat until stopped.
+"""A worker: reclaim stale jobs, claim the next, run it; repeat until stopped. It runs every kind of
+job (pipeline runs through `pipeline.runner`, tasks through the handlers `assembly` wires), so it
+sits at the top of the Hub beside the assembly, above everything it runs.
 
 Run several (`openenv hub worker`, or the ones `openenv hub serve` starts): they never take the
 same job, and the job of a worker that dies is taken up again once its heartbeat is stale.
@@ -19,10 +21,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service.assembly import assemble
 from hub_service.catalog.models import EnvVersion
 from hub_service.catalog.states import BuilderKind, VersionState
 from hub_service.db import make_engine, sessionmaker_for
-from hub_service.pipeline.assembly import assemble
 from hub_service.pipeline.runner import JobRunner
 from hub_service.queue import jobs
 from hub_service.queue.errors import Transient, WaitCode
@@ -42,7 +44,7 @@ class Worker:
     webhooks and pull-request comments moving while others build).
 
     `tasks` maps each task kind to its handler; by default the Hub's assembly
-    (`hub_service.pipeline.assembly.assemble`) registers them, and the lifecycle's listeners with them.
+    (`hub_service.assembly.assemble`) registers them, and the lifecycle's listeners with them.
     """
 
     def __init__(
@@ -157,7 +159,7 @@ def _engine_now() -> tuple[Any, str | None]:
     (None, None) when it does not answer."""
     from openenv.client.providers._docker import docker_client
     from openenv.images import engine_epoch
-    from openenv.images._engine import ping_anew
+    from openenv.images._engine_trouble import ping_anew
 
     try:
         client = docker_client()
@@ -179,7 +181,7 @@ def _host_set_up(client: Any, settings: HubSettings) -> bool:
 
 
 def main() -> None:
-    """`python -m hub_service.pipeline.worker [--tasks-only]`: one worker process with the environment's settings."""
+    """`python -m hub_service.worker [--tasks-only]`: one worker process with the environment's settings."""
     from hub_service.settings import get_settings
 
     logging.basicConfig(
