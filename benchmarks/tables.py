@@ -335,6 +335,31 @@ def hub_load(doc: Doc) -> str:
     )
 
 
+def catalog_snapshot(doc: Doc) -> str:
+    r = doc["results"]
+    rows = [
+        f"| the index, first asked for a revision (makes and keeps every shard) | {r['index_first_s']:g} s |",
+        f"| `openenv discover --hub` (a fresh process: index, every shard, digests, search) | {r['ours_s']:g} s |",
+    ]
+    read = r.get("read")
+    if read:
+        rows.insert(
+            1,
+            f"| upstream {read['upstream_openenv']}'s own `discover` reading every shard the index names "
+            f"({read['upstream_workers']} processes; fetching: {read['fetch_s']:g} s) | {read['seconds']:g} s |",
+        )
+        rows.append(
+            f"| importing upstream's CLI, once per process (not counted above) | {read['upstream_cli_import_s']:g} s |"
+        )
+    return _table(
+        f"The catalog snapshot of {_n(r['envs'])} envs in {r['shards']} shards of at most 16 MiB, read "
+        "(`benchmarks/catalog_snapshot.py`; issue 49's target: upstream's read at 50,000 envs in at most 5 s):",
+        ["what", "seconds"],
+        rows,
+        _provenance(doc, "SQLite, one uvicorn thread"),
+    )
+
+
 def live(doc: Doc) -> str:
     r = doc["results"]
     w, e2e, h = r["webhook"], r["end_to_end"], r["health"]
@@ -474,6 +499,7 @@ RENDERERS: dict[str, Callable[[Doc], str]] = {
     "env_steps": env_steps,
     "hub": hub,
     "hub_load": hub_load,
+    "catalog_snapshot": catalog_snapshot,
     "live": live,
     "forks": forks,
     "sessions_scale": sessions_scale,

@@ -194,7 +194,7 @@ def _index(args: argparse.Namespace, out: Output) -> int:
     from hub_service.db import make_engine, migrate, sessionmaker_for
     from hub_service.indexer import source_for
     from hub_service.indexer.service import index_source
-    from hub_service.pipeline.worker import Worker
+    from hub_service.worker import Worker
 
     source_arg = args.source
     extra: dict[str, Any] = {}
@@ -220,9 +220,10 @@ def _index(args: argparse.Namespace, out: Output) -> int:
         out.json({**report.as_dict(), "pipeline": {o: outcomes.count(o) for o in sorted(set(outcomes))}})
         return 0
     out.mark(
-        "ok",
+        "ok" if report.stopped is None else "warn",
         f"indexed {report.source}: {report.seen} envs ({report.new} new, {report.changed} changed, "
         f"{report.gone} gone), {report.jobs} pipeline jobs queued in {report.seconds:.2f}s",
+        report.stopped,  # the crawl stopped early (the Hub's Retry-After): the next `index` resumes there
     )
     if args.wait:
         out.mark(
@@ -267,11 +268,11 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
     import signal
 
     from hub_service.db import migrate
-    from hub_service.pipeline.worker import Worker
+    from hub_service.worker import Worker
 
     settings = _settings(args)
     migrate(settings.sqlalchemy_url)
-    from hub_service.pipeline.worker import TASK_KINDS
+    from hub_service.worker import TASK_KINDS
 
     worker = Worker(settings, kinds=TASK_KINDS if args.tasks_only else None)
     signal.signal(signal.SIGTERM, lambda *_: worker.stopping.set())

@@ -12,6 +12,7 @@ def import_all() -> None:
     import hub_service.catalog.stage_runs
     import hub_service.evals.models
     import hub_service.health.models
+    import hub_service.indexer.crawl_models
     import hub_service.indexer.drift
     import hub_service.leadership.models
     import hub_service.pipeline.gc_models

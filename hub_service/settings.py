@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # What upstream's catalog profile (0.1-draft) admits as a publisher and as a source.
@@ -61,6 +61,15 @@ class HubSettings(BaseSettings):
             "upstream OpenEnv's `openenv discover` reads."
         ),
     )
+    catalog_shards_keep_s: float = Field(
+        default=600.0,
+        ge=0,
+        description=(
+            "How long after its index was last read a catalog revision's shards are still served as that index "
+            "names them, though the catalog has changed since (later: 409 catalog_changed). Shards are kept on "
+            "disk under <data_dir>/catalog-shards, one folder per revision, at most 4 folders."
+        ),
+    )
 
     # Sources
     hf_enabled: bool = Field(default=False, description="Index Spaces from the Hugging Face Hub.")
@@ -69,6 +78,14 @@ class HubSettings(BaseSettings):
     )
     hf_token: SecretStr | None = Field(default=None, description="Token for the Hub API (private Spaces, comments).")
     hf_tag: str = Field(default="openenv", description="Spaces with this tag are indexed.")
+    hf_crawl_wait_max_s: float = Field(
+        default=300.0,
+        ge=0,
+        description=(
+            "Seconds one crawl of the Hub may spend waiting as its 429 / 503 replies ask (Retry-After); a wait "
+            "past what is left stops the crawl, and the next index pass resumes at the page it stopped on."
+        ),
+    )
     local_source: str | None = Field(
         default_factory=_default_local_source, description="A folder of Space-shaped env folders."
     )
@@ -349,7 +366,23 @@ class HubSettings(BaseSettings):
     embedded_workers: int = Field(default=1, ge=0, description="Workers `openenv hub serve` runs in-process.")
 
     # API
-    page_size: int = Field(default=50, ge=1, le=500)
+    page_size: int = Field(
+        default=50, ge=1, description="Environments a listing gives when it is not asked for a `limit`."
+    )
+    # Bounds of a listing's request: each one past its bound is a 400 that names the setting, checked
+    # before any query runs (docs/hub-api.md, Bounds).
+    page_size_max: int = Field(default=500, ge=1, description="The largest `limit` a listing takes.")
+    list_offset_max: int = Field(
+        default=10_000, ge=0, description="The deepest `offset` a listing takes; deeper pages are reached by cursor."
+    )
+    search_max_chars: int = Field(default=200, ge=1, description="Characters of a search (`q`) at most...")
+    search_max_words: int = Field(default=8, ge=1, description="...and words.")
+    filter_max_values: int = Field(
+        default=16,
+        ge=1,
+        description="Values of one repeatable filter (`tag`, `capability`, `task`, `check`) at most...",
+    )
+    filter_max_chars: int = Field(default=128, ge=1, description="...and characters of each value.")
     max_body_bytes: int = Field(default=1 << 20, ge=1024, description="Larger request bodies get 413.")
     rate_api_burst: int = Field(default=120, ge=1, description="API requests a client may make at once...")
     rate_api_per_minute: float = Field(default=600, gt=0, description="...and per minute after that.")
@@ -426,6 +459,15 @@ class HubSettings(BaseSettings):
         default=60.0, ge=0, description="A started env with no sessions is stopped after this long."
     )
     play_start_timeout_s: float = Field(default=120.0, gt=0)
+    play_space_wake_timeout_s: float = Field(
+        default=120.0,
+        ge=0,
+        description=(
+            "How long a visitor's start waits for a sleeping (or starting) Space of the Hugging Face Hub to run, "
+            "after asking it to wake; past it, or at once when the Space answers 402 Payment Required, the "
+            "visitor plays the env's image on this Hub instead (when it has one), and is told so."
+        ),
+    )
     play_release_grace_s: float = Field(
         default=3.0,
         ge=0,
@@ -491,6 +533,15 @@ class HubSettings(BaseSettings):
             )
             return "container"
         return value
+
+    @model_validator(mode="after")
+    def _page_fits(self) -> HubSettings:
+        if self.page_size > self.page_size_max:
+            raise ValueError(
+                f"page_size ({self.page_size}) must be at most page_size_max ({self.page_size_max}): "
+                "a listing without a `limit` would be refused"
+            )
+        return self
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -182,6 +182,15 @@ def test_hub_load_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_catalog_snapshot_benchmark_runs(upstream010_python: str, tmp_path: Path) -> None:
+    settings = "--envs 300 --upstream-workers 1"
+    doc = _run("catalog_snapshot", settings, tmp_path=tmp_path, upstream=upstream010_python)
+    report = doc["results"]
+    assert report["ours_envs"] == report["read"]["envs"] == 300 and report["shards"] == report["read"]["shards"] == 1
+    assert report["read"]["upstream_openenv"] == "0.10.0" and report["read"]["seconds"] > 0
+
+
+@pytest.mark.slow
 def test_live_index_benchmark_runs(tmp_path: Path) -> None:
     doc = _run("live", "--spaces 120 --page-size 50 --webhooks 10", tmp_path=tmp_path)
     report = doc["results"]

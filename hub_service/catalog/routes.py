@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session
 from hub_service.catalog import service
 from hub_service.catalog.discovery import validation_parts
 from hub_service.catalog.schemas import EnvDetail, EnvPage, ResolveRecord, StageSummary, VersionDetail
-from hub_service.catalog.snapshot import build_index, open_shard, stream_in_thread
+from hub_service.catalog.shard_store import current_index, open_served_shard
+from hub_service.catalog.snapshot import stream_in_thread
 from hub_service.catalog.stage_runs import StageRun
 from hub_service.deps import db_session, etag_json, hub_settings
 from hub_service.errors import NotFound
@@ -30,9 +31,12 @@ def list_envs(
     db: DB,
     settings: Settings,
     q: Annotated[
-        str | None, Query(max_length=200, description="Words to find in name, title, description, tags")
+        str | None,
+        Query(description="Words to find in name, title, description, tags (bounds: OPENENV_HUB_SEARCH_MAX_*)"),
     ] = None,
-    tag: Annotated[list[str], Query(description="Only envs with all these tags")] = [],  # noqa: B006 - FastAPI reads it
+    tag: Annotated[
+        list[str], Query(description="Only envs with all these tags (bounds: OPENENV_HUB_FILTER_MAX_*)")
+    ] = [],  # noqa: B006 - FastAPI reads it
     capability: Annotated[
         list[str], Query(description="Only envs whose manifest lists these validation capabilities")
     ] = [],  # noqa: B006 - FastAPI reads it
@@ -63,8 +67,11 @@ def list_envs(
     min_sessions: Annotated[
         int | None, Query(description="Only envs one server of which held at least this many concurrent sessions")
     ] = None,
-    limit: Annotated[int | None, Query(ge=1, le=500)] = None,
+    limit: Annotated[int | None, Query(description="Envs per page, at most OPENENV_HUB_PAGE_SIZE_MAX")] = None,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
+    offset: Annotated[
+        int, Query(description="Matches skipped before the page, at most OPENENV_HUB_LIST_OFFSET_MAX (or use cursor)")
+    ] = 0,
     include_gone: bool = False,
 ) -> Response:
     query = service.ListQuery(
@@ -73,17 +80,18 @@ def list_envs(
         status=status,
         source=source,
         sort=sort,
-        limit=limit or settings.page_size,
+        limit=settings.page_size if limit is None else limit,
         cursor=cursor,
+        offset=offset,
         include_gone=include_gone,
-        capabilities=capability[:8],
-        tasks=task[:8],
-        checks=check[:8],
+        capabilities=capability,
+        tasks=task,
+        checks=check,
         deterministic=service.parse_flag("deterministic", deterministic),
         reward_checked=service.parse_flag("reward_checked", reward_checked),
         min_sessions=min_sessions,
     )
-    query.check(500)
+    query.check(settings)
     envs, next_cursor, total = service.list_envs(db, query)
     page = EnvPage(items=[service.summary(e) for e in envs], next_cursor=next_cursor, total=total)
     return etag_json(request, page)
@@ -245,8 +253,9 @@ def catalog_snapshot(
         ),
     ] = None,
 ) -> StreamingResponse:
-    # Streamed from batches of rows, with its own sessions: memory stays flat for any number of envs.
-    current, chunks = open_shard(request.app.state.sessionmaker, settings, first, revision)
+    # Streamed from the shard's kept file, or from batches of rows with its own sessions: memory
+    # stays flat for any number of envs.
+    current, chunks = open_served_shard(request.app.state.sessionmaker, settings, first, revision)
     index = request.url_for("catalog_index").path
     return StreamingResponse(
         stream_in_thread(chunks),
@@ -263,4 +272,4 @@ def catalog_snapshot(
 @router.get("/catalog/index", summary="The catalog's snapshot shards: URL, digest, size and env count of each")
 def catalog_index(request: Request, settings: Settings) -> Response:
     snapshot = request.url_for("catalog_snapshot").path
-    return etag_json(request, build_index(request.app.state.sessionmaker, settings, snapshot))
+    return etag_json(request, current_index(request.app.state.sessionmaker, settings, snapshot))

@@ -22,6 +22,7 @@ from hub_service.catalog.stage_runs import StageRun
 from hub_service.catalog.states import EnvStatus, VersionState
 from hub_service.errors import Conflict, InvalidRequest, NotFound
 from hub_service.settings import HubSettings
+from openenv.client._hub_service import sessions_held
 
 __all__ = [
     "CHECK_BADGES",
@@ -82,17 +83,67 @@ class ListQuery:
     reward_checked: bool | None = None
     min_sessions: int | None = None
 
-    def check(self, max_limit: int) -> None:
+    offset: int = 0  # rows skipped before the page (bounded: deeper pages are reached by cursor)
+
+    def check(self, bounds: HubSettings) -> None:
+        """Refuse, before any query runs, a request past one of the listing's bounds (`bounds`'s
+        page_size_max, list_offset_max, search_max_chars, search_max_words, filter_max_values and
+        filter_max_chars) or with unknown words.
+
+        Raises:
+            InvalidRequest: what is wrong, the bound's setting when it is one, and what to do instead.
+        """
         if self.sort not in SORTS:
             raise InvalidRequest(f"unknown sort {self.sort!r}; use one of {', '.join(SORTS)}")
         if self.status is not None and self.status not in STATUSES:
             raise InvalidRequest(f"unknown status {self.status!r}; use one of {', '.join(STATUSES)}")
-        if not 1 <= self.limit <= max_limit:
-            raise InvalidRequest(f"limit must be between 1 and {max_limit}")
+        if self.limit < 1:
+            raise InvalidRequest("limit must be 1 or more", parameter="limit")
+        _bound("limit", self.limit, bounds, "page_size_max", "ask for fewer and follow next_cursor to the next page")
+        if self.offset < 0:
+            raise InvalidRequest("offset must be 0 or more", parameter="offset")
+        if self.offset and self.cursor:
+            raise InvalidRequest("give offset or cursor, not both: next_cursor goes on from a page", parameter="offset")
+        _bound("offset", self.offset, bounds, "list_offset_max", "page deeper by following next_cursor")
+        if self.q:
+            then = "search with fewer, more telling words, and narrow with tag, status or source"
+            _bound("q", len(self.q), bounds, "search_max_chars", then, unit="characters")
+            _bound("q", len(self.q.split()), bounds, "search_max_words", then, unit="words")
+        for parameter, values in (
+            ("tag", self.tags),
+            ("capability", self.capabilities),
+            ("task", self.tasks),
+            ("check", self.checks),
+        ):
+            then = f"ask for fewer {parameter} values (an env must match all of them) and search with q"
+            _bound(parameter, len(values), bounds, "filter_max_values", then, unit="values")
+            for value in values:
+                _bound(
+                    parameter, len(value), bounds, "filter_max_chars", "no stored value is longer", unit="characters"
+                )
         if self.min_sessions is not None and not 0 <= self.min_sessions < _MAX_CURSOR_INT:
             raise InvalidRequest("min_sessions must be a whole number of sessions, 0 or more")
         for wanted in self.checks:
             check_filter(wanted)
+
+
+def _bound(parameter: str, value: int, bounds: HubSettings, setting: str, then: str, *, unit: str = "") -> None:
+    """Refuse `value` of `parameter` when it is past the bound `bounds.<setting>`.
+
+    Raises:
+        InvalidRequest: naming the parameter, the bound, its setting, and `then` (what to do).
+    """
+    limit = getattr(bounds, setting)
+    if value <= limit:
+        return
+    env_name = f"OPENENV_HUB_{setting.upper()}"
+    said = f"{parameter} has {value} {unit}, over" if unit else f"{parameter} {value} is over"
+    raise InvalidRequest(
+        f"{said} this Hub's limit of {limit}{' ' + unit if unit else ''} ({env_name}): {then}",
+        parameter=parameter,
+        limit=limit,
+        setting=env_name,
+    )
 
 
 _CHECK_STATUSES = ("pass", "fail", "skip", "error")
@@ -139,7 +190,7 @@ def _filters(query: ListQuery) -> list[ColumnElement[bool]]:
     if not query.include_gone:
         conds.append(EnvRecord.gone.is_(False))
     if query.q:
-        for word in query.q.lower().split()[:8]:
+        for word in query.q.lower().split():  # as many as ListQuery.check lets through
             pattern = f"%{_like_escape(word)}%"
             conds.append(
                 or_(
@@ -229,10 +280,23 @@ def _decode_cursor(cursor: str, sort: str) -> tuple[Any, int]:
 
 
 def list_envs(session: Session, query: ListQuery) -> tuple[list[EnvRecord], str | None, int]:
-    """One page of environments matching `query`, the cursor of the next page, and the total."""
+    """One page of environments matching `query` (checked by `ListQuery.check`), the cursor of the
+    next page, and the total.
+
+    Raises:
+        InvalidRequest: the cursor is not one this API made for the sort, or the offset is past the
+            last match.
+    """
     column, desc = SORTS[query.sort]
     conds = _filters(query)
     total = session.scalar(select(func.count()).select_from(EnvRecord).where(*conds)) or 0
+    if query.offset and query.offset >= total:
+        raise InvalidRequest(
+            f"offset {query.offset} is past the end: {total} environments match, so the last page starts below "
+            f"{total}; ask for a smaller offset, or follow next_cursor",
+            parameter="offset",
+            limit=total,
+        )
     page_conds = list(conds)
     if query.cursor:
         value, last_id = _decode_cursor(query.cursor, query.sort)
@@ -243,7 +307,7 @@ def list_envs(session: Session, query: ListQuery) -> tuple[list[EnvRecord], str 
     order = [column.desc(), EnvRecord.id.desc()] if desc else [column.asc(), EnvRecord.id.asc()]
     sort_value = column.label("sort_value")
     rows = session.execute(
-        select(EnvRecord, sort_value).where(*page_conds).order_by(*order).limit(query.limit + 1)
+        select(EnvRecord, sort_value).where(*page_conds).order_by(*order).offset(query.offset).limit(query.limit + 1)
     ).all()
     envs = [r[0] for r in rows[: query.limit]]
     next_cursor = None
@@ -354,9 +418,9 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
         None if not isinstance(fork, dict) or fork.get("verdict") == "not_offered" else _verdict(fork, "forkable")
     )
     card = version.capacity or {}
-    held = card.get("sessions_held")
-    # A server whose sessions leak holds that many only until the leak fills it: no capacity to list.
-    env.sessions_held = held if isinstance(held, int) and not card.get("flags") else None
+    # A capacity is one session or more (the rule clients size pools by); a server whose sessions
+    # leak holds that many only until the leak fills it: no capacity to list.
+    env.sessions_held = sessions_held(card) if not card.get("flags") else None
 
 
 def manifest_search_text(manifest: Any) -> str:

@@ -6,7 +6,8 @@ read one local file of at most 16 MiB (`MAX_CATALOG_BYTES`) into a `CatalogSnaps
 forbid any field the profile lacks, so one document can neither be larger nor point to another. A
 catalog is therefore served as *shards*: each a complete snapshot of a run of envs in path order,
 within `catalog_shard_bytes` (16 MiB) as served; the index (`build_index`) names each by URL, digest,
-size and count. A catalog that fits in one document is one shard, the whole snapshot.
+size and count. A catalog that fits in one document is one shard, the whole snapshot. The Hub
+keeps each revision's shards as files once its index is made (`shard_store`).
 
 The profile binds every entry to one source revision of one GitHub repository; a Hub is many
 Spaces, each at its own commit. So every shard's source is the configured `catalog_source_uri` at
@@ -33,7 +34,8 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 from urllib.parse import urlencode, urlsplit
 
 from sqlalchemy import select
@@ -52,6 +54,7 @@ __all__ = [
     "make_plan",
     "open_shard",
     "publisher_of",
+    "shard_file",
     "stream_in_thread",
     "stream_snapshot",
 ]
@@ -107,8 +110,9 @@ def make_plan(factory: sessionmaker[Session], settings: HubSettings) -> Plan:
         for source, owner, name, version_id, *changing in rows:
             path = _path(source, owner, name)
             if path not in found:
-                shown = json.dumps(changing, default=str, ensure_ascii=False).encode()
-                found[path] = (version_id, hashlib.sha256(shown).hexdigest())
+                # repr: unambiguous for the strings, lists, datetimes and None these are, and several
+                # times cheaper than JSON over 50,000 rows (every index request makes a plan).
+                found[path] = (version_id, hashlib.sha256(repr(changing).encode()).hexdigest())
     paths = sorted(found)
     revision = hashlib.sha256(json.dumps(inputs).encode() + b"\n")
     for path in paths:
@@ -129,15 +133,20 @@ def stream_snapshot(factory: sessionmaker[Session], settings: HubSettings) -> It
 
 
 def open_shard(
-    factory: sessionmaker[Session], settings: HubSettings, first: str | None = None, revision: str | None = None
+    factory: sessionmaker[Session],
+    settings: HubSettings,
+    first: str | None = None,
+    revision: str | None = None,
+    plan: Plan | None = None,
 ) -> tuple[str, Iterator[bytes]]:
     """The current catalog revision and the chunks of the shard that starts at path `first` (the
-    first env when None; the next listed path when that env is no longer listed).
+    first env when None; the next listed path when that env is no longer listed). `plan`: the
+    current one, when the caller has just made it.
 
     Raises:
         Conflict: `revision` is not the current catalog revision (reason `catalog_changed`).
     """
-    plan = make_plan(factory, settings)
+    plan = plan or make_plan(factory, settings)
     if revision is not None and revision != plan.revision:
         raise Conflict(
             f"the catalog changed since revision {revision[:12]} (now {plan.revision[:12]}): "
@@ -149,30 +158,39 @@ def open_shard(
     return plan.revision, _chunked(_shard(factory, settings, plan, at, settings.catalog_shard_bytes))
 
 
-def build_index(factory: sessionmaker[Session], settings: HubSettings, snapshot_path: str) -> dict[str, Any]:
-    """The index of the current catalog's shards: each one's `url` (a path on the Hub: `snapshot_path`
-    with its first env and the revision), `first` and `last` env path, `envs`, `bytes` and `digest`.
+def build_index(
+    factory: sessionmaker[Session],
+    settings: HubSettings,
+    snapshot_path: str,
+    plan: Plan | None = None,
+    folder: Path | None = None,
+) -> dict[str, Any]:
+    """The index of the catalog's shards (of `plan`; the current catalog when None): each one's `url`
+    (a path on the Hub: `snapshot_path` with its first env and the revision), `first` and `last` env
+    path, `envs`, `bytes` and `digest`.
 
-    Every shard is made (hashed, not kept) to know its size and digest: one pass over the catalog.
+    Every shard is made to know its size and digest: one pass over the catalog. With `folder`, shard
+    N is written there as it is made, to `N.json` (`shard_file`); without, it is hashed, not kept.
     """
     limit = settings.catalog_shard_bytes
-    plan = make_plan(factory, settings)
+    plan = plan or make_plan(factory, settings)
     context = _context(settings, plan.revision)
     shards: list[dict[str, Any]] = []
     left_out: list[dict[str, Any]] = []
-    document = _Document(context)
-    for made in _entries(factory, context, plan, 0):
-        if document.empty + made.alone > limit:
-            left_out.append({"path": made.name, "bytes": document.empty + made.alone})
-            _too_large(made, document.empty, limit)
-            continue
-        if document.size + document.grow(made) > limit:
-            document.close()
-            shards.append(_record(document, snapshot_path, plan.revision, first=not shards))
-            document = _Document(context)
-        document.add(made)
-    document.close()
-    shards.append(_record(document, snapshot_path, plan.revision, first=not shards))
+    with _Writer(folder) as writer:
+        document = writer.start(_Document(context))
+        for made in _entries(factory, context, plan, 0):
+            if document.empty + made.alone > limit:
+                left_out.append({"path": made.name, "bytes": document.empty + made.alone})
+                _too_large(made, document.empty, limit)
+                continue
+            if document.size + document.grow(made) > limit:
+                writer.finish(document.close())
+                shards.append(_record(document, snapshot_path, plan.revision, first=not shards))
+                document = writer.start(_Document(context))
+            writer.write(document.add(made))
+        writer.finish(document.close())
+        shards.append(_record(document, snapshot_path, plan.revision, first=not shards))
     index: dict[str, Any] = {
         "revision": plan.revision,
         "max_bytes": limit,
@@ -182,6 +200,43 @@ def build_index(factory: sessionmaker[Session], settings: HubSettings, snapshot_
     }
     index["digest"] = "sha256:" + hashlib.sha256(canonical(index)).hexdigest()
     return index
+
+
+def shard_file(folder: Path, number: int) -> Path:
+    """Where `build_index` writes shard `number` (0: the first) in `folder`."""
+    return folder / f"{number}.json"
+
+
+class _Writer:
+    """Writes each shard's pieces to its own file in a folder (None: writes nothing)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder, self.made = folder, 0
+        self._out: IO[bytes] | None = None
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._out is not None:
+            self._out.close()
+
+    def start(self, document: _Document) -> _Document:
+        if self.folder is not None:
+            self._out = shard_file(self.folder, self.made).open("wb")
+        self.write(document.opening)
+        return document
+
+    def write(self, piece: bytes) -> None:
+        if self._out is not None:
+            self._out.write(piece)
+
+    def finish(self, closing: bytes) -> None:
+        self.write(closing)
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+        self.made += 1
 
 
 def _record(document: _Document, snapshot_path: str, revision: str, *, first: bool) -> dict[str, Any]:

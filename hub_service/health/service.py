@@ -2,7 +2,9 @@
 
 `poll` reads the runtime stage of every tagged Space through the list API (one pass over its
 pages, never one call per Space), maps each stage to a health, and appends a transition row when
-an env's health changes. `env_health` is what the API and the website show.
+an env's health changes. `record_stage` does the same for one Space between polls: a play session
+that wakes a sleeping Space records each stage it waits through, so the Space's health shows it
+waking (sleeping → building → running) at once. `env_health` is what the API and the website show.
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from hub_service.catalog.service import get_env
 from hub_service.db import session_scope, utcnow
 from hub_service.health.models import HealthTransition
 
-__all__ = ["HealthReport", "HealthView", "Transition", "env_health", "health_of", "poll", "record_stages"]
+__all__ = [
+    "HealthReport",
+    "HealthView",
+    "Transition",
+    "env_health",
+    "health_of",
+    "poll",
+    "record_stage",
+    "record_stages",
+]
 
 log = logging.getLogger("hub_service.health")
 
@@ -78,13 +89,7 @@ def record_stages(factory: sessionmaker[Session], stages: Iterable[tuple[str, st
             key = (env.owner, env.name)
             if key not in by_key:
                 continue  # not listed now: the crawl decides whether it is gone
-            stage = by_key[key]
-            health = health_of(stage)
-            env.stage = stage
-            if env.health != health:
-                session.add(HealthTransition(env_id=env.id, health=health, previous=env.health, stage=stage, at=now))
-                env.health, env.health_since = health, now
-                report.transitions += 1
+            report.transitions += _note_stage(session, env, by_key[key], now)
         listed_ids = select(EnvRecord.id).where(EnvRecord.source == "hf", EnvRecord.gone.is_(False))
         session.execute(
             update(EnvRecord)
@@ -93,6 +98,33 @@ def record_stages(factory: sessionmaker[Session], stages: Iterable[tuple[str, st
             .execution_options(synchronize_session=False)
         )
     return report
+
+
+def record_stage(factory: sessionmaker[Session], owner: str, name: str, stage: str) -> bool:
+    """Record one hf env's stage seen between polls (a play session waking its Space, stage by stage);
+    returns whether its health changed. An env the catalog does not hold (or no longer) is left alone."""
+    now = utcnow()
+    with session_scope(factory) as session:
+        env = session.scalar(
+            select(EnvRecord).where(
+                EnvRecord.source == "hf", EnvRecord.gone.is_(False), EnvRecord.owner == owner, EnvRecord.name == name
+            )
+        )
+        if env is None:
+            return False
+        env.health_checked_at = now
+        return bool(_note_stage(session, env, stage, now))
+
+
+def _note_stage(session: Session, env: EnvRecord, stage: str | None, now: dt.datetime) -> int:
+    """Set the env's stage; append a transition when its health changes. Returns the transitions added."""
+    health = health_of(stage)
+    env.stage = stage
+    if env.health == health:
+        return 0
+    session.add(HealthTransition(env_id=env.id, health=health, previous=env.health, stage=stage, at=now))
+    env.health, env.health_since = health, now
+    return 1
 
 
 class Transition(BaseModel):

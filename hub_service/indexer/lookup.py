@@ -27,5 +27,11 @@ def source_for(settings: HubSettings, kind: str) -> Source:
         )
     if kind == SourceKind.HF:
         token = settings.hf_token.get_secret_value() if settings.hf_token else None
-        return HfSource(settings.hf_endpoint, token, tag=settings.hf_tag, max_bytes=settings.fetch_max_mb << 20)
+        return HfSource(
+            settings.hf_endpoint,
+            token,
+            tag=settings.hf_tag,
+            max_bytes=settings.fetch_max_mb << 20,
+            wait_max_s=settings.hf_crawl_wait_max_s,
+        )
     raise SourceError(f"unknown source {kind!r}; the sources are {', '.join(SourceKind)}")

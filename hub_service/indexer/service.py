@@ -22,9 +22,11 @@ from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.service import apply_verdict
 from hub_service.catalog.states import VersionState
 from hub_service.db import session_scope, utcnow
+from hub_service.indexer import crawl
 from hub_service.indexer.clean import Rejected, clean
 from hub_service.indexer.drift import CORRECTIONS, note_drift
-from hub_service.indexer.sources import Source, SourceEnv
+from hub_service.indexer.hf_pages import CrawlPaused, ListingRefused
+from hub_service.indexer.sources import Page, PagedSource, Source, SourceEnv
 from hub_service.queue.models import Job
 
 __all__ = ["IndexReport", "index_one", "index_source", "search_text"]
@@ -57,6 +59,9 @@ class IndexReport:
     returned: int = 0
     jobs: int = 0
     seconds: float = 0.0
+    pages: int = 0  # pages a paged source's crawl indexed in this pass
+    resumed: bool = False  # it went on from where an earlier crawl stopped
+    stopped: str | None = None  # why the crawl stopped before its end (it resumes there next time)
     # "owner/name: why" for each Space left out of this pass (its card or listing cannot be stored)
     rejected: list[str] = field(default_factory=list)
 
@@ -75,10 +80,31 @@ def search_text(owner: str, name: str, title: str | None, description: str | Non
 def index_source(
     factory: sessionmaker[Session], source: Source, max_attempts: int = 3, priority: int = 100, cause: str | None = None
 ) -> IndexReport:
-    """Index everything `source` lists; returns what changed. One transaction for the whole pass."""
+    """Index everything `source` lists; returns what changed. A paged source (the Hugging Face Hub)
+    is crawled a page per transaction, resumed where its last crawl stopped (`report.stopped` says
+    why this one stopped early, when it did); any other in one transaction for the whole pass."""
     start = time.monotonic()
     report = IndexReport(source=source.name)
     cause = cause or f"{source.name} crawl"
+    if isinstance(source, PagedSource):
+        _crawl(factory, source, report, _Queue(max_attempts, priority, cause))
+    else:
+        _index_listing(factory, source, report, _Queue(max_attempts, priority, cause))
+    report.seconds = round(time.monotonic() - start, 3)
+    log.info("indexed %s: %s", source.name, report.as_dict())
+    return report
+
+
+@dataclass(frozen=True)
+class _Queue:
+    """How the pass queues the revisions it finds, and the cause its audit events name."""
+
+    max_attempts: int
+    priority: int
+    cause: str
+
+
+def _index_listing(factory: sessionmaker[Session], source: Source, report: IndexReport, queue: _Queue) -> None:
     listed = list(source.list())  # read the source before touching the database
     now = utcnow()
     with session_scope(factory) as session:
@@ -88,31 +114,114 @@ def index_source(
         seen: set[tuple[str, str]] = set()
         to_version: list[tuple[EnvRecord, str]] = []
         events: list[_Event] = []
-        for raw in listed:
-            if not raw.sha:
-                continue  # nothing to index yet (a Space with no commit)
-            item = _checked(raw, report)
-            if item is None:
-                if isinstance(raw.owner, str) and isinstance(raw.name, str):
-                    seen.add((raw.owner, raw.name))  # still listed: an env the catalog has is not gone
-                continue
-            key = (item.owner, item.name)
-            if key in seen:
-                continue
-            seen.add(key)
-            _apply(session, source, existing.get(key), item, now, report, to_version, events)
+        _take(session, source, listed, existing, seen, now, report, to_version, events)
         for key, env in existing.items():
             if key not in seen and not env.gone:
                 _mark_gone(env, now, report, events)
-        session.flush()  # ids for the new envs
-        _record(session, events, cause)
-        report.jobs = _enqueue(session, to_version, max_attempts, priority)
+        _settle(session, events, to_version, queue, report)
         if source.name == "hf":  # what webhooks should have brought: drift (a local folder sends none)
-            corrections = [f"{env.repo_id}: {kind}" for env, kind, _, _ in events if kind in CORRECTIONS]
-            note_drift(session, source.name, report.seen, corrections)
-    report.seconds = round(time.monotonic() - start, 3)
-    log.info("indexed %s: %s", source.name, report.as_dict())
-    return report
+            note_drift(session, source.name, report.seen, _corrections(events))
+
+
+def _crawl(
+    factory: sessionmaker[Session], source: PagedSource, report: IndexReport, queue: _Queue, again: bool = True
+) -> None:
+    """Crawl `source` page by page from where its last crawl stopped; at the end, what it did not
+    list is gone (once the source confirms it)."""
+    with session_scope(factory) as session:
+        run = crawl.open_crawl(session, source.name)
+        crawl_id, resume_url, listed_all = run.id, run.next_url, run.pages > 0 and run.next_url is None
+        seen, _ = crawl.so_far(session, crawl_id)
+    report.resumed = run.pages > 0
+    if not listed_all:
+        try:
+            for page in source.pages(resume_url):
+                _index_page(factory, source, crawl_id, page, seen, report, queue)
+        except CrawlPaused as exc:
+            with session_scope(factory) as session:
+                crawl.stop(session, crawl_id, str(exc))
+            report.stopped = exc.message
+            log.warning("the %s crawl stopped at page %d: %s", source.name, run.pages + report.pages + 1, exc)
+            return
+        except ListingRefused as exc:
+            if not (again and resume_url and report.pages == 0):
+                raise
+            with session_scope(factory) as session:  # the source no longer knows that page: start over
+                crawl.abandon(session, crawl_id, str(exc))
+            log.warning("the %s crawl cannot resume where it stopped (%s); it starts again", source.name, exc)
+            _crawl(factory, source, report, queue, again=False)
+            return
+    _finish_crawl(factory, source, crawl_id, report, queue)
+
+
+def _index_page(
+    factory: sessionmaker[Session],
+    source: PagedSource,
+    crawl_id: int,
+    page: Page,
+    seen: set[tuple[str, str]],
+    report: IndexReport,
+    queue: _Queue,
+) -> None:
+    """Index one page in one transaction, which also records it as done."""
+    now = utcnow()
+    names = sorted({item.name for item in page.items if isinstance(item.name, str)})
+    # whom this page lists first (as `_take` counts them: Spaces with a commit), for the crawl's record
+    fresh = {
+        (item.owner, item.name)
+        for item in page.items
+        if item.sha
+        and isinstance(item.owner, str)
+        and isinstance(item.name, str)
+        and (item.owner, item.name) not in seen
+    }
+    with session_scope(factory) as session:
+        existing = {
+            (e.owner, e.name): e
+            for e in session.scalars(
+                select(EnvRecord).where(EnvRecord.source == source.name, EnvRecord.name.in_(names))
+            )
+        }
+        to_version: list[tuple[EnvRecord, str]] = []
+        events: list[_Event] = []
+        _take(session, source, page.items, existing, seen, now, report, to_version, events)
+        _settle(session, events, to_version, queue, report)
+        crawl.note_page(session, crawl_id, fresh, _corrections(events), page.next_url)
+    report.pages += 1
+
+
+def _finish_crawl(
+    factory: sessionmaker[Session], source: PagedSource, crawl_id: int, report: IndexReport, queue: _Queue
+) -> None:
+    """The end of a crawl: an env it did not list is asked for once more (a Space changed while the
+    crawl ran moves in the listing's order and may be missed) and marked gone only when the source
+    does not have it; the drift of the whole crawl is recorded."""
+    with factory() as session:
+        seen, corrections = crawl.so_far(session, crawl_id)
+        missing = [
+            (owner, name)
+            for owner, name in session.execute(
+                select(EnvRecord.owner, EnvRecord.name).where(
+                    EnvRecord.source == source.name, EnvRecord.gone.is_(False)
+                )
+            )
+            if (owner, name) not in seen
+        ]
+    found = {key: source.get(*key) for key in missing}  # outside any transaction: these are requests
+    now = utcnow()
+    with session_scope(factory) as session:
+        to_version: list[tuple[EnvRecord, str]] = []
+        events: list[_Event] = []
+        for key, item in found.items():
+            env = session.scalar(
+                select(EnvRecord).where(
+                    EnvRecord.source == source.name, EnvRecord.owner == key[0], EnvRecord.name == key[1]
+                )
+            )
+            _one(session, source, env, item, now, report, to_version, events)
+        _settle(session, events, to_version, queue, report)
+        note_drift(session, source.name, len(seen), corrections + _corrections(events))
+        crawl.finish(session, crawl_id)
 
 
 def index_one(
@@ -136,16 +245,73 @@ def index_one(
         )
         to_version: list[tuple[EnvRecord, str]] = []
         events: list[_Event] = []
-        checked = _checked(item, report) if item is not None and item.sha else None
-        if item is None or not item.sha:
-            if env is not None and not env.gone:
-                _mark_gone(env, now, report, events)
-        elif checked is not None:
-            _apply(session, source, env, checked, now, report, to_version, events)
-        session.flush()
-        _record(session, events, cause)
-        report.jobs = _enqueue(session, to_version, max_attempts, priority)
+        _one(session, source, env, item, now, report, to_version, events)
+        _settle(session, events, to_version, _Queue(max_attempts, priority, cause), report)
     return report
+
+
+def _one(
+    session: Session,
+    source: Source,
+    env: EnvRecord | None,
+    item: SourceEnv | None,
+    now: dt.datetime,
+    report: IndexReport,
+    to_version: list[tuple[EnvRecord, str]],
+    events: list[_Event],
+) -> None:
+    """Bring one env in line with `item`, or mark it gone when the source no longer has it (None)."""
+    checked = _checked(item, report) if item is not None and item.sha else None
+    if item is None or not item.sha:
+        if env is not None and not env.gone:
+            _mark_gone(env, now, report, events)
+    elif checked is not None:
+        _apply(session, source, env, checked, now, report, to_version, events)
+
+
+def _take(
+    session: Session,
+    source: Source,
+    listed: list[SourceEnv],
+    existing: dict[tuple[str, str], EnvRecord],
+    seen: set[tuple[str, str]],
+    now: dt.datetime,
+    report: IndexReport,
+    to_version: list[tuple[EnvRecord, str]],
+    events: list[_Event],
+) -> None:
+    """Apply what a listing (or one page of it) says, once per env (`seen` remembers whom)."""
+    for raw in listed:
+        if not raw.sha:
+            continue  # nothing to index yet (a Space with no commit)
+        item = _checked(raw, report)
+        if item is None:
+            if isinstance(raw.owner, str) and isinstance(raw.name, str):
+                seen.add((raw.owner, raw.name))  # still listed: an env the catalog has is not gone
+            continue
+        key = (item.owner, item.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        _apply(session, source, existing.get(key), item, now, report, to_version, events)
+
+
+def _settle(
+    session: Session,
+    events: list[_Event],
+    to_version: list[tuple[EnvRecord, str]],
+    queue: _Queue,
+    report: IndexReport,
+) -> None:
+    """Record the pass's audit events and queue its revisions (once the new envs have ids)."""
+    session.flush()
+    _record(session, events, queue.cause)
+    report.jobs += _enqueue(session, to_version, queue.max_attempts, queue.priority)
+
+
+def _corrections(events: list[_Event]) -> list[str]:
+    """What the events corrected in the catalog ("owner/name: kind"), for the drift record."""
+    return [f"{env.repo_id}: {kind}" for env, kind, _, _ in events if kind in CORRECTIONS]
 
 
 def _checked(item: SourceEnv, report: IndexReport) -> SourceEnv | None:

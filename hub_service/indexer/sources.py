@@ -15,14 +15,26 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from urllib.parse import urlencode
 
 from hub_service.errors import SourceError
 
 if TYPE_CHECKING:
     from huggingface_hub.hf_api import ExpandSpaceProperty_T
 
-__all__ = ["FetchRefused", "HfSource", "LocalSource", "Source", "SourceEnv", "card_text", "check_tree", "folder_sha"]
+__all__ = [
+    "FetchRefused",
+    "HfSource",
+    "LocalSource",
+    "Page",
+    "PagedSource",
+    "Source",
+    "SourceEnv",
+    "card_text",
+    "check_tree",
+    "folder_sha",
+]
 
 _SKIP_DIRS = {
     ".git",
@@ -82,6 +94,34 @@ class Source(Protocol):
 
     def fetch(self, owner: str, name: str, sha: str, dest: Path) -> Path:
         """The files of `owner/name` at `sha`, in `dest` (created); returns the folder."""
+        ...
+
+
+@dataclass
+class Page:
+    """One page of a paged source's listing: its environments, where it was read, and the next page's
+    address (None on the last page)."""
+
+    items: list[SourceEnv]
+    url: str
+    next_url: str | None
+
+
+@runtime_checkable
+class PagedSource(Source, Protocol):
+    """A source whose listing comes in pages that a crawl can resume at (the Hugging Face Hub)."""
+
+    def pages(self, resume_url: str | None = None) -> Iterator[Page]:
+        """The listing's pages from the first, or from `resume_url` (a page's `url` or `next_url`).
+
+        Raises:
+            SourceError: the source did not answer; `CrawlPaused` (hf_pages.py) when it asked to
+                wait longer than the crawl may.
+        """
+        ...
+
+    def get(self, owner: str, name: str) -> SourceEnv | None:
+        """One environment as the source describes it now; None when it does not list it."""
         ...
 
 
@@ -237,7 +277,12 @@ class HfSource:
     trusted = False
 
     def __init__(
-        self, endpoint: str | None, token: str | None, tag: str = "openenv", max_bytes: int = 512 << 20
+        self,
+        endpoint: str | None,
+        token: str | None,
+        tag: str = "openenv",
+        max_bytes: int = 512 << 20,
+        wait_max_s: float = 300.0,
     ) -> None:
         from huggingface_hub import HfApi
 
@@ -246,14 +291,29 @@ class HfSource:
         self.token = token
         self.tag = tag
         self.max_bytes = max_bytes
+        self.wait_max_s = wait_max_s  # OPENENV_HUB_HF_CRAWL_WAIT_MAX_S: waits one crawl may spend on 429s
 
     def list(self) -> Iterator[SourceEnv]:
-        try:
-            for info in self.api.list_spaces(filter=self.tag, expand=_EXPAND):
-                if not info.private:  # the catalog lists public Spaces only (a token may see more)
-                    yield self._convert(info)
-        except Exception as exc:
-            raise SourceError(f"listing Spaces tagged {self.tag!r} failed: {exc}") from exc
+        for page in self.pages():
+            yield from page.items
+
+    def pages(self, resume_url: str | None = None) -> Iterator[Page]:
+        from huggingface_hub.hf_api import SpaceInfo
+        from huggingface_hub.utils import build_hf_headers
+
+        from hub_service.indexer.hf_pages import WaitBudget, listing_pages
+
+        query = urlencode([("filter", self.tag), *(("expand", e) for e in _EXPAND)])
+        first = resume_url or f"{self.api.endpoint.rstrip('/')}/api/spaces?{query}"
+        headers = build_hf_headers(token=self.token)
+        for raw in listing_pages(first, headers, WaitBudget(self.wait_max_s)):
+            try:
+                infos = [SpaceInfo(**{"siblings": None, **item}) for item in raw.items]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise SourceError(f"a page of Spaces tagged {self.tag!r} cannot be read: {exc}") from exc
+            # the catalog lists public Spaces only (a token may see more)
+            items = [self._convert(info) for info in infos if not info.private]
+            yield Page(items=items, url=raw.url, next_url=raw.next_url)
 
     def get(self, owner: str, name: str) -> SourceEnv | None:
         """One Space as the Hub describes it now; None when it is gone, private, or untagged.

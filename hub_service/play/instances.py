@@ -35,6 +35,10 @@ class Target:
     # Called with the started provider before anyone plays it (the sandbox's runtime check); what it
     # raises stops the start, and its message (the host's trouble, never the env's) is the visitor's.
     check_started: Callable[[Any], None] | None = None
+    # A Space that must be woken before it is played (play/waking.py): its stage then (SLEEPING, BUILDING...),
+    # and what is played instead when it does not wake in time or answers 402 Payment Required.
+    waking_from: str | None = None
+    fallback: Target | None = None
 
 
 @dataclass

@@ -17,16 +17,19 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.catalog import service as catalog
+from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.catalog.states import BuilderKind, VersionState
+from hub_service.health.service import record_stage
 from hub_service.play.errors import AllInUse, NotPlayable, PlayError, PlayLimit, PlayStartError
 from hub_service.play.instances import Instance, InstancePool, Target
+from hub_service.play.waking import woken
 from hub_service.quota.leases import LeaseBook
 from hub_service.settings import HubSettings
 
@@ -172,7 +175,8 @@ def _payload(result: Any) -> dict[str, Any]:
 
 
 def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) -> Target:
-    """How `owner/name` can be played now: its live Space, or an instance to start.
+    """How `owner/name` can be played now: its live Space, its sleeping Space to wake first (with
+    this Hub's instance of it to play instead when it does not wake), or an instance to start.
 
     Raises:
         NotFound: no such env.  NotPlayable: nothing of it has passed the Hub's checks.
@@ -193,6 +197,22 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
         )
     if record.url:
         return Target(key=key, how="space", url=record.url)
+    local = _local_target(settings, env, version, key)
+    from openenv.client._space import ASLEEP, STARTING
+
+    stage = (env.stage or "").upper()
+    if env.source == "hf" and env.host and version.sha == env.sha and stage in ASLEEP | STARTING:
+        # A Space that sleeps (or starts): woken when a visitor starts (play/waking.py), its image else.
+        return Target(key=key, how="space", url=env.host, waking_from=stage, fallback=local)
+    if local is not None:
+        return local
+    raise NotPlayable(
+        f"{record.repo_id} passed its checks but has no image this Hub can run and no live Space; try `openenv fork {record.repo_id}`"
+    )
+
+
+def _local_target(settings: HubSettings, env: EnvRecord, version: EnvVersion, key: str) -> Target | None:
+    """The env's instance this Hub can start itself (its image, or a trusted local folder), if any."""
     from openenv.client.providers import ProcessProvider
 
     timeout = settings.play_start_timeout_s
@@ -219,9 +239,7 @@ def resolve_target(db: Session, settings: HubSettings, owner: str, name: str) ->
     if env.trusted and env.location:
         folder = env.location
         return Target(key=key, how="process", make_provider=lambda: ProcessProvider(folder, startup_timeout_s=timeout))
-    raise NotPlayable(
-        f"{record.repo_id} passed its checks but has no image this Hub can run and no live Space; try `openenv fork {record.repo_id}`"
-    )
+    return None
 
 
 class PlayManager:
@@ -248,8 +266,17 @@ class PlayManager:
             session.touch()
         return session
 
-    async def open(self, tab: str, visitor: str, owner: str, name: str, kind: str = "play") -> PlaySession:
+    async def open(
+        self,
+        tab: str,
+        visitor: str,
+        owner: str,
+        name: str,
+        kind: str = "play",
+        on_wait: Callable[[str], None] | None = None,
+    ) -> PlaySession:
         """This tab's session of `kind` on `owner/name`, opened (and its env started) when needed.
+        `on_wait` hears what is waited for, for the visitor: a sleeping Space woken, each of its stages.
 
         Raises:
             PlayLimit: the visitor's or the service's session cap is reached.
@@ -276,6 +303,10 @@ class PlayManager:
             with self.factory() as db:
                 target = resolve_target(db, self.settings, owner, name)
                 description = _description(db, owner, name)
+            if target.waking_from is not None:  # each stage it wakes through is its health too, at once
+                target = await woken(
+                    target, self.settings, on_wait, lambda stage: record_stage(self.factory, owner, name, stage)
+                )
             try:
                 instance = await self.pool.acquire(target)
             except AllInUse as full:

@@ -76,7 +76,9 @@ def board_html(env_id: str, standings: list[Standing], total: int) -> str:
         "<th>revision</th><th>date</th></tr>"
     )
     return (
-        f'<div id="oe-leaderboard"><div class="oe-board-wrap"><table class="oe-table oe-board">{head}{"".join(rows)}'
+        # it scrolls sideways on a phone: a keyboard must be able to reach it
+        f'<div id="oe-leaderboard"><div class="oe-board-wrap" tabindex="0" role="region" aria-label="Leaderboard">'
+        f'<table class="oe-table oe-board">{head}{"".join(rows)}'
         f"</table></div>{more}"
         '<div class="oe-sub">Runs of one model through one endpoint host (and one submitter) on one revision are '
         "pooled. Submit your own with <code>openenv eval</code>.</div></div>"

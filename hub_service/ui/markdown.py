@@ -88,8 +88,11 @@ def _renderer() -> Any:
     return MarkdownIt("commonmark", {"html": True, "linkify": False}).enable("table").enable("strikethrough")
 
 
-def render_markdown(text: str) -> str:
-    """Sanitized HTML for Markdown `text` (raw HTML inside it is allowed through the allowlist)."""
+def render_markdown(text: str, top: int = 1) -> str:
+    """Sanitized HTML for Markdown `text` (raw HTML inside it is allowed through the allowlist).
+
+    `top` is the level its first-level headings take (2 inside a page whose <h1> is its own:
+    a page has one <h1>); deeper ones follow, down to <h6>."""
     import nh3
 
     html = _renderer().render(text or "")
@@ -100,12 +103,16 @@ def render_markdown(text: str) -> str:
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,
-        # A code block wider than the screen scrolls: a keyboard must be able to reach it.
-        set_tag_attribute_values={"pre": {"tabindex": "0"}},
+        # A code block or table wider than the screen scrolls: a keyboard must be able to reach it.
+        set_tag_attribute_values={"pre": {"tabindex": "0"}, "table": {"tabindex": "0"}},
     )
     # An image its author gave no text: empty alt text, so that a screen reader skips it rather
     # than read out its file name.
-    return _NO_ALT.sub('<img alt=""', clean)
+    clean = _NO_ALT.sub('<img alt=""', clean)
+    if top > 1:
+        clean = _HEADING.sub(lambda m: f"<{m[1]}h{min(6, int(m[2]) + top - 1)}>", clean)
+    return clean
 
 
 _NO_ALT = re.compile(r"<img(?![^>]*\salt=)")
+_HEADING = re.compile(r"<(/?)h([1-6])>")  # the sanitizer keeps no attribute on headings

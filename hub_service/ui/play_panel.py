@@ -72,14 +72,16 @@ def _env_parts(env_id: str | None) -> tuple[str, str]:
     return owner, name
 
 
-def _component(spec: FieldSpec) -> Any:
+def _component(spec: FieldSpec, interactive: bool = True) -> Any:
     label = spec.name + (" *" if spec.required else "")
     elem_id = f"oe-field-{spec.name}"
     if spec.kind == "enum":
         choices = [(v if isinstance(v, str) else json.dumps(v), i) for i, v in enumerate(spec.choices)]
-        return gr.Dropdown(choices=choices, value=spec.initial(), label=label, info=spec.help, elem_id=elem_id)
+        return gr.Dropdown(
+            choices=choices, value=spec.initial(), label=label, info=spec.help, interactive=interactive, elem_id=elem_id
+        )
     if spec.kind == "boolean":
-        return gr.Checkbox(value=spec.initial(), label=label, info=spec.help, elem_id=elem_id)
+        return gr.Checkbox(value=spec.initial(), label=label, info=spec.help, interactive=interactive, elem_id=elem_id)
     if spec.kind in ("integer", "number"):
         return gr.Number(
             value=spec.initial(),
@@ -88,14 +90,24 @@ def _component(spec: FieldSpec) -> Any:
             precision=0 if spec.kind == "integer" else None,
             minimum=spec.schema.get("minimum"),
             maximum=spec.schema.get("maximum"),
+            interactive=interactive,
             elem_id=elem_id,
         )
     if spec.kind == "string":
         long = spec.schema.get("maxLength") is None or spec.schema["maxLength"] > 200
-        return gr.Textbox(value=spec.initial(), label=label, info=spec.help, lines=2 if long else 1, elem_id=elem_id)
+        return gr.Textbox(
+            value=spec.initial(),
+            label=label,
+            info=spec.help,
+            lines=2 if long else 1,
+            interactive=interactive,
+            elem_id=elem_id,
+        )
     if spec.kind == "const":
         return gr.Textbox(value=json.dumps(spec.schema["const"]), label=label, interactive=False, elem_id=elem_id)
-    return gr.Code(value=spec.initial(), language="json", label=f"{label} (JSON)", elem_id=elem_id)
+    return gr.Code(
+        value=spec.initial(), language="json", label=f"{label} (JSON)", interactive=interactive, elem_id=elem_id
+    )
 
 
 def parse_options(text: str | None) -> dict[str, Any] | None:
@@ -203,7 +215,9 @@ async def _picture(session: PlaySession) -> str:
         frame = await session.render()
     except EnvServerError as exc:  # the env failed to draw: the rest of the page still works
         return views.message(f"the env could not draw its picture: {describe_env_failure(exc)}")
-    return views.frame_view(frame, alt=f"{session.env_id} now")
+    payload = session.last if isinstance(session.last, dict) else {}
+    otherwise = f"the env's picture after {len(session.history)} steps (its observation is beside it)"
+    return views.frame_view(frame, alt=views.picture_words(payload.get("observation"), frame, otherwise))
 
 
 async def _shown(session: PlaySession, old_board: Any = None, old_form: Any = None) -> list[Any]:
@@ -292,7 +306,8 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
             owner, name = _env_parts(env_id)
             seed_value = parse_seed(seed_text)
             extra = parse_options(options_text)
-            session = await play.open(tab, visitor_of(request), owner, name, kind="play")
+            # A sleeping Space is woken first: the visitor is told it is waited for, and its stages.
+            session = await play.open(tab, visitor_of(request), owner, name, kind="play", on_wait=gr.Info)
             hint = gr.Textbox(placeholder=options_hint(session.reset_options))
             session.check_options(extra)
             await session.reset(seed=seed_value, options=extra)
@@ -359,13 +374,23 @@ def play_panel(settings: HubSettings, play: PlayManager, current: gr.State) -> N
                 _action_form(form["schema"], bool(form["done"]), board_state, form_state, step_with, shown)
 
 
+# Said above the form while the JSON editor holds the action (see `_action_form`).
+FORM_OFF = (
+    "The form is off while “Edit the action as JSON” is ticked: the JSON below is the action that "
+    "Step plays. Untick the box to use the form again (it is filled from the JSON)."
+)
+
+
 def _action_form(
     schema: dict[str, Any], done: bool, board_state: gr.State, form_state: gr.State, step_with: Any, shown: list[Any]
 ) -> None:
-    """The form for a free-form action (one input per field, or JSON)."""
+    """The form for a free-form action (one input per field, or JSON). One of the two is the action:
+    while the JSON is (its box ticked), the form is turned off and says so, so that nothing typed
+    in it is dropped unseen."""
     specs = field_specs(schema)
     simple = all(s.kind != "json" for s in specs)
-    inputs = [_component(s) for s in specs]
+    form_off = gr.HTML(views.message(FORM_OFF), visible=not simple, elem_id="oe-play-form-off")
+    inputs = [_component(s, interactive=simple) for s in specs]
     as_json = gr.Checkbox(label="Edit the action as JSON", value=not simple, elem_id="oe-play-json-mode")
     example = collect(specs, [s.initial() for s in specs]) if specs else {}
     json_box = gr.Code(
@@ -382,22 +407,31 @@ def _action_form(
         JSON; unticking it fills the form from the JSON, or keeps the JSON (and says why) when
         the form cannot show it."""
         current = [data[c] for c in inputs]
+        form_off_now = {form_off: gr.HTML(visible=True), **{c: gr.update(interactive=False) for c in inputs}}
         if data[as_json]:
             try:
-                return {json_box: gr.Code(value=json.dumps(collect(specs, current), indent=2), visible=True)}
+                text = json.dumps(collect(specs, current), indent=2)
             except FormError as exc:  # a half-filled form: the JSON keeps what it had
                 gr.Warning(f"the form's action is not complete ({exc}); the JSON shows the last one")
-                return {json_box: gr.Code(visible=True)}
+                return {json_box: gr.Code(visible=True), **form_off_now}
+            return {json_box: gr.Code(value=text, visible=True), **form_off_now}
         try:
             values = form_values(specs, json.loads(data[json_box] or "{}"), current)
         except ValueError as exc:  # FormError, or JSON that does not parse
             gr.Warning(f"the JSON cannot fill the form ({exc}); it stays open: fix it, or step with it")
-            return {as_json: gr.Checkbox(value=True), json_box: gr.Code(visible=True)}
-        return {json_box: gr.Code(visible=False), **dict(zip(inputs, values, strict=True))}
+            return {as_json: gr.Checkbox(value=True), json_box: gr.Code(visible=True), **form_off_now}
+        form_on = {
+            c: gr.update(value=v, interactive=spec.kind != "const")
+            for c, v, spec in zip(inputs, values, specs, strict=True)
+        }
+        return {json_box: gr.Code(visible=False), form_off: gr.HTML(visible=False), **form_on}
 
     # `.input`, not `.change`: switching back on after a refusal must not write over the JSON kept.
     as_json.input(
-        switch, inputs={as_json, json_box, *inputs}, outputs=[as_json, json_box, *inputs], show_progress="hidden"
+        switch,
+        inputs={as_json, json_box, *inputs},
+        outputs=[as_json, json_box, form_off, *inputs],
+        show_progress="hidden",
     )
     step = gr.Button("Step", variant="primary", elem_id="oe-play-step", interactive=not done)
 

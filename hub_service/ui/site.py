@@ -26,7 +26,7 @@ from hub_service.ui.leaderboard import LEADERBOARD_CSS, board_panel
 from hub_service.ui.markdown import render_markdown, split_front_matter
 from openenv.render import ANSI_CSS
 
-__all__ = ["CSS", "HEAD", "build_site", "theme"]
+__all__ = ["CSS", "HEAD", "build_site", "hub_url", "theme"]
 
 STATUSES = [
     ("any status", ""),
@@ -87,7 +87,16 @@ CSS = (
 .oe-msg.oe-info { background: var(--background-fill-secondary); }
 .oe-table, .oe-kv, .oe-grid { border-collapse: collapse; margin: 4px 0; }
 .oe-table td, .oe-table th, .oe-kv td, .oe-kv th, .oe-grid td { border: 1px solid var(--border-color-primary); padding: 3px 7px; text-align: left; vertical-align: top; }
-.oe-kv th { white-space: nowrap; background: var(--background-fill-secondary); }
+/* A table too wide for its place scrolls inside itself (Gradio's boxes would cut it off). */
+.oe-table, .oe-readme table { display: block; max-width: 100%; overflow-x: auto; }
+.oe-table code { white-space: pre-wrap; overflow-wrap: break-word; }
+/* The actions this episode: fixed columns, so that a long action wraps in its own (a word longer
+   than the column breaks where it must) instead of squeezing the others or the words in it. */
+#oe-history { display: table; table-layout: fixed; width: 100%; font-size: .9em; }
+#oe-history th:first-child { width: 2em; } #oe-history th:nth-child(3) { width: 5em; } #oe-history th:nth-child(4) { width: 4em; }
+#oe-history code { overflow-wrap: anywhere; font-size: .9em; }
+/* Keys break only where views.py allows (after "_"), never mid-word, and never run over their values. */
+.oe-kv th { background: var(--background-fill-secondary); overflow-wrap: normal; word-break: normal; }
 .oe-grid td { font-family: var(--font-mono); text-align: center; padding: 1px 5px; }
 .oe-frame { image-rendering: pixelated; width: 320px; max-width: 100%; }
 .oe-picture { margin: 4px 0 8px; max-width: 100%; overflow-x: auto; }
@@ -99,12 +108,11 @@ button.oe-act { min-width: 48px; padding: 6px 12px; border-radius: 6px; border: 
   background: var(--button-secondary-background-fill); color: var(--button-secondary-text-color); cursor: pointer; font: inherit; }
 button.oe-act:hover:not(:disabled) { border-color: var(--color-accent); }
 button.oe-act:disabled { opacity: .45; cursor: not-allowed; }
-.oe-keys { font-size: .85em; color: var(--body-text-color-subdued); }
+.oe-keys { font-size: .85em; color: var(--body-text-color); }
 .oe-over { background: #fff8c5; color: #9a6700; font-weight: 600; }
 .oe-obs, #oe-play-observation, #oe-play-status, #oe-play-error, #oe-try-trajectory { max-width: 100%; overflow-wrap: anywhere; }
 .oe-obs pre, .oe-kv pre, #oe-trajectory pre { white-space: pre-wrap; overflow-wrap: anywhere; word-break: break-word; }
-.oe-obs .oe-kv, #oe-trajectory .oe-kv { table-layout: fixed; width: 100%; }
-.oe-obs .oe-kv th { width: 9em; white-space: normal; overflow-wrap: anywhere; }
+.oe-obs .oe-kv, #oe-trajectory .oe-kv { width: 100%; }
 .oe-obs .oe-kv td, #oe-trajectory .oe-kv td { overflow-wrap: anywhere; word-break: break-word; }
 .oe-obs .oe-grid { max-width: 100%; display: block; overflow-x: auto; }
 .oe-figs { flex-wrap: wrap; }
@@ -117,6 +125,7 @@ button.oe-act:disabled { opacity: .45; cursor: not-allowed; }
 """
     + trust_card.CSS
     + LEADERBOARD_CSS
+    + views.ACCESS_CSS
     + "\n"
     + ANSI_CSS
 )
@@ -165,7 +174,7 @@ class _Pages:
         checks: list[str] | None = None,
     ) -> str:
         query = catalog.ListQuery(
-            q=(q or "").strip()[:200] or None,
+            q=(q or "").strip() or None,  # bounded by ListQuery.check, which names the bound past it
             tags=list(tags or []),
             status=status or None,
             sort=sort or "name",
@@ -173,7 +182,7 @@ class _Pages:
             **trust_card.query_options(trust, min_sessions, checks),
         )
         try:
-            query.check(500)
+            query.check(self.settings)
             with self.factory() as db:
                 envs, _, total = catalog.list_envs(db, query)
                 items = [catalog.summary(e) for e in envs]
@@ -185,8 +194,9 @@ class _Pages:
         with self.factory() as db:
             return catalog.all_tags(db)
 
-    def env_page(self, env_id: str) -> dict[str, Any]:
-        """Everything the env tab shows, as HTML fragments and text."""
+    def env_page(self, env_id: str, seen_at: str | None = None) -> dict[str, Any]:
+        """Everything the env tab shows, as HTML fragments and text (`seen_at`: the address the
+        visitor reached the Hub at, see `hub_url`)."""
         parts = _split_id(env_id)
         if parts is None:
             raise HubError(f"{env_id!r} is not an environment id: use owner/name")
@@ -219,7 +229,7 @@ class _Pages:
             "header": header,
             "description": subtitle,
             "trust": trust,
-            "readme": f'<div class="oe-readme">{render_markdown(body) if body.strip() else views.message("This environment has no README.")}</div>',
+            "readme": f'<div class="oe-readme">{render_markdown(body, top=2) if body.strip() else views.message("This environment has no README.")}</div>',
             "manifest": json.dumps(
                 version.manifest if version and version.manifest else front or {}, indent=2, default=str
             ),
@@ -228,9 +238,17 @@ class _Pages:
             "stages": views.stages_view(runs),
             "history": views.history_view(health, events),
             "versions": f'<table class="oe-table"><tr><th>revision</th><th>ref</th><th>state</th><th>indexed</th></tr>{history}</table>',
-            "python": _python_usage(summary.id, self.settings.public_url, env.source, version),
+            "python": _python_usage(summary.id, hub_url(self.settings, seen_at), env.source, version),
             "shell": f"openenv fork {summary.id}      # your own copy, as a Space\nopenenv validate {summary.id}  # the checks, on your machine",
         }
+
+
+def hub_url(settings: HubSettings, seen_at: str | None) -> str:
+    """The Hub's address for a visitor to copy: `public_url` when the operator set it, else the
+    address the visitor reached it at (the default, port 7860, is wrong wherever it serves elsewhere)."""
+    if "public_url" in settings.model_fields_set or not seen_at:
+        return settings.public_url.rstrip("/")
+    return seen_at.rstrip("/")
 
 
 def _python_usage(env_id: str, hub_url: str, source: str, version: Any | None) -> str:
@@ -352,7 +370,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
             if not env_id:
                 return [None, gr.Tabs(selected="catalog"), *chrome, *blank]
             try:
-                page = pages.env_page(env_id)
+                page = pages.env_page(env_id, str(request.base_url) if request else None)
             except HubError as exc:
                 return [
                     None,

@@ -209,7 +209,8 @@ def _keep_recent_frames(events: list[dict[str, Any]], event: dict[str, Any]) -> 
     """Turn the new event's frame into safe HTML once; drop the pictures of older steps."""
     frame = event.pop("frame", None)
     if frame is not None:
-        event["frame_html"] = views.frame_view(frame, alt=f"the env after step {event.get('step', 0)}")
+        alt = views.picture_words(event.get("observation"), frame, f"the env after step {event.get('step', 0)}")
+        event["frame_html"] = views.frame_view(frame, alt=alt)
     with_frames = [e for e in events if e.get("frame_html")]
     for old in with_frames[: max(0, len(with_frames) - FRAMES_SHOWN + 1)]:
         old.pop("frame_html", None)

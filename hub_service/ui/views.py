@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import html
 import json
 import re
 import urllib.parse
@@ -22,6 +23,7 @@ from hub_service.queue.errors import WaitCode
 from hub_service.ui.trust_card import badge_row
 
 __all__ = [
+    "ACCESS_CSS",
     "SORTS",
     "badges",
     "catalog_cards",
@@ -31,6 +33,7 @@ __all__ = [
     "json_block",
     "message",
     "observation_view",
+    "picture_words",
     "play_figures",
     "report_view",
     "stages_view",
@@ -48,6 +51,13 @@ SORTS = [
     ("step_latency", "Fastest step"),
     ("-sessions", "Most sessions per server"),
 ]
+# Shared by the website's pages and its Gradio panel. Every control the keyboard reaches shows a
+# ring (Gradio's own focus styles, a paler border, read at under 3:1; its primary buttons show
+# none), and placeholder text (which carries each env's options) is read at 4.5:1 or more.
+ACCESS_CSS = """
+html body *:focus-visible { outline: 2px solid #0b5cad !important; outline-offset: 2px !important; }
+input::placeholder, textarea::placeholder { color: #5f6670 !important; opacity: 1 !important; }
+"""
 _IMAGE_MAGIC = {b"\x89PNG\r\n\x1a\n": "png", b"\xff\xd8\xff": "jpeg", b"GIF8": "gif"}
 _B64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 _SPACE = re.compile(r"\s+")
@@ -275,6 +285,11 @@ def _scalar(value: Any) -> str:
     return escape(value if isinstance(value, str) else json.dumps(value))
 
 
+def _key(key: Any) -> str:
+    """A record's key, which may wrap after each "_" (snake_case words), never inside a word."""
+    return escape(str(key)).replace("_", "_<wbr>")
+
+
 def _value(value: Any, depth: int = 0) -> str:
     if isinstance(value, str):
         src = _image_src(value)
@@ -307,7 +322,7 @@ def _value(value: Any, depth: int = 0) -> str:
             return json_block(value)
         if not value:
             return "{}"
-        rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{_value(v, depth + 1)}</td></tr>" for k, v in value.items())
+        rows = "".join(f"<tr><th>{_key(k)}</th><td>{_value(v, depth + 1)}</td></tr>" for k, v in value.items())
         return f'<table class="oe-kv">{rows}</table>'
     return escape(str(value))
 
@@ -336,6 +351,28 @@ def observation_view(
     return (
         play_figures(payload, steps, episode_return) if figures else ""
     ) + f'<div class="oe-obs">{_value(obs)}</div>'
+
+
+_SVG_WORDS = re.compile(r"<(text|title|desc)\b[^>]*>(.*?)</\1>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+ALT_MAX = 500  # characters of a picture's text: a screen reader reads all of it
+
+
+def picture_words(observation: Any, frame: Any, otherwise: str) -> str:
+    """What the env's picture shows, in the env's own words, for its alt text: the observation's
+    `text` (the view in words several envs write for a language model), else the words drawn in
+    an SVG picture, else `otherwise`."""
+    words = observation.get("text") if isinstance(observation, dict) else None
+    if not (isinstance(words, str) and words.strip()) and getattr(frame, "media_type", "") == "image/svg+xml":
+        try:
+            svg = frame.text()
+        except ValueError:
+            svg = ""
+        words = " ".join(html.unescape(_TAG.sub(" ", m[2])) for m in _SVG_WORDS.finditer(svg))
+    words = " ".join(words.split()) if isinstance(words, str) else ""
+    if not words:
+        return otherwise
+    return words if len(words) <= ALT_MAX else words[: ALT_MAX - 1] + "…"
 
 
 def frame_view(frame: Any, alt: str = "the environment now") -> str:

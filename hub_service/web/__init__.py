@@ -95,8 +95,11 @@ class WebPages:
             text = "An environment's page is /envs/<owner>/<name>; find it in the catalog."
             await _send(send, 404, pages.not_found_page(self.settings, root, text), head=head)
             return
+        from starlette.requests import Request
+
+        seen_at = str(Request(scope).base_url)  # scheme, Host and root path, as the visitor reached it
         status, html = await anyio.to_thread.run_sync(
-            pages.env_page, self.settings, self.factory, root, parts[0], parts[1]
+            pages.env_page, self.settings, self.factory, root, parts[0], parts[1], seen_at
         )
         await _send(send, status, html, head=head)
 

@@ -18,7 +18,7 @@ from hub_service.catalog import service as catalog
 from hub_service.errors import HubError, InvalidRequest
 from hub_service.settings import HubSettings
 from hub_service.ui import trust_card, views
-from hub_service.ui.leaderboard import env_board
+from hub_service.ui.leaderboard import LEADERBOARD_CSS, env_board
 
 __all__ = ["catalog_page", "env_page", "env_path", "not_found_page"]
 
@@ -64,6 +64,7 @@ iframe.oe-panel{width:100%;height:900px;border:1px solid #d0d7de;border-radius:8
 pre{overflow-x:auto;background:#f6f8fa;padding:8px;border-radius:6px}
 .oe-readme img{max-width:100%}
 .oe-table{border-collapse:collapse}.oe-table td,.oe-table th{border:1px solid #d0d7de;padding:3px 7px;text-align:left}
+.oe-table,.oe-readme table{display:block;max-width:100%;overflow-x:auto}
 nav.oe-jump a{margin-right:12px}
 """
 
@@ -92,7 +93,7 @@ def _document(
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title>{meta}<style>{CSS}{trust_card.CSS}</style></head><body>"
+        f"<title>{escape(title)}</title>{meta}<style>{CSS}{trust_card.CSS}{LEADERBOARD_CSS}{views.ACCESS_CSS}</style></head><body>"
         f'<header class="oe-top"><a class="oe-brand" href="{home}">OpenEnv Hub</a><span>{escape(_TAGLINE)} '
         f'JSON API at <a href="{home}api/v1/envs">/api/v1</a>, reference at <a href="{home}docs">/docs</a>.</span></header>'
         f"<main>{status_extra}{body}</main></body></html>"
@@ -156,11 +157,12 @@ def catalog_page(
     """(status, HTML) of the catalog, filtered by the query parameters q, tag, status, sort,
     check (an RFC 008 check id the env's report passed, or `ID:STATUS`) and the trust filters of
     the JSON API: deterministic, reward_checked (`true` or `false`) and min_sessions."""
-    q = (params.get("q") or "").strip()[:200]
-    tag = (params.get("tag") or "").strip()[:100]
+    # q, tag and check are bounded by the listing's settings: past them, the 400 names the bound
+    q = (params.get("q") or "").strip()
+    tag = (params.get("tag") or "").strip()
     status = params.get("status") or ""
     sort = params.get("sort") or "name"
-    check = (params.get("check") or "").strip()[:100]
+    check = (params.get("check") or "").strip()
     sessions = (params.get("min_sessions") or "").strip()[:20]
     query = catalog.ListQuery(
         q=q or None,
@@ -178,7 +180,7 @@ def catalog_page(
             if not sessions.isdigit():
                 raise InvalidRequest("min_sessions must be a whole number of sessions, 0 or more")
             query.min_sessions = int(sessions) or None
-        query.check(500)
+        query.check(settings)
         with factory() as db:
             envs, _, total = catalog.list_envs(db, query)
             items = [catalog.summary(e) for e in envs]
@@ -215,14 +217,20 @@ def catalog_page(
 
 
 def env_page(
-    settings: HubSettings, factory: sessionmaker[Session], root: str, owner: str, name: str
+    settings: HubSettings,
+    factory: sessionmaker[Session],
+    root: str,
+    owner: str,
+    name: str,
+    seen_at: str | None = None,
 ) -> tuple[int, str]:
-    """(status, HTML) of an env's page: what it is, its trust card, how to use it, and the play panel."""
+    """(status, HTML) of an env's page: what it is, its trust card, how to use it, and the play
+    panel; `seen_at` is the address the visitor reached the Hub at (`hub_service.ui.site.hub_url`)."""
     from hub_service.ui.site import _Pages
 
     env_id = f"{owner}/{name}"
     try:
-        page = _Pages(settings, factory).env_page(env_id)
+        page = _Pages(settings, factory).env_page(env_id, seen_at)
     except HubError as exc:
         return exc.status, not_found_page(settings, root, exc.message)
     home = _root(root)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import keyword
-import os
 import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from openenv.cli._output import CliError, Output
+from openenv.cli._staging import staged_folder
 
 DESCRIPTION = """Create a new environment from the Space template: a working env (a number-guessing game)
 with its models, server, client, Dockerfile, README front matter, openenv.yaml and tests. It passes
@@ -91,8 +90,6 @@ def render(dest: Path, name: str) -> list[str]:
     """
     from openenv import __version__
 
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise CliError(f"{dest} already exists", "pick another name, or remove the folder first", exit_code=2)
     values = {
         "__ENV_NAME__": name,
         "__ENV_CLASS__": class_prefix(name),
@@ -101,17 +98,8 @@ def render(dest: Path, name: str) -> list[str]:
         "__SDK_VERSION__": __version__,
     }
     source = template_dir()
-    parent = dest.parent if str(dest.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=parent))
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the env folder is an ordinary one
-    except OSError as exc:
-        raise CliError(f"cannot create {dest}: {exc.strerror}", "check the folder's permissions") from None
     created: list[str] = []
-    try:
+    with staged_folder(dest) as staging:
         for path in sorted(source.rglob("*")):
             rel = path.relative_to(source)
             if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
@@ -128,12 +116,6 @@ def render(dest: Path, name: str) -> list[str]:
             (staging / plan_rel).parent.mkdir(parents=True, exist_ok=True)
             (staging / plan_rel).write_text(text, encoding="utf-8")
             created.append(plan_rel)
-        if dest.exists():
-            dest.rmdir()
-        os.replace(staging, dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return created
 
 

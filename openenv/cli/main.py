@@ -26,6 +26,7 @@ __all__ = ["COMMANDS", "ENTRY_POINT_GROUP", "PLUGINS", "build_parser", "load_com
 # name → (module, one-line summary). The summary lives here so `openenv --help` imports nothing.
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("openenv.cli.init", "create a new environment from the Space template"),
+    "import": ("openenv.cli.import_env", "make an env folder from a Gymnasium id"),
     "validate": ("openenv.cli.validate", "check an env folder and/or a running server"),
     "serve": ("openenv.cli.serve", "run an environment locally (no Docker)"),
     "build": ("openenv.cli.build", "build an environment's Docker image"),

@@ -13,11 +13,15 @@
 | OPENENV_TRUST_REMOTE_CODE | false | allow `from_hub` to run a Space's code locally |
 | OPENENV_SPACE_IMAGE | `registry.hf.space/{owner}-{name}:latest` | a Space's image reference |
 | OPENENV_BASE_IMAGE | (the Dockerfile's) | `ARG BASE_IMAGE` when `from_hub` builds an image |
-| OPENENV_SPACE_WAKE_TIMEOUT_S | 300 | how long `from_hub` waits for a sleeping Space |
-| OPENENV_REGISTRY_USER / OPENENV_REGISTRY_PASSWORD | (docker's config.json) | credentials for pulling a Hub's images |
+| OPENENV_SPACE_WAKE_TIMEOUT_S | 300 | how long `from_hub` waits for a sleeping or starting Space to run (then: its image) |
+| OPENENV_REGISTRY_USER / OPENENV_REGISTRY_PASSWORD | (docker's config.json) | credentials for pulling a Hub's images; for a Space's image (`OPENENV_SPACE_IMAGE`) the default is the HF user and HF_TOKEN |
 | OPENENV_HUB_SIGNING_KEY | (the Hub's, kept at first use) | PEM public key a Hub's image signatures are checked with |
 | OPENENV_ALLOW_UNSIGNED | false | let `from_hub` run a Hub's image that carries no signature |
 | OPENENV_CONTAINER_RUNTIME | (the engine's default) | the OCI runtime `ContainerProvider` runs containers under, e.g. `runsc` (gVisor) |
+
+Named limits (constants): `SPACE_VISIT_TIMEOUT_S`, how long the one request that wakes a sleeping
+Space waits for an answer (only a 402 in it matters); `SPACE_REGISTRY_ASK_TIMEOUT_S`, how long a
+Space image's registry is given to say whether it refuses anonymous pulls, after a pull failed.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 __all__ = [
+    "SPACE_REGISTRY_ASK_TIMEOUT_S",
+    "SPACE_VISIT_TIMEOUT_S",
+    "SPACE_WAKE_TIMEOUT_VAR",
     "allow_unsigned",
     "base_image",
     "cache_dir",
@@ -47,6 +54,10 @@ __all__ = [
 ]
 
 _HF_HOST_SUFFIXES = (".hf.space", ".huggingface.co", ".hf.co")
+
+SPACE_WAKE_TIMEOUT_VAR = "OPENENV_SPACE_WAKE_TIMEOUT_S"
+SPACE_VISIT_TIMEOUT_S = 5.0
+SPACE_REGISTRY_ASK_TIMEOUT_S = 10.0
 
 
 def hf_token() -> str | None:
@@ -166,11 +177,14 @@ def space_wake_timeout_s() -> float:
     """How long `from_hub` waits for a sleeping or starting Space to run."""
     from openenv.errors import ConfigurationError
 
-    raw = os.environ.get("OPENENV_SPACE_WAKE_TIMEOUT_S", "").strip()
+    raw = os.environ.get(SPACE_WAKE_TIMEOUT_VAR, "").strip()
     try:
-        return float(raw) if raw else 300.0
+        value = float(raw) if raw else 300.0
     except ValueError:
-        raise ConfigurationError(f"OPENENV_SPACE_WAKE_TIMEOUT_S={raw!r} is not a number of seconds") from None
+        raise ConfigurationError(f"{SPACE_WAKE_TIMEOUT_VAR}={raw!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise ConfigurationError(f"{SPACE_WAKE_TIMEOUT_VAR}={raw!r} must be 0 or more seconds")
+    return value
 
 
 def hf_endpoint() -> str:

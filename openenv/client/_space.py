@@ -1,6 +1,7 @@
 """What `from_hub` asks the Hugging Face Hub about a Space (through `huggingface_hub`).
 
-Every call here blocks (huggingface_hub is synchronous); `resolve` runs them in worker threads.
+Every call here but `rouse` blocks (huggingface_hub is synchronous); callers run them in worker
+threads. `rouse` and `wait_for_stage` are also how the Hub's play sessions wake a sleeping Space.
 The Space's URL comes from what the Hub says (runtime domains, else its subdomain), never from
 the repo name: names with underscores, upper case or custom domains map in ways a guess misses.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,17 @@ from typing import Any
 from openenv.client import _settings
 from openenv.errors import ProviderUnavailableError
 
-__all__ = ["SpaceFacts", "download_space", "hf_api", "space_facts", "space_url", "wait_for_stage", "wake"]
+__all__ = [
+    "SpaceFacts",
+    "download_space",
+    "hf_api",
+    "payment_required",
+    "rouse",
+    "space_facts",
+    "space_url",
+    "wait_for_stage",
+    "wake",
+]
 
 RUNNING = frozenset({"RUNNING", "RUNNING_BUILDING", "RUNNING_APP_STARTING"})
 STARTING = frozenset({"BUILDING", "APP_STARTING"})
@@ -103,12 +115,47 @@ def wake(api: Any, repo_id: str) -> str:
         return f"restart not allowed ({status}); waiting for the visit to wake it"
 
 
-def wait_for_stage(api: Any, repo_id: str, timeout_s: float) -> str:
-    """Poll the Space's runtime until it runs, breaks, or `timeout_s` passes; returns the last stage."""
-    deadline = time.monotonic() + timeout_s
+async def rouse(api: Any, repo_id: str, url: str, headers: dict[str, str] | None = None) -> str:
+    """Wake a sleeping Space: one visit to its URL (what wakes a Space on the Hub for anyone), then a
+    restart request (which only its owner may make); returns what the Hub said to the request.
+
+    Raises:
+        PaymentRequiredError: the visit was answered 402 Payment Required (no wait will change it).
+    """
+    from openenv.client.providers._health import PAYMENT_REQUIRED, PaymentRequiredError, probe
+    from openenv.client.providers.base import in_thread
+
+    try:
+        status, _ = await probe(url, timeout_s=_settings.SPACE_VISIT_TIMEOUT_S, headers=headers)
+    except (OSError, TimeoutError, ValueError, IndexError):  # asleep: it need not answer yet
+        status = None
+    if status == PAYMENT_REQUIRED:
+        raise PaymentRequiredError(payment_required(url), url=url)
+    return str(await in_thread(wake, api, repo_id))
+
+
+def payment_required(url: str) -> str:
+    """What a 402 from a Space's URL means, for people."""
+    return (
+        f"the Space answers 402 Payment Required at {url} (its namespace must pay for it to run on the Hub; "
+        "waiting does not change that)"
+    )
+
+
+def wait_for_stage(
+    api: Any, repo_id: str, timeout_s: float, on_stage: Callable[[str, float], None] | None = None
+) -> str:
+    """Poll the Space's runtime until it runs, breaks, or `timeout_s` passes; returns the last stage.
+    `on_stage(stage, seconds waited)` hears each stage the Hub reports, once, as it is first seen."""
+    start = time.monotonic()
+    deadline = start + timeout_s
     delay = 0.2
+    seen: str | None = None
     while True:
         stage = str(api.get_space_runtime(repo_id).stage)
+        if on_stage is not None and stage != seen:
+            on_stage(stage, time.monotonic() - start)
+        seen = stage
         if stage in RUNNING or stage in BROKEN or stage == "PAUSED" or time.monotonic() >= deadline:
             return stage
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))

@@ -352,7 +352,9 @@ class EnvClient(ForksMixin, ToolsMixin, TasksMixin, Generic[ActT, ObsT, StateT])
         """Connect to the env `owner/name[@revision]` wherever it can run: an OpenEnv Hub service's
         answer, the running Space, a local container of its image, or a local process of its files
         (see docs/providers.md). `await` it, or call `.sync()` on it. `lock=PATH` (or OPENENV_LOCK)
-        connects only to the revision, image and protocol a lock file (`openenv lock`) names.
+        connects only to the revision, image and protocol a lock file (`openenv lock`) names. A
+        sleeping Space is woken and waited for, its stages logged, at most `wake_timeout_s` (default
+        OPENENV_SPACE_WAKE_TIMEOUT_S); past that, or when it answers 402, its image is tried instead.
 
         Raises:
             ResolutionError: no step worked; `.attempts` says what each step found.

@@ -3,8 +3,11 @@
 Steps, each tried only when the one before gave nothing (docs/providers.md):
 
 1. hub:     the configured OpenEnv Hub service's resolve record (OPENENV_HUB_URL): a live endpoint.
-2. space:   the Space itself when its runtime runs (woken when asleep, waited for with a bound).
-3. container: a local container: the Space's image, else one built from its files at the revision.
+2. space:   the Space itself when its runtime runs (woken when asleep, waited for with a bound,
+            each stage logged); one that answers 402 or is still asleep at the bound falls back,
+            with a warning, to:
+3. container: a local container: the Space's image (pulled with the user's HF login), else one
+            built from its files at the revision.
 4. process: a local process of the Space's files, in their own venv.
 
 Steps 3 and 4 run the Space's code on this machine, so they need `trust_remote_code=True` (or
@@ -32,7 +35,7 @@ from openenv.client._signature import SignatureError, check_record_signature
 from openenv.client.env_id import EnvId, parse_env_id
 from openenv.client.launch import Launch, LaunchableClient, connect_with_provider, split_options
 from openenv.client.lock import Lock, LockedEnv, load_lock
-from openenv.client.providers._health import wait_healthy
+from openenv.client.providers._health import PaymentRequiredError, wait_healthy
 from openenv.client.providers.base import in_thread
 from openenv.dockerfile import find_dockerfile
 from openenv.errors import ConfigurationError, LockMismatchError, OpenEnvError, RemoteCodeError, ResolutionError
@@ -151,6 +154,12 @@ class Resolver:
             except _Fatal as exc:
                 self.attempts.append((step, str(exc)))
                 break
+            except _Fallback as exc:  # said out loud: the user waited, or expected the Space itself
+                self.attempts.append((step, str(exc)))
+                later = self.steps[self.steps.index(step) + 1 :]
+                then = "falling back to its image (step container)" if "container" in later else "no image step follows"
+                log.warning("from_hub %s: %s; %s", self.env_id, exc, then)
+                continue
             except OpenEnvError as exc:
                 self.attempts.append((step, _first_line(exc)))
                 continue
@@ -179,12 +188,12 @@ class Resolver:
             )
         return ResolutionError(f"no way to run {self.env_id} was found:\n{lines}", attempts=self.attempts)
 
-    async def _connect_url(self, url: str, timeout_s: float) -> Any:
-        headers = {}
+    def _headers(self, url: str) -> dict[str, str]:
         token = self.client_options.get("token") or (_settings.hf_token() if _settings.is_hf_host(url) else None)
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        await wait_healthy(url, timeout_s=timeout_s, headers=headers)
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def _connect_url(self, url: str, timeout_s: float) -> Any:
+        await wait_healthy(url, timeout_s=timeout_s, headers=self._headers(url))
         client = self.cls(url, **self.client_options)
         await client.connect()
         return client
@@ -265,19 +274,43 @@ class Resolver:
             raise _Skip("the Hub gives no URL for the Space (no domains, no subdomain)")
         stage = facts.stage
         note = ""
-        if stage in _space.ASLEEP or stage in _space.STARTING:
-            if stage in _space.ASLEEP:
-                await _visit(facts.url)
-                note = await in_thread(_space.wake, self._api, self.env_id.repo_id)
-            stage = await in_thread(_space.wait_for_stage, self._api, self.env_id.repo_id, self.wake_timeout_s)
+        try:
+            if stage in _space.ASLEEP or stage in _space.STARTING:
+                if stage in _space.ASLEEP:
+                    note = await _space.rouse(self._api, self.env_id.repo_id, facts.url, self._headers(facts.url))
+                stage = await self._wait_for_space(facts.stage or "?", note)
             if stage not in _space.RUNNING:
-                raise _Skip(
-                    f"the Space was {facts.stage} and is {stage} after {self.wake_timeout_s:g}s ({note or 'waited'})"
-                )
-        if stage not in _space.RUNNING:
-            raise _Skip(f"the Space is {stage}" + (": paused by its owner" if stage == "PAUSED" else ""))
-        timeout = self.health_timeout_s if not note else max(self.health_timeout_s, self.wake_timeout_s)
-        return await self._connect_url(facts.url, timeout)
+                raise _Skip(f"the Space is {stage}" + (": paused by its owner" if stage == "PAUSED" else ""))
+            timeout = self.health_timeout_s if not note else max(self.health_timeout_s, self.wake_timeout_s)
+            return await self._connect_url(facts.url, timeout)
+        except PaymentRequiredError:
+            raise _Fallback(_space.payment_required(facts.url)) from None
+
+    async def _wait_for_space(self, was: str, note: str) -> str:
+        """Wait (at most wake_timeout_s) for a sleeping or starting Space to run, logging each stage the
+        Hub reports; returns the stage it runs in. Raises _Fallback when it is still not up by then."""
+        from openenv.client import _space
+
+        bound = self.wake_timeout_s
+        log.warning(
+            "from_hub %s: the Space is %s (%s); waiting up to %gs for it to run (wake_timeout_s, %s)",
+            self.env_id,
+            was,
+            note or "starting",
+            bound,
+            _settings.SPACE_WAKE_TIMEOUT_VAR,
+        )
+
+        def heard(stage: str, waited_s: float) -> None:
+            log.info("from_hub %s: the Space is %s (%.1fs of at most %gs)", self.env_id, stage, waited_s, bound)
+
+        stage = await in_thread(_space.wait_for_stage, self._api, self.env_id.repo_id, bound, heard)
+        if stage in _space.RUNNING:
+            return stage
+        said = f"the Space was {was} and is {stage} after {bound:g}s ({note or 'waited'})"
+        if stage in _space.ASLEEP or stage in _space.STARTING:
+            raise _Fallback(f"{said}: still not running after wake_timeout_s ({_settings.SPACE_WAKE_TIMEOUT_VAR})")
+        raise _Skip(said)
 
     # -- steps 3 and 4: run it here -----------------------------------------------------------------------------
 
@@ -295,6 +328,7 @@ class Resolver:
         return self._files
 
     async def _container(self) -> Any:
+        from openenv.client._space_image import pull_space_image
         from openenv.client.providers._docker import docker_client
         from openenv.client.providers.container import ContainerProvider, ImageDigestError, _image_exists
 
@@ -357,6 +391,9 @@ class Resolver:
             candidates.append((reference, "missing"))
         for image, pull in candidates:
             try:
+                if pull == "missing":  # the Space's own image, from the Hub's registry: with the user's HF login
+                    await in_thread(pull_space_image, client.api, image, self._api)
+                    pull = "never"
                 return await connect_with_provider(
                     self.cls, ContainerProvider(image, pull=pull, **self.provider_options), self.client_options
                 )
@@ -402,6 +439,11 @@ class _Skip(OpenEnvError):
     """This step found nothing; the message is its outcome."""
 
 
+class _Fallback(_Skip):
+    """The Space cannot be used (it answers 402, or stays asleep past the wait): said as a warning, since
+    the user expected it, and the next step (its image) is tried."""
+
+
 class _Fatal(OpenEnvError):
     """No later step can work either (e.g. the repo does not exist)."""
 
@@ -418,17 +460,6 @@ def _hub_error(exc: Exception, env_id: EnvId) -> OpenEnvError:
     if isinstance(exc, OpenEnvError):
         return exc
     return _Skip(f"the Hub could not be asked ({kind}: {_first_line(exc)})")
-
-
-async def _visit(url: str) -> None:
-    """One request to a sleeping Space's URL: on the Hub, a visit is what wakes a Space that only
-    its owner may restart. Its answer does not matter (it is asleep: it cannot answer yet)."""
-    from openenv.client.providers._health import probe
-
-    try:
-        await probe(url, timeout_s=5.0)
-    except (OSError, TimeoutError) as exc:
-        log.debug("waking visit to %s: %s", url, exc)
 
 
 def _first_line(exc: BaseException) -> str:

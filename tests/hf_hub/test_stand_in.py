@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import httpx
@@ -78,6 +79,29 @@ def test_space_info_runtime_and_domains(hf_hub: HubStandIn) -> None:
     assert (runtime.stage, runtime.hardware, runtime.requested_hardware) == ("RUNNING", "t4-small", "t4-small")
     with pytest.raises(ValueError, match="stage must be one of"):
         hf_hub.set_runtime("alice/echo_env", stage="ASLEEP")
+
+
+def test_a_restart_wakes_a_space_as_its_wake_plan_says_and_only_its_owner_may_ask(hf_hub: HubStandIn) -> None:
+    hf_hub.create_space("alice/echo_env", stage="SLEEPING")
+    api = _api(hf_hub)
+    assert api.restart_space("alice/echo_env").stage == "SLEEPING"  # no plan: accepted, and it sleeps on
+    time.sleep(0.3)
+    assert api.get_space_runtime("alice/echo_env").stage == "SLEEPING"
+    hf_hub.wake_plan("alice/echo_env", [("APP_STARTING", 0.0), ("RUNNING", 0.4)])
+    api.restart_space("alice/echo_env")
+    seen = []
+    deadline = time.monotonic() + 10
+    while (not seen or seen[-1] != "RUNNING") and time.monotonic() < deadline:
+        stage = api.get_space_runtime("alice/echo_env").stage
+        if not seen or seen[-1] != stage:
+            seen.append(stage)
+        time.sleep(0.05)
+    assert seen[-2:] == ["APP_STARTING", "RUNNING"]
+    with pytest.raises(HfHubHTTPError) as refused:
+        _api(hf_hub, hf_hub.add_user("bob")).restart_space("alice/echo_env")
+    assert refused.value.response.status_code == 403
+    with pytest.raises(ValueError, match="stage must be one of"):
+        hf_hub.wake_plan("alice/echo_env", [("AWAKE", 0.0)])
 
 
 def test_revisions_trees_and_downloads(hf_hub: HubStandIn, tmp_path: Path) -> None:

@@ -32,6 +32,8 @@ _TABLES = (
     "webhook_deliveries",
     "webhook_subjects",
     "reconcile_drift",
+    "crawl_pages",
+    "source_crawls",
     "rate_buckets",
     "play_leases",
     "service_leases",

@@ -9,14 +9,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import yaml
+from sqlalchemy import Engine, bindparam, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.app import create_app
+from hub_service.catalog.discovery import read_discovery
+from hub_service.catalog.models import EnvRecord, EnvVersion
 from hub_service.db import make_engine, migrate, sessionmaker_for
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import SourceEnv
 from hub_service.settings import HubSettings
-from tests.support.servers import serve_app
+from tests.support.servers import ROOT, serve_app
 
 
 class ListSource:
@@ -77,3 +81,37 @@ def listing_hub(
             yield served, factory
     finally:
         engine.dispose()
+
+
+def seed_passing_envs(engine: Engine, n: int) -> list[str]:
+    """`n` public envs whose current revision passed, inserted in bulk (for tests and benchmarks
+    whose subject is not the pipeline: the catalog snapshot at 50,000 envs takes seconds), each with echo_env's real manifest and discovery record: entries of today's real
+    size, about 1.6 KB each. Returns their ids."""
+    manifest = yaml.safe_load((ROOT / "envs" / "echo_env" / "openenv.yaml").read_text())
+    discovery = read_discovery(ROOT / "envs" / "echo_env")
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    envs = [
+        dict(
+            source="hf", owner=f"user{i % 97}", name=f"env_{i:05d}", title=f"Env {i}", tags=["openenv"],
+            status="passing", sha=f"{i:040x}", indexed_at=now, created_at=now, updated_at=now,
+        )
+        for i in range(n)
+    ]  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(insert(EnvRecord), envs)
+        ids = dict(conn.execute(select(EnvRecord.name, EnvRecord.id)).all())
+        versions = [
+            dict(
+                env_id=ids[f"env_{i:05d}"], sha=f"{i:040x}", ref="main", state="passed", created_at=now,
+                finished_at=now, manifest=manifest, discovery=discovery,
+                registry_ref=f"127.0.0.1:5000/openenv/env_{i:05d}:{i:040x}", image_digest=f"sha256:{i:064x}",
+            )
+            for i in range(n)
+        ]  # fmt: skip
+        conn.execute(insert(EnvVersion), versions)
+        latest = [{"env": e, "version": v} for e, v in conn.execute(select(EnvVersion.env_id, EnvVersion.id))]
+        conn.execute(
+            update(EnvRecord).where(EnvRecord.id == bindparam("env")).values(latest_version_id=bindparam("version")),
+            latest,
+        )
+    return [f"{e['owner']}/{e['name']}" for e in envs]

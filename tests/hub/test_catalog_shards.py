@@ -4,11 +4,11 @@ and refuses a shard that is not the one its index names."""
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,53 +16,17 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 from fastapi import FastAPI, Request, Response
-from sqlalchemy import Engine, bindparam, insert, select, update
+from sqlalchemy import Engine, update
 
 from hub_service.app import create_app
-from hub_service.catalog.discovery import read_discovery
-from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.models import EnvRecord
 from hub_service.db import make_engine, migrate
 from hub_service.settings import HubSettings
-from tests.support.servers import ROOT, serve_app
+from tests.hub.helpers import seed_passing_envs
+from tests.support.servers import serve_app
 
-ECHO = ROOT / "envs" / "echo_env"
 MIB = 1024 * 1024
-
-
-def seed(engine: Engine, n: int) -> list[str]:
-    """`n` public envs whose current revision passed, inserted in bulk (the pipeline is not what is
-    tested here), each with echo_env's real manifest and discovery record: entries of today's real
-    size, about 1.6 KB each. Returns their ids."""
-    manifest = yaml.safe_load((ECHO / "openenv.yaml").read_text())
-    discovery = read_discovery(ECHO)
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    envs = [
-        dict(
-            source="hf", owner=f"user{i % 97}", name=f"env_{i:05d}", title=f"Env {i}", tags=["openenv"],
-            status="passing", sha=f"{i:040x}", indexed_at=now, created_at=now, updated_at=now,
-        )
-        for i in range(n)
-    ]  # fmt: skip
-    with engine.begin() as conn:
-        conn.execute(insert(EnvRecord), envs)
-        ids = dict(conn.execute(select(EnvRecord.name, EnvRecord.id)).all())
-        versions = [
-            dict(
-                env_id=ids[f"env_{i:05d}"], sha=f"{i:040x}", ref="main", state="passed", created_at=now,
-                finished_at=now, manifest=manifest, discovery=discovery,
-                registry_ref=f"127.0.0.1:5000/openenv/env_{i:05d}:{i:040x}", image_digest=f"sha256:{i:064x}",
-            )
-            for i in range(n)
-        ]  # fmt: skip
-        conn.execute(insert(EnvVersion), versions)
-        latest = [{"env": e, "version": v} for e, v in conn.execute(select(EnvVersion.env_id, EnvVersion.id))]
-        conn.execute(
-            update(EnvRecord).where(EnvRecord.id == bindparam("env")).values(latest_version_id=bindparam("version")),
-            latest,
-        )
-    return [f"{e['owner']}/{e['name']}" for e in envs]
 
 
 def _digest(document: dict[str, Any]) -> str:
@@ -139,7 +103,7 @@ def _own_hub(tmp_path: Path, n: int, **settings: Any) -> Iterator[tuple[str, Hub
     migrate(url)
     engine = make_engine(url)
     try:
-        seed(engine, n)
+        seed_passing_envs(engine, n)
         hub = HubSettings(data_dir=tmp_path / "data", database_url=url, local_source=None, website=False, **settings)
         with serve_app(create_app(hub, run_migrations=False)) as served:
             yield served, hub, engine
@@ -148,8 +112,8 @@ def _own_hub(tmp_path: Path, n: int, **settings: Any) -> Iterator[tuple[str, Hub
 
 
 @contextmanager
-def _hub(hub_settings: HubSettings, shard_bytes: int) -> Iterator[str]:
-    settings = hub_settings.model_copy(update={"catalog_shard_bytes": shard_bytes})
+def _hub(hub_settings: HubSettings, shard_bytes: int, **more: Any) -> Iterator[str]:
+    settings = hub_settings.model_copy(update={"catalog_shard_bytes": shard_bytes, **more})
     with serve_app(create_app(settings, run_migrations=False)) as url:
         yield url
 
@@ -157,7 +121,7 @@ def _hub(hub_settings: HubSettings, shard_bytes: int) -> Iterator[str]:
 def test_a_catalog_over_the_cap_is_served_in_shards_that_upstream_and_ours_read_whole(
     clean_factory, engine: Engine, hub_settings: HubSettings, upstream010_python: str, run_cli, tmp_path: Path
 ) -> None:
-    ids = seed(engine, 150)
+    ids = seed_passing_envs(engine, 150)
     with _hub(hub_settings, 64 * 1024) as url:
         index, bodies = _shards(url)
         plain = httpx.get(f"{url}/api/v1/catalog/snapshot", timeout=60)
@@ -198,31 +162,69 @@ def test_a_catalog_over_the_cap_is_served_in_shards_that_upstream_and_ours_read_
     assert f"of 150 envs in {len(shards)} shards; catalog {index['digest']}" in one.stdout
 
 
-def test_a_shard_of_a_revision_no_longer_current_is_refused(
+def test_a_superseded_revision_is_served_as_its_index_named_while_kept_then_refused(
     clean_factory, engine: Engine, hub_settings: HubSettings, run_cli
 ) -> None:
-    seed(engine, 60)
+    """A reader holding an index gets the very shards it names though the catalog changed since, for
+    `catalog_shards_keep_s` after that index was read (the shards are kept as files, per revision);
+    past that, a shard of a revision that is no longer current is refused."""
+    seed_passing_envs(engine, 60)
+    store = hub_settings.data_dir / "catalog-shards"
     with _hub(hub_settings, 32 * 1024) as url:
-        index, _ = _shards(url)
+        index, bodies = _shards(url)
         again, _ = _shards(url)
+        assert sorted(p.name for p in (store / index["revision"]).iterdir()) == sorted(
+            ["index.json", *(f"{n}.json" for n in range(len(bodies)))]
+        )
         with engine.begin() as conn:  # a maintainer deprecates an env: its entry, and so the catalog, changes
             conn.execute(update(EnvRecord).where(EnvRecord.name == "env_00007").values(deprecated=True))
+        kept = httpx.get(url + index["shards"][1]["url"], timeout=60)
+        plain = httpx.get(f"{url}/api/v1/catalog/snapshot", timeout=60)
+    assert again == index  # the same catalog makes the same shards
+    assert kept.status_code == 200 and kept.content == bodies[1]
+    assert kept.headers["openenv-catalog-revision"] == index["revision"]
+    # Asked for no revision, the Hub serves the current catalog, made from the database.
+    changed = json.loads(plain.content)
+    assert changed["source"]["revision"] == plain.headers["openenv-catalog-revision"] != index["revision"]
+
+    with _hub(hub_settings, 32 * 1024, catalog_shards_keep_s=0) as url:
         stale = httpx.get(url + index["shards"][1]["url"], timeout=60)
         now, _ = _shards(url)
         ours = run_cli("discover", "--hub", url, "--json", "--limit", "100")
-    assert again == index  # the same catalog makes the same shards
     assert stale.status_code == 409
     error = stale.json()["error"]
     assert (error["code"], error["reason"], error["revision"]) == ("conflict", "catalog_changed", now["revision"])
     assert "GET /api/v1/catalog/index" in error["message"]
     assert now["revision"] != index["revision"] and now["envs"] == 60
     assert ours.returncode == 0 and json.loads(ours.stdout)["envs"] == 60, ours.stderr
+    # Making the new revision's shards deleted the old ones, past their time.
+    assert sorted(p.name for p in store.iterdir()) == [now["revision"]]
+
+
+def test_kept_shards_are_bounded_on_disk(clean_factory, engine: Engine, hub_settings: HubSettings) -> None:
+    """Making a revision's shards leaves KEPT_MOST revision folders at most (the newest), and deletes a
+    folder a stopped process left half made."""
+    from hub_service.catalog.shard_store import KEPT_MOST, STALE_BUILD_S
+
+    seed_passing_envs(engine, 20)
+    store = hub_settings.data_dir / "catalog-shards"
+    now = time.time()
+    others = {f"{n:064x}": now - 10 * (n + 1) for n in range(KEPT_MOST + 2)}  # all within catalog_shards_keep_s
+    left = {".making-left": now - STALE_BUILD_S - 60, ".making-now": now - 5}
+    for name, when in {**others, **left}.items():
+        (store / name).mkdir(parents=True)
+        (store / name / "index.json").write_text("{}")
+        os.utime(store / name, (when, when))
+    with _hub(hub_settings, 32 * 1024) as url:
+        index, _ = _shards(url)
+    newest = sorted(others, key=others.__getitem__, reverse=True)[: KEPT_MOST - 1]
+    assert sorted(p.name for p in store.iterdir()) == sorted([index["revision"], *newest, ".making-now"])
 
 
 def test_an_entry_too_large_for_any_shard_is_left_out_and_named(
     clean_factory, engine: Engine, hub_settings: HubSettings, run_cli
 ) -> None:
-    seed(engine, 30)
+    seed_passing_envs(engine, 30)
     with engine.begin() as conn:  # two tags of 8,000 characters: an entry of 17 KB, over a 16 KiB limit
         conn.execute(update(EnvRecord).where(EnvRecord.name == "env_00005").values(tags=["x" * 8000, "y" * 8000]))
     with _hub(hub_settings, 16 * 1024) as url:
@@ -241,7 +243,7 @@ def test_ours_refuses_a_shard_that_is_not_the_one_its_index_names(
     """A Hub (here, one that replays what a real Hub served) whose shard differs from its index:
     refused, whether the shard's own digest was made to match or not; a shard answered with
     `catalog_changed` is read again from a new index."""
-    seed(engine, 60)
+    seed_passing_envs(engine, 60)
     with _hub(hub_settings, 32 * 1024) as url:
         index, bodies = _shards(url)
     assert len(bodies) >= 3
@@ -304,40 +306,39 @@ def test_upstreams_discover_reads_each_shard_straight_from_the_hub(tmp_path: Pat
     assert all(r["description"].startswith("Echoes each message back") for d in piped for r in d["results"])
 
 
-@pytest.mark.timeout(120)
-def test_at_upstreams_real_cap_11000_envs_make_two_shards_upstream_reads(
+@pytest.mark.timeout(300)
+def test_at_hugging_face_scale_50000_envs_are_shards_upstreams_discover_reads_whole(
     tmp_path: Path, upstream010_python: str, run_cli
 ) -> None:
-    """The production cap with real data volume: 11,000 envs of echo_env's size (17.8 MB in one
-    document, which upstream refuses) are two shards, the first filled to within a few KB of 16 MiB."""
-    from hub_service.catalog.snapshot import stream_snapshot
-    from hub_service.db import sessionmaker_for
-
-    whole = tmp_path / "whole.json"
-    with _own_hub(tmp_path, 11_000) as (hub, settings, engine):
-        with whole.open("wb") as out:  # the catalog in one document, as `openenv hub export-catalog` writes it
-            for piece in stream_snapshot(sessionmaker_for(engine), settings):
-                out.write(piece)
+    """The production cap with the real data volume of a Hub of Hugging Face's size: 50,000 envs of
+    echo_env's size (80 MB, which upstream refuses in one document) are five shards within 16 MiB,
+    each but the last filled to within a few KB of it; upstream's own `discover` accepts each whole
+    (its digest is the one the index names) and finds its first and its last env; ours reads all."""
+    with _own_hub(tmp_path, 50_000) as (hub, settings, _):
         index, bodies = _shards(hub)
-        ours = run_cli("discover", "env 10999", "--hub", hub, "--json", timeout=300)
+        ours = run_cli("discover", "env 49999", "--hub", hub, "--json", timeout=300)
+    shards = index["shards"]
     assert settings.catalog_shard_bytes == 16 * MIB == index["max_bytes"]
-    assert len(index["shards"]) == 2 and index["shards"][0]["envs"] > 10_000 and index["envs"] == 11_000
-    assert 16 * MIB - 4096 < len(bodies[0]) <= 16 * MIB < whole.stat().st_size
-    files = [tmp_path / "shard-0.json", tmp_path / "shard-1.json"]
-    for file, body in zip(files, bodies, strict=True):
-        file.write_bytes(body)
-    wanted = {n: json.loads(body)["entries"][-1]["metadata"]["hub"]["id"] for n, body in enumerate(bodies)}
+    assert len(shards) == 5 and index["envs"] == 50_000 and index["left_out"] == []
+    assert all(16 * MIB - 4096 < len(body) <= 16 * MIB for body in bodies[:-1]) and len(bodies[-1]) <= 16 * MIB
+    assert sum(len(b) for b in bodies) > 5 * 16 * MIB - 16 * MIB  # the catalog is far over one document
+    ends = {}
+    for n, body in enumerate(bodies):
+        (tmp_path / f"shard-{n}.json").write_bytes(body)
+        ids = [e["metadata"]["hub"]["id"] for e in json.loads(body)["entries"]]
+        ends[n] = sorted({ids[0], ids[-1]})
     plan = {
-        f"find:{n}": ["discover", wanted[n].split("_")[-1], "--catalog", str(f), "--json"] for n, f in enumerate(files)
+        f"ends:{n}": ["discover", " ".join(i.split("_")[-1] for i in ends[n]), "--catalog", f"shard-{n}.json", "--json"]
+        for n in range(len(bodies))
     }
-    plan["whole"] = ["discover", "echo", "--catalog", str(whole)]
     ran = _upstream(upstream010_python, tmp_path, plan)
     assert ran["max_catalog_bytes"] == settings.catalog_shard_bytes  # our default is upstream's own limit
-    for n, shard in enumerate(index["shards"]):
-        found = json.loads(ran[f"find:{n}"]["stdout"])
+    for n, shard in enumerate(shards):
+        assert ran[f"ends:{n}"]["code"] == 0, ran[f"ends:{n}"]["output"]
+        found = json.loads(ran[f"ends:{n}"]["stdout"])
         assert found["snapshot"] == shard["digest"]
-        assert [r["metadata"]["hub"]["id"] for r in found["results"]] == [wanted[n]]
-    assert ran["whole"]["code"] == 1 and "exceeds the metadata size limit" in ran["whole"]["output"]
+        assert sorted(r["metadata"]["hub"]["id"] for r in found["results"]) == ends[n]
     assert ours.returncode == 0, ours.stderr
     read = json.loads(ours.stdout)
-    assert (read["envs"], read["shards"]) == (11_000, 2) and read["results"][0]["id"] == "user38/env_10999"
+    assert (read["envs"], read["shards"], read["snapshot"]) == (50_000, 5, index["digest"])
+    assert read["results"][0]["id"] == "user44/env_49999"

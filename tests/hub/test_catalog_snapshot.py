@@ -236,7 +236,15 @@ def test_export_catalog_writes_the_same_snapshot(clean_factory, hub_settings, tm
 def test_a_snapshot_of_5000_envs_streams_within_the_memory_bound(tmp_path: Path) -> None:
     """The Hub (and the reading client, in one process) stays under 200 MB serving 5,000 envs."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "catalog_snapshot.py"), "--envs", "5000"],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "catalog_snapshot.py"),
+            "--envs",
+            "5000",
+            "--no-save",
+            "--upstream-python",
+            "",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

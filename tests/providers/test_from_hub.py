@@ -3,10 +3,15 @@ Hugging Face Hub stand-in (tests/support/hf_hub), driven by the real huggingface
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import re
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -22,7 +27,8 @@ from openenv.client.providers import lifecycle
 from openenv.errors import ConfigurationError, RemoteCodeError, ResolutionError
 from tests.providers.conftest import ECHO_DIR, RUN_LABEL
 from tests.support.hf_hub import HubStandIn
-from tests.support.servers import serve_app
+from tests.support.registry import Registry, test_registry
+from tests.support.servers import payment_required_host, serve_app
 
 READY = "Echo environment ready!"
 
@@ -280,3 +286,161 @@ def test_each_step_in_turn_until_a_process_runs(hub: HubStandIn, monkeypatch: py
     assert steps == ["hub", "space", "container", "process"]
     assert outcomes["space"] == "the Space is BUILD_ERROR"
     assert "no Dockerfile" in outcomes["container"] or "Docker" in outcomes["container"]
+
+
+# -- Spaces as they behave: asleep, waking, 402, a registry that wants a login ----------------------------
+
+
+def _heard_stages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The Space's stages `from_hub` said it saw while it waited, in order, each once."""
+    stages: list[str] = []
+    for record in caplog.records:
+        for stage in re.findall(r"the Space is ([A-Z_]+) \(", record.getMessage()):
+            if not stages or stages[-1] != stage:
+                stages.append(stage)
+    return stages
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "openenv.resolve"]
+
+
+def test_a_sleeping_space_is_woken_and_each_stage_is_shown_while_it_is_waited_for(
+    hub: HubStandIn, echo_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    hub.create_space("alice/echo_env", files=_echo_files(), stage="SLEEPING", domains=[_host(echo_url)])
+    # What the Hub does with a wake request: the Space starts, then runs.
+    hub.wake_plan("alice/echo_env", [("APP_STARTING", 0.3), ("RUNNING", 1.5)])
+    caplog.set_level(logging.INFO, logger="openenv.resolve")
+    with EchoEnv.from_hub("alice/echo_env", wake_timeout_s=30).sync() as env:
+        assert env.reset().observation.echoed_message == READY
+        assert env.resolution[-1] == ("space", f"connected to {echo_url}")
+    assert hub.request_count("POST", "/api/spaces/{owner}/{name}/restart") == 1
+    assert _heard_stages(caplog) == ["SLEEPING", "APP_STARTING", "RUNNING"]
+    (waiting,) = _warnings(caplog)
+    assert "restart requested" in waiting and "waiting up to 30s" in waiting
+    assert "OPENENV_SPACE_WAKE_TIMEOUT_S" in waiting
+
+
+@pytest.fixture()
+def space_image_here(docker_engine: Any, echo_image: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """alice/echo_env's image (OPENENV_SPACE_IMAGE) on this engine: what the container step runs."""
+    monkeypatch.setenv("OPENENV_SPACE_IMAGE", "providers-test/space-{owner}-{name}:latest")
+    docker_engine.api.tag(echo_image, "providers-test/space-alice-echo-env", "latest")
+    try:
+        yield "providers-test/space-alice-echo-env:latest"
+    finally:
+        docker_engine.api.remove_image("providers-test/space-alice-echo-env:latest")
+
+
+@pytest.mark.docker
+async def test_a_space_asleep_past_the_setting_falls_back_to_its_image_and_says_so(
+    hub: HubStandIn,
+    echo_url: str,
+    space_image_here: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hub.create_space("alice/echo_env", files=_echo_files(), stage="SLEEPING", domains=[_host(echo_url)])
+    monkeypatch.setenv("OPENENV_SPACE_WAKE_TIMEOUT_S", "1")  # the setting that bounds the wait
+    caplog.set_level(logging.INFO, logger="openenv.resolve")
+    started = time.monotonic()
+    env = await EchoEnv.from_hub("alice/echo_env", trust_remote_code=True)
+    async with env:
+        assert (await env.reset()).observation.echoed_message == READY
+        assert env.provider.image == space_image_here
+    assert time.monotonic() - started < 60
+    outcomes = dict(env.resolution)
+    assert outcomes["space"].startswith("the Space was SLEEPING and is SLEEPING after 1s")
+    assert "still not running after wake_timeout_s (OPENENV_SPACE_WAKE_TIMEOUT_S)" in outcomes["space"]
+    assert outcomes["container"].startswith("connected to http://127.0.0.1:")
+    waited, fell_back = _warnings(caplog)
+    assert "waiting up to 1s" in waited
+    assert "still not running" in fell_back and fell_back.endswith("falling back to its image (step container)")
+
+
+@pytest.fixture()
+def payment_required() -> Iterator[str]:
+    with payment_required_host() as url:
+        yield url
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("stage", ["RUNNING", "SLEEPING"])
+async def test_a_space_that_answers_402_falls_back_to_its_image_at_once_and_says_so(
+    hub: HubStandIn,
+    payment_required: str,
+    space_image_here: str,
+    stage: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hub.create_space("alice/echo_env", files=_echo_files(), stage=stage, domains=[_host(payment_required)])
+    hub.wake_plan("alice/echo_env", [("RUNNING", 0.1)])
+    started = time.monotonic()
+    env = await EchoEnv.from_hub("alice/echo_env", trust_remote_code=True, wake_timeout_s=120, health_timeout_s=120)
+    async with env:
+        assert (await env.reset()).observation.echoed_message == READY
+        assert env.provider.image == space_image_here
+    assert time.monotonic() - started < 60  # neither waited for a wake nor for /health to stop saying 402
+    outcomes = dict(env.resolution)
+    assert outcomes["space"].startswith(f"the Space answers 402 Payment Required at {payment_required}")
+    assert hub.request_count("POST", "/api/spaces/{owner}/{name}/restart") == 0  # a 402 is not woken
+    (fell_back,) = _warnings(caplog)
+    assert "402 Payment Required" in fell_back and fell_back.endswith("falling back to its image (step container)")
+
+
+@pytest.fixture()
+def space_registry(
+    hub: HubStandIn, docker_engine: Any, echo_image: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Registry, str]]:
+    """The test registry (scripts/registry, htpasswd) standing in for registry.hf.space: alice/echo_env's
+    image pushed there and gone from this engine; the registry's user is a user of the stand-in Hub whose
+    token is the registry's password, as a Hugging Face user's token is registry.hf.space's password."""
+    registry = test_registry()
+    prefix = f"{registry.host}/t{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("OPENENV_SPACE_IMAGE", prefix + "/{owner}-{name}:latest")
+    for name in ("OPENENV_REGISTRY_USER", "OPENENV_REGISTRY_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    repository = f"{prefix}/alice-echo-env"
+    docker_engine.api.tag(echo_image, repository, "latest")
+    pushed = list(docker_engine.api.push(repository, tag="latest", auth_config=registry.auth, stream=True, decode=True))
+    assert not [m for m in pushed if "error" in m], pushed
+    docker_engine.api.remove_image(f"{repository}:latest")
+    hub.add_user(registry.user, token=registry.password)
+    files = _echo_files()
+    del files["Dockerfile"]  # nothing to build instead: the image is the one way
+    hub.create_space("alice/echo_env", files=files, stage="RUNTIME_ERROR")
+    try:
+        yield registry, f"{repository}:latest"
+    finally:
+        with contextlib.suppress(Exception):  # docker.errors.ImageNotFound: the pull never happened
+            docker_engine.api.remove_image(f"{repository}:latest", force=True)
+
+
+@pytest.mark.docker
+async def test_the_spaces_image_is_pulled_from_its_registry_with_the_users_token(
+    space_registry: tuple[Registry, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry, image = space_registry
+    monkeypatch.setenv("HF_TOKEN", registry.password)  # the token of the Hub's user registry.user
+    env = await EchoEnv.from_hub("alice/echo_env", trust_remote_code=True, steps=("space", "container"))
+    async with env:
+        assert (await env.step(EchoAction(message="pulled"))).observation.echoed_message == "pulled"
+        assert env.provider.image == image
+    assert dict(env.resolution)["space"] == "the Space is RUNTIME_ERROR"
+
+
+@pytest.mark.docker
+def test_without_a_token_the_registrys_refusal_says_how_to_log_in(
+    space_registry: tuple[Registry, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry, image = space_registry
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    with pytest.raises(ResolutionError) as info:
+        EchoEnv.from_hub("alice/echo_env", trust_remote_code=True, steps=("space", "container")).sync()
+    said = dict(info.value.attempts)["container"]
+    assert said.startswith(f"{image}: image {image} needs a login to {registry.host}"), said
+    for hint in ("set HF_TOKEN", "hf auth login", f"docker login {registry.host} -u <your Hugging Face user name>"):
+        assert hint in said, said

@@ -56,6 +56,22 @@ def serve_app(app: Any, **options: Any) -> Iterator[str]:
         server.stop()
 
 
+@contextlib.contextmanager
+def payment_required_host() -> Iterator[str]:
+    """A Space's host whose namespace must pay: every request is answered 402 Payment Required.
+    Yields its base URL."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def refuse(request: Request) -> JSONResponse:
+        return JSONResponse({"error": "Payment required to run this Space"}, status_code=402)
+
+    with serve_app(Starlette(routes=[Route("/{path:path}", refuse)])) as url:
+        yield url
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

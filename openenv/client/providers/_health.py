@@ -17,7 +17,9 @@ from urllib.parse import urlsplit
 from openenv.errors import ConfigurationError, ProviderStartError
 from openenv.protocol import loads
 
-__all__ = ["probe", "wait_healthy"]
+__all__ = ["PAYMENT_REQUIRED", "PaymentRequiredError", "probe", "wait_healthy"]
+
+PAYMENT_REQUIRED = 402  # what a Hugging Face Space answers when its namespace must pay to run it
 
 _FIRST_DELAY_S = 0.005
 # (seconds since the wait began, longest interval from then on)
@@ -28,6 +30,11 @@ _MAX_REPLY = 1 << 16
 # costs CPU (the engine's port proxy, the liveness check) that the starting servers need, so
 # the intervals stretch with the number of waits: the polls per second stay about constant.
 _waiting = 0
+
+
+class PaymentRequiredError(ProviderStartError):
+    """The server answered 402 Payment Required: no wait will change that (a Space whose namespace must
+    pay to run it answers so to everyone)."""
 
 
 def _stretch() -> float:
@@ -120,6 +127,7 @@ async def wait_healthy(
         headers: sent with every probe (e.g. a bearer token for a private Space).
 
     Raises:
+        PaymentRequiredError: it answered 402 Payment Required (at once: waiting changes nothing).
         ProviderStartError: the server exited, reported itself unhealthy, or did not answer
             200 within `timeout_s`.
     """
@@ -149,6 +157,8 @@ async def _wait(
             status, body = await probe(url, path, timeout_s=min(5.0, max(0.5, deadline - loop.time())), headers=headers)
             if status == 200:
                 return loop.time() - start
+            if status == PAYMENT_REQUIRED:
+                raise PaymentRequiredError(f"{url} answered 402 Payment Required to {path}", url=url)
             reason = _unhealthy_reason(body) if status == 503 else None
             if reason is not None:
                 raise ProviderStartError(f"the env server at {url} is up but unhealthy: {reason}", url=url)

@@ -9,12 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hub_service.catalog.models import EnvRecord, EnvVersion
+from hub_service.catalog.service import apply_verdict
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
-from hub_service.pipeline.worker import Worker
 from hub_service.settings import HubSettings
+from hub_service.worker import Worker
 from tests.support.servers import ROOT
 
 # Each tries to run script in the visitor's browser; none may (see test_browser.py).
@@ -59,3 +63,20 @@ def web_settings(clean_factory: sessionmaker[Session], hub_settings: HubSettings
         verdicts = pool.submit(Worker(settings, clean_factory).run_until_idle).result()
     assert sorted(verdicts) == ["failed", "passed"]
     yield settings
+
+
+def mark_passed(db: Session, root: Path, readme: bool = False) -> list[tuple[EnvRecord, EnvVersion]]:
+    """Mark each indexed env's revision passed, with its folder's manifest (and README), as the
+    pipeline's process builder would: the pipeline is tests/hub/test_pipeline.py's subject, and
+    running it on several envs in a page test would cost minutes for nothing the test looks at."""
+    marked = []
+    for env in db.scalars(select(EnvRecord)):
+        version = db.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
+        assert version is not None
+        version.state, version.builder = "passed", "process"
+        version.manifest = yaml.safe_load((root / env.name / "openenv.yaml").read_text())
+        if readme:
+            version.readme = (root / env.name / "README.md").read_text()
+        apply_verdict(env, version)
+        marked.append((env, version))
+    return marked

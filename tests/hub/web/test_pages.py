@@ -101,9 +101,11 @@ def test_catalog_and_env_pages_are_html_with_links_titles_and_the_old_urls_redir
         assert meta["og:url"].endswith("/envs/user1/env_00001") and "Env 1" in meta["og:description"]
         assert _parse(page.text).iframes == ["/?panel=play&env=user1%2Fenv_00001"]
         assert 'id="oe-trust"' in page.text and "GenericEnvClient.from_hub(&quot;user1/env_00001&quot;)" in page.text
-        # no address of where an env runs, on any page (the Hub's own public URL is fine)
+        # no address of where an env runs, on any page (the Hub's own is fine: with no public_url
+        # set, "How to use" names the address the visitor reached it at)
+        assert f"OPENENV_HUB_URL={site}" in page.text
         for text in (home.text, page.text):
-            assert "127.0.0.1" not in text.replace(HubSettings.model_fields["public_url"].default, "")
+            assert "127.0.0.1" not in text.replace(HubSettings.model_fields["public_url"].default, "").replace(site, "")
 
         old = client.get("/", params={"env": "user1/env_00001"})
         assert old.status_code == 308 and old.headers["location"] == "/envs/user1/env_00001"

@@ -19,17 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from playwright.sync_api import Page, expect
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service.app import create_app
-from hub_service.catalog.models import EnvRecord, EnvVersion
-from hub_service.catalog.service import apply_verdict
 from hub_service.indexer.service import index_source
 from hub_service.indexer.sources import LocalSource
 from hub_service.settings import HubSettings
+from tests.hub.web.conftest import mark_passed
 from tests.support.browser import ARTIFACTS
 from tests.support.openai_standin import openai_standin
 from tests.support.servers import ROOT, serve_app
@@ -78,12 +75,7 @@ def bundled_settings(clean_factory: sessionmaker[Session], hub_settings: HubSett
         )
     index_source(clean_factory, LocalSource(root, trusted=True))
     with clean_factory.begin() as db:
-        for env in db.scalars(select(EnvRecord)):
-            version = db.scalar(select(EnvVersion).where(EnvVersion.env_id == env.id))
-            assert version is not None
-            version.state, version.builder = "passed", "process"
-            version.manifest = yaml.safe_load((root / env.name / "openenv.yaml").read_text())
-            apply_verdict(env, version)
+        mark_passed(db, root)
     yield settings
 
 

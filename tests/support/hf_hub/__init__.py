@@ -10,9 +10,9 @@ Point the real `huggingface_hub` client at it with `HF_ENDPOINT=hub.url` and `HF
 
 What it speaks: whoami; create/delete repo; preupload + commit (also `create_pr`); file trees
 and downloads at any revision; duplicate; list spaces (filter, search, author, expand, full,
-limit, sort, Link-header pagination); space info and runtime (stages incl. SLEEPING, domains);
+limit, sort, Link-header pagination); space info and runtime (stages incl. SLEEPING, domains); restart (a Space wakes as `wake_plan` says);
 variables and secrets; refs and commits; discussions, pull requests, comments (edit), status,
-merge, delete; move; force pushes (`force_push`); webhooks (registered with `HfApi.create_webhook`, delivered like the Hub's, see
+merge, delete; move; force pushes (`force_push`); the API's 429 with Retry-After (`throttle`); webhooks (registered with `HfApi.create_webhook`, delivered like the Hub's, see
 webhooks.py). Uploads are stored inline (it never asks for LFS/Xet).
 """
 
@@ -149,6 +149,12 @@ class HubStandIn:
     def reset_requests(self) -> None:
         self.state.requests.clear()
 
+    def throttle(self, path: str, *, after: int = 0, times: int = 1, retry_after: int = 1, status: int = 429) -> None:
+        """Refuse the `times` GET requests to `path` that come after the next `after` with the Hub's
+        429, `Retry-After: retry_after` and its RateLimit headers (ratelimit.py); refused requests
+        are counted under the path itself, e.g. `request_count("GET", "/api/spaces")`."""
+        self.app.state.throttle.plan(path, after=after, times=times, retry_after=retry_after, status=status)
+
     # -- webhooks -----------------------------------------------------------------------------------
 
     @property
@@ -279,6 +285,15 @@ class HubStandIn:
         repo.runtime = runtime
         self.store.save(repo)
         return runtime
+
+    def wake_plan(self, repo_id: str, stages: Iterable[tuple[str, float]]) -> None:
+        """What a restart request (`HfApi.restart_space`, a wake) does to the Space: its runtime goes to
+        each stage the given seconds after the request, e.g. `[("APP_STARTING", 0.2), ("RUNNING", 1.0)]`.
+        Without a plan the request is accepted and the Space stays as it is (asleep past any wait)."""
+        plan = list(stages)
+        if any(stage not in STAGES for stage, _ in plan):
+            raise ValueError(f"stage must be one of {STAGES}")
+        self.state.wake_plans[self.space(repo_id).id] = plan
 
     def files(self, repo_id: str, revision: str = "main", repo_type: str = "space") -> dict[str, bytes]:
         """Every file of a repo at a revision."""

@@ -39,6 +39,9 @@ class HubState:
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)
     endpoint: str = ""
     webhooks: Any = None  # the WebhookSender (webhooks.py), made by create_hub_app
+    # repo id -> [(stage, seconds after a restart request)]: what `HfApi.restart_space` does to a Space
+    # (HubStandIn.wake_plan); a Space with no plan accepts the request and stays as it is (asleep).
+    wake_plans: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
 
 class Access:

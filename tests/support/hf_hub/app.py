@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from tests.support.hf_hub.access import KINDS, Access, HubState, User
 from tests.support.hf_hub.discussions import add_discussion_routes
 from tests.support.hf_hub.git_http import add_git_routes
+from tests.support.hf_hub.ratelimit import add_rate_limits
 from tests.support.hf_hub.spaces import add_space_routes
 from tests.support.hf_hub.store import HubError, now_iso, object_id
 from tests.support.hf_hub.views import card_and_tags, repo_info, tree_entries, url_prefix
@@ -40,6 +41,8 @@ def create_hub_app(state: HubState) -> FastAPI:
     @app.exception_handler(HubError)
     async def _hub_error(_: Request, exc: HubError) -> JSONResponse:
         return _error(exc)
+
+    add_rate_limits(app)  # inside the counter: a refused request is counted under its path, not a route
 
     @app.middleware("http")
     async def _count(request: Request, call_next: Any) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -69,6 +70,16 @@ def add_space_routes(app: FastAPI, access: Access) -> None:
         access.store.save(repo)
         return {}
 
+    @app.post("/api/spaces/{owner}/{name}/restart")
+    def restart(request: Request, owner: str, name: str) -> dict[str, Any]:
+        """A wake (or restart) request: the Space goes through its wake plan, if it has one."""
+        repo, _ = access.writable(request, "spaces", owner, name)
+        for stage, after_s in access.state.wake_plans.get(repo.id, []):
+            timer = threading.Timer(after_s, _set_stage, args=(access, repo.id, stage))
+            timer.daemon = True
+            timer.start()
+        return dict(repo.runtime)
+
     @app.post("/api/{kind}/{owner}/{name}/duplicate")
     async def duplicate(request: Request, kind: str, owner: str, name: str) -> JSONResponse:
         source, user = access.readable(request, kind, owner, name)
@@ -113,3 +124,10 @@ def add_space_routes(app: FastAPI, access: Access) -> None:
         return JSONResponse(
             {"url": f"{access.endpoint(request)}/{url_prefix(repo.repo_type)}{repo.id}", "filesCopyPending": False}
         )
+
+
+def _set_stage(access: Access, repo_id: str, stage: str) -> None:
+    with access.store.lock:
+        repo = access.store.get("space", repo_id)
+        repo.runtime = {**repo.runtime, "stage": stage}
+        access.store.save(repo)
