@@ -4,6 +4,8 @@ table rebuilds included), the migrated schema matches the models, and 0002 downg
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
@@ -22,18 +24,23 @@ def _alembic(url: str) -> Config:
     return cfg
 
 
+def _insert_env(conn: Any, now: str) -> None:
+    """One environments row (id 1, alice/echo_env) as the oldest schema holds it."""
+    conn.execute(
+        text(
+            "INSERT INTO environments (id, source, owner, name, tags, likes, private, trusted, status, search_text, indexed_at, created_at, updated_at, gone) "
+            "VALUES (1, 'hf', 'alice', 'echo_env', '[]', 0, false, false, 'passing', '', :t, :t, :t, false)"
+        ),
+        {"t": now},
+    )
+
+
 def test_upgrading_a_database_with_data_keeps_every_row(fresh_url: str) -> None:
     migrate(fresh_url, "0001")
     engine = make_engine(fresh_url)
     now = "2026-01-01T00:00:00+00:00"
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO environments (id, source, owner, name, tags, likes, private, trusted, status, search_text, indexed_at, created_at, updated_at, gone) "
-                "VALUES (1, 'hf', 'alice', 'echo_env', '[]', 0, false, false, 'passing', '', :t, :t, :t, false)"
-            ),
-            {"t": now},
-        )
+        _insert_env(conn, now)
         conn.execute(
             text(
                 "INSERT INTO env_versions (id, env_id, sha, ref, state, created_at, yanked, manifest) "
@@ -93,13 +100,7 @@ def test_0019_renames_the_docker_builder_to_container_and_back(fresh_url: str) -
     now = "2026-01-01T00:00:00+00:00"
     try:
         with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO environments (id, source, owner, name, tags, likes, private, trusted, status, search_text, indexed_at, created_at, updated_at, gone) "
-                    "VALUES (1, 'hf', 'alice', 'echo_env', '[]', 0, false, false, 'passing', '', :t, :t, :t, false)"
-                ),
-                {"t": now},
-            )
+            _insert_env(conn, now)
             for vid, builder in ((1, "docker"), (2, "process"), (3, None)):
                 conn.execute(
                     text(

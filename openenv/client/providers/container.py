@@ -117,7 +117,7 @@ class ContainerProvider(Provider):
         self.run_options = dict(run_options or {})
         self.user = user
         self.runtime = runtime if runtime is not None else _settings.container_runtime()
-        self._client = docker_client if docker_client is not None else (engine.client() if engine is not None else None)
+        self._client = docker_client
         self._engine: ContainerEngine | None = engine
         self.container_id: str | None = None
 
@@ -162,8 +162,8 @@ class ContainerProvider(Provider):
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = docker_client()
+        if self._client is None:  # made at first use: constructing a provider reaches no engine
+            self._client = self._engine.client() if self._engine is not None else docker_client()
         return self._client
 
     @property
