@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from openenv.errors import EnvStepTimeout
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "FullCollections"]
 
 log = logging.getLogger("openenv.server")
 
@@ -32,13 +33,34 @@ _PROMOTE_AFTER = 64  # fast calls in the pool (net of slow ones) before a method
 _GRACE_S = 0.5  # how long past a client's timeout_s we keep waiting
 
 
+class FullCollections:
+    """How many full (oldest-generation) garbage collections the interpreter has started.
+
+    A full collection can pause every thread for tens of milliseconds in a big process. A call
+    it fell in says nothing about the call itself, so the "auto" policy ignores such a call.
+    """
+
+    count = 0
+
+
+def _count_full_collections(phase: str, info: dict[str, int]) -> None:
+    if phase == "start" and info["generation"] == 2:  # CPython's oldest generation
+        FullCollections.count += 1
+
+
+gc.callbacks.append(_count_full_collections)
+
+
 class _Policy:
     """Where calls of one method go. `inline` flips as the "auto" mode learns.
 
     One slow call is not a verdict: on a loaded machine the OS can pause a fast call for a
     few milliseconds. A method goes back to the pool after `_STRIKES` slow inline calls close
-    together, or one that stalls the loop past `_STALL_S`; a noisy pool call halves the
-    promotion streak instead of wiping it, so a fast method under load still gets back inline.
+    together, or one that stalls the loop past `_STALL_S`. In the pool, a call that took long
+    on the wall clock but little CPU (under `_FAST_S`) and stayed under `_SLOW_S` is no evidence
+    either way: its worker waited for the CPU or for the GIL (held by the loop while it serves
+    other sessions), or for I/O briefly, and an inline call that short is kept inline anyway. A
+    call that used the CPU, or blocked past `_SLOW_S`, halves the promotion streak.
     """
 
     __slots__ = ("clean", "inline", "name", "streak", "strikes", "warned")
@@ -51,9 +73,26 @@ class _Policy:
         self.warned = False
         self.name = ""
 
-    def after_inline(self, elapsed: float) -> None:
-        """Record an inline call's duration; slow ones send the method back to the pool."""
-        if self.streak < 0:
+    def after_pool(self, elapsed: float, cpu: float, collections: int) -> None:
+        """Record a pool call's wall-clock and CPU seconds; a run of fast ones promotes it.
+
+        `collections` is `FullCollections.count` from before the call.
+        """
+        if self.streak < 0 or collections != FullCollections.count:
+            return
+        if elapsed < _FAST_S:
+            self.streak += 1
+            if self.streak >= _PROMOTE_AFTER:
+                self.inline = True
+        elif cpu >= _FAST_S or elapsed > _SLOW_S:
+            self.streak //= 2
+
+    def after_inline(self, elapsed: float, collections: int) -> None:
+        """Record an inline call's duration; slow ones send the method back to the pool.
+
+        `collections` is `FullCollections.count` from before the call.
+        """
+        if self.streak < 0 or collections != FullCollections.count:
             return
         if elapsed <= _SLOW_S:
             self.clean += 1
@@ -141,11 +180,11 @@ class Executor:
     ) -> T:
         """Call `fn` inline or in the pool, as `policy` says (the form for cached policies)."""
         if policy.inline and timeout_s is None:
-            start = time.perf_counter()
+            collections, start = FullCollections.count, time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                policy.after_inline(time.perf_counter() - start)
+                policy.after_inline(time.perf_counter() - start, collections)
         return await self.in_pool(policy, fn, args, kwargs, timeout_s)
 
     async def in_pool(
@@ -164,26 +203,21 @@ class Executor:
                 the call finishes in the background and its result is dropped.
         """
         ctx = contextvars.copy_context()
+        collections = FullCollections.count
         timed = functools.partial(_timed, ctx.run, fn, args, kwargs)
         work = self.pool.submit(timed)
         fut = asyncio.wrap_future(work)
         if timeout_s is None:
-            result, elapsed = await fut
+            result, elapsed, cpu = await fut
         else:
             try:
-                result, elapsed = await asyncio.wait_for(fut, timeout_s + grace_s)
+                result, elapsed, cpu = await asyncio.wait_for(fut, timeout_s + grace_s)
             except TimeoutError:
                 owner = getattr(fn, "__self__", None)
                 if owner is not None and not work.done():  # still running: restores must wait for it
                     self._late[id(owner)] = work
                 raise EnvStepTimeout(f"the call did not finish within timeout_s={timeout_s:g}") from None
-        if policy.streak >= 0:
-            if elapsed < _FAST_S:
-                policy.streak += 1
-                if policy.streak >= _PROMOTE_AFTER:
-                    policy.inline = True
-            else:
-                policy.streak //= 2
+        policy.after_pool(elapsed, cpu, collections)
         return result
 
     async def run_async(self, coro: Any, timeout_s: float | None) -> Any:
@@ -203,7 +237,8 @@ class Executor:
 
 def _timed(
     run: Callable[..., Any], fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[T, float]:
-    start = time.perf_counter()
+) -> tuple[T, float, float]:
+    """`fn`'s result, its wall-clock seconds and this worker thread's CPU seconds in it."""
+    start, cpu = time.perf_counter(), time.thread_time()
     result = run(fn, *args, **kwargs)
-    return result, time.perf_counter() - start
+    return result, time.perf_counter() - start, time.thread_time() - cpu

@@ -20,7 +20,7 @@ from openenv.env import AnyEnvironment, Environment
 from openenv.errors import EnvStepTimeout
 from openenv.protocol import EXTENSIONS, FORK_EXTENSION, ErrorCode, dumps, observation_json
 from openenv.server._errors import RequestError
-from openenv.server.execution import Executor
+from openenv.server.execution import Executor, FullCollections
 from openenv.server.forks import Forks
 from openenv.server.mcp import McpService, parse_tool_action
 from openenv.server.sessions import FactoryError, Session, SessionManager
@@ -183,13 +183,13 @@ class EnvRuntime:
         policy = call.policy
         if policy.inline and timeout_s is None and not call.is_async:
             # The hot path: a proven-fast sync step, called right here on the loop.
-            start = perf_counter()
+            collections, start = FullCollections.count, perf_counter()
             try:
                 obs = env.step(action)
             except Exception as exc:
                 raise RequestError(ErrorCode.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}") from exc
             finally:
-                policy.after_inline(perf_counter() - start)
+                policy.after_inline(perf_counter() - start, collections)
         else:
             kwargs: dict[str, Any] = {"timeout_s": timeout_s} if timeout_s is not None else {}
             obs = await self._invoke(env, call, (action,), call.filter(kwargs), timeout_s)

@@ -174,6 +174,58 @@ async def test_fast_sync_steps_move_onto_the_loop_and_slow_ones_move_back() -> N
             assert not policy.inline  # goes back at once
 
 
+async def test_pool_calls_that_waited_without_using_the_cpu_do_not_hold_a_fast_method_back() -> None:
+    """A worker that waited for the CPU or the GIL (the loop busy with other sessions) is no
+    evidence against running inline; a method that burns the CPU now and then is."""
+    from openenv.server.execution import Executor
+
+    def waits_now_and_then(i: int) -> int:
+        if i % 4 == 3:
+            time.sleep(0.003)  # off the CPU for 3 ms, as a worker waiting its turn is
+        return i
+
+    def burns_now_and_then(i: int) -> int:
+        if i % 4 == 3:
+            end = time.thread_time() + 0.003
+            while time.thread_time() < end:  # 3 ms of this thread's own CPU
+                pass
+        return i
+
+    executor = Executor(max_threads=2)
+    try:
+        waiter = executor.policy(CountEnv, "step")
+        burner = executor.policy(CountEnv, "reset")
+        for i in range(100):
+            await executor.call(waiter, waits_now_and_then, (i,), {}, None)
+        for i in range(100):
+            await executor.call(burner, burns_now_and_then, (i,), {}, None)
+        assert waiter.inline, "75 fast calls and 25 that only waited should move it onto the loop"
+        assert not burner.inline, "a method that uses 3 ms of CPU every fourth call must stay in the pool"
+    finally:
+        executor.shutdown()
+
+
+async def test_a_full_garbage_collection_during_a_call_is_not_held_against_the_method() -> None:
+    """A full collection pauses every thread; an inline call it fell in stays inline."""
+    import gc
+
+    from openenv.server.execution import Executor
+
+    def collects() -> None:
+        start = time.perf_counter()
+        while time.perf_counter() - start < 0.15:  # past the stall bound, however fast the machine
+            gc.collect()
+
+    executor = Executor(max_threads=1)
+    policy = executor.policy(CountEnv, "step")
+    policy.inline = True
+    await executor.call(policy, collects, (), {}, None)
+    assert policy.inline, "a call that only paid for a full collection must not leave the loop"
+    await executor.call(policy, time.sleep, (0.15,), {}, None)
+    assert not policy.inline, "a call that itself stalls the loop still goes back to the pool"
+    executor.shutdown()
+
+
 async def test_thread_mode_never_runs_inline() -> None:
     class Blocking(CountEnv):
         EXECUTION = "thread"
