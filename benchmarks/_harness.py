@@ -18,7 +18,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-if str(ROOT) not in sys.path:
+# First on the path, even when an editable install already lists it after site-packages: a library
+# that ships a top-level `tests` package (cint does) must not stand in for ours.
+if sys.path[:1] != [str(ROOT)]:
     sys.path.insert(0, str(ROOT))
 
 import _eventloop  # noqa: E402

@@ -77,6 +77,24 @@ def test_step_throughput_benchmark_runs(upstream_python: str, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_step_commits_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
+    doc = _run(
+        "step_commits",
+        "--commits HEAD --sessions 2 --seconds 0.2 --rounds 1",
+        upstream=upstream_python,
+        tmp_path=tmp_path,
+    )
+    report = doc["results"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    label = f"ours@{head.stdout.strip()[:7]}"
+    assert report["commits"] == {label: head.stdout.strip()}
+    for stack in ("upstream", label):
+        row = report["by_stack"][stack]["2"]
+        assert row["steps_per_s"] > 0 and row["server_cpu_us_per_step"] > 0 and row["client_cpu_us_per_step"] > 0
+    assert report["ours_vs_upstream"][label]["2"] > 0
+
+
+@pytest.mark.slow
 def test_rollouts_benchmark_runs(upstream_python: str, tmp_path: Path) -> None:
     doc = _run("rollouts", "--seconds 0.3 --rounds 1 --sessions 1 4", upstream=upstream_python, tmp_path=tmp_path)
     report = doc["results"]
