@@ -1,13 +1,20 @@
 """The Hub service's numbers, in one run:
 
-    python benchmarks/hub.py [--spaces 5000] [--page-size 1000] [--no-build] [--output PATH | --no-save] [--json]
+    python benchmarks/hub.py [--spaces 5000] [--page-size 1000] [--no-build] [--parts index,search,pipeline,engines]
+        [--engine-envs echo_env,...] [--engine-copies 1] [--engine-configs A AA AB] [--second-engine URL] [--light]
+        [--output PATH | --no-save] [--json]
 
 - index: a local Hugging Face Hub stand-in seeded with N Spaces tagged openenv; a full index
   (wall time, HTTP requests the real huggingface_hub client made), then a re-index with no change
   (wall time, pipeline jobs created);
 - search: latency p50/p95 of catalog queries over HTTP on SQLite (text, tags, status, sorts, pages);
 - pipeline: build + smoke of envs/echo_env with Docker, cold (no layer cache) and warm, and what
-  the trust checks (capacity, determinism, reward) add to its smoke test, each on its own.
+  the trust checks (capacity, determinism, reward) add to its smoke test, each on its own;
+- engines: env-revisions per hour through the whole pipeline (fetch, validate, build, smoke) with
+  workers on one and on two container engines sharing one queue, on the same work (the bundled envs,
+  each copied to distinct revisions); the second engine (--second-engine, default
+  $OPENENV_TEST_DOCKER2_TCP, scripts/docker-engine2) stands in for a second machine. Configurations:
+  A (one worker, one engine), AA (two workers, one engine), AB (a worker on each engine). See _engines.py.
 
 Targets (issue 5): index 5,000 in <= 10 s with <= ceil(5000 / page) + 5 requests; no-change
 re-index <= 2 s and 0 jobs; search p95 <= 20 ms; smoke test of a built image <= 5 s. Issue 19:
@@ -30,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _engines
 import _eventloop
 import _results
 from _harness import ROOT, BenchmarkError, entry
@@ -167,7 +175,8 @@ def bench_pipeline(work: Path) -> dict[str, Any]:
             "step_p50_ms": smoke.step_p50_ms,
         }
     out["trust"] = bench_trust(settings, built, folder)
-    client.images.remove(built.image_ref, force=True)
+    if built.image_ref:
+        client.images.remove(built.image_ref, force=True)
     return out
 
 
@@ -210,7 +219,28 @@ def main() -> None:
         "--page-size", type=int, default=1000, help="items per page the stand-in serves (the Hub's is 1000)"
     )
     parser.add_argument("--search-rounds", type=int, default=20)
-    parser.add_argument("--no-build", action="store_true", help="skip the Docker build + smoke measurement")
+    parser.add_argument("--no-build", action="store_true", help="skip every Docker measurement (pipeline and engines)")
+    parser.add_argument(
+        "--parts",
+        default="index,search,pipeline,engines",
+        help="which parts to measure, comma-separated (search needs index)",
+    )
+    parser.add_argument(
+        "--engine-envs", default=",".join(_engines.BUNDLED), help="bundled envs the engines part builds"
+    )
+    parser.add_argument("--engine-copies", type=int, default=1, help="distinct revisions of each env")
+    parser.add_argument("--engine-configs", nargs="+", default=["A", "AA", "AB"], help="worker engines, a letter each")
+    parser.add_argument(
+        "--second-engine",
+        default=os.environ.get("OPENENV_TEST_DOCKER2_TCP"),
+        help="engine B's DOCKER_HOST (default $OPENENV_TEST_DOCKER2_TCP)",
+    )
+    parser.add_argument(
+        "--no-warm-up", action="store_true", help="engines part: no untimed first build on each engine (tests)"
+    )
+    parser.add_argument(
+        "--light", action="store_true", help="engines part: trust checks and RFC 008's statistical level off"
+    )
     parser.add_argument("--json", action="store_true", help="print the results document")
     _results.add_arguments(parser, NAME)
     args = parser.parse_args()
@@ -220,17 +250,51 @@ def main() -> None:
     server_loop = uvicorn_options()["loop"]  # what serve_app's uvicorn thread runs on
     if server_loop != _eventloop.LOOP:
         raise BenchmarkError(f"the Hub API would run on {server_loop}, not {_eventloop.LOOP}")
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if parts - {"index", "search", "pipeline", "engines"} or ("search" in parts and "index" not in parts):
+        raise BenchmarkError(f"--parts {args.parts}: choose from index, search, pipeline, engines (search needs index)")
+    if args.engine_copies < 1 or any(not c or set(c) - {"A", "B"} for c in args.engine_configs):
+        raise BenchmarkError("--engine-copies must be at least 1 and each --engine-configs a string of A and B")
+    skipped: dict[str, Any] = {"skipped": "not in --parts"}
     work = Path(tempfile.mkdtemp(prefix="openenv-hub-bench-"))
     try:
-        index, url = bench_index(work, args.spaces, args.page_size)
-        search = bench_search(url, args.search_rounds)
-        pipeline = {"skipped": "--no-build"} if args.no_build else bench_pipeline(work)
+        index: dict[str, Any]
+        index, url = bench_index(work, args.spaces, args.page_size) if "index" in parts else (skipped, "")
+        search = bench_search(url, args.search_rounds) if "search" in parts else skipped
+        docker_skip = {"skipped": "--no-build"} if args.no_build else None
+        pipeline: dict[str, Any] = skipped if "pipeline" not in parts else docker_skip or bench_pipeline(work)
+        engines: dict[str, Any] = (
+            skipped
+            if "engines" not in parts
+            else docker_skip
+            or _engines.bench_engines(
+                work / "engines",
+                [e for e in args.engine_envs.split(",") if e],
+                args.engine_copies,
+                args.engine_configs,
+                args.second_engine,
+                args.light,
+                warm_up=not args.no_warm_up,
+            )
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report = {"index": index, "search": search, "pipeline": pipeline}
+    report: dict[str, dict[str, Any]] = {"index": index, "search": search, "pipeline": pipeline, "engines": engines}
     doc = _results.save(NAME, args, report, {"hub API": {"client": None, "server": server_loop}})
     if args.json:
         print(json.dumps(doc, indent=2))
+        return
+    for name, part in report.items():
+        if "skipped" in part:
+            print(f"{name}: skipped ({part['skipped']})")
+    if "skipped" not in engines:
+        for config, c in engines["configs"].items():
+            print(
+                f"pipeline on {config} ({c['workers']} workers, {c['engines']} engines): {c['revisions']} revisions in "
+                f"{c['wall_s']} s = {c['revisions_per_hour']} per hour; per engine {c['per_engine']}; doubled "
+                f"{c['doubled']}, build and smoke apart {c['build_and_smoke_apart']}, image elsewhere {c['image_elsewhere']}"
+            )
+    if "skipped" in index or "skipped" in search:
         return
     i = index
     print(
@@ -241,9 +305,7 @@ def main() -> None:
     print(
         f"search over {i['spaces']} envs (SQLite, HTTP): p50 {search['p50_ms']} ms, p95 {search['p95_ms']} ms, max {search['max_ms']} ms"
     )
-    if "skipped" in pipeline:
-        print(f"pipeline: skipped ({pipeline['skipped']})")
-    else:
+    if "skipped" not in pipeline:
         for label in ("cold", "warm"):
             p = pipeline[label]
             print(

@@ -1,12 +1,16 @@
 """The Hub API under load: requests/s and latency at a fixed concurrency, per endpoint.
 
-    python benchmarks/hub_load.py [--envs 5000] [--concurrency 32] [--seconds 10] [--output PATH | --no-save] [--json]
+    python benchmarks/hub_load.py [--envs 5000,50000] [--databases sqlite,postgresql] [--concurrency 32]
+        [--seconds 10] [--postgres-url URL] [--output PATH | --no-save] [--json]
 
-Seeds a SQLite catalog with N environments, serves the Hub API the way `openenv hub serve` does
-(one uvicorn process, rate limits raised out of the way), and drives each endpoint with `wrk`
-(Debian's package; `apt-get install wrk`) from a second process on 127.0.0.1. Without wrk, a
-Python load generator (asyncio + httpx, same concurrency) is used and the report says so: it is
-much slower than wrk, so its numbers bound the server from below.
+For each catalog size and database: seeds a catalog with N environments (through the indexer, as
+a crawl would), serves the Hub API the way `openenv hub serve` does (one uvicorn process; rate
+limits on, every request takes its token, with a bucket large enough never to refuse), and drives
+each endpoint with `wrk` (Debian's package, which `scripts/systems` installs) from a second
+process on 127.0.0.1. Without wrk, a Python load generator (asyncio + httpx, same concurrency)
+is used and the report says so: it is much slower than wrk, so its numbers bound the server from
+below. PostgreSQL is a fresh database on the server of `--postgres-url` (default:
+TEST_DATABASE_URL, which `scripts/systems` prints), dropped afterwards.
 
 The server runs on uvloop (`_eventloop.LOOP`, explicit, checked in its process), on a port from the
 OS, polled on its health endpoint; the Python load generator runs on uvloop too (wrk has its own
@@ -45,19 +49,58 @@ ENDPOINTS = {
 }
 
 
-def seed(work: Path, envs: int) -> str:
+# Issue 49's targets at 50,000 envs, 32 clients, one process: requests/s at least, p99 at most;
+# PostgreSQL within 2x of SQLite.
+TARGETS = {
+    "list": (1500, 50.0),
+    "search": (1500, 50.0),
+    "tag+sort": (1500, 50.0),
+    "detail": (3000, None),
+    "resolve": (3000, None),
+}
+
+
+def seed(url: str, envs: int) -> str:
     from hub_service.db import make_engine, migrate, sessionmaker_for
     from hub_service.indexer.service import index_source
     from tests.hub.helpers import ListSource, space
 
-    url = f"sqlite:///{work / 'hub.sqlite3'}"
     migrate(url)
     items = [
         space(i, owner=f"org{i % 97}", tags=["openenv", ("games", "coding", "chess", "tools")[i % 4]])
         for i in range(envs)
     ]
-    index_source(sessionmaker_for(make_engine(url)), ListSource(items))
+    engine = make_engine(url)
+    index_source(sessionmaker_for(engine), ListSource(items))
+    engine.dispose()
     return url
+
+
+@contextlib.contextmanager
+def database(kind: str, work: Path, postgres_url: str | None) -> Iterator[str]:
+    """A fresh, empty database of `kind` for one run (a PostgreSQL one is dropped afterwards)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{work / 'hub.sqlite3'}"
+        return
+    if not postgres_url:
+        raise BenchmarkError("PostgreSQL runs need --postgres-url or TEST_DATABASE_URL (scripts/systems prints it)")
+    import uuid
+
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from hub_service.db import make_engine
+
+    name = f"openenv_hub_load_{uuid.uuid4().hex[:10]}"
+    admin = make_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 # Serves the Hub API the way `openenv hub serve` does; `--host H --port P` come last on its command line.
@@ -70,6 +113,7 @@ _SERVE = (
 
 @contextlib.contextmanager
 def hub_server(url: str, work: Path) -> Iterator[Server]:
+    # Rate limits on: every request takes a token (from its process's lease of the shared bucket).
     env = {
         "OPENENV_HUB_DATABASE_URL": url,
         "OPENENV_HUB_DATA_DIR": str(work),
@@ -139,47 +183,76 @@ def with_python(base: str, path: str, concurrency: int, seconds: float) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--envs", type=int, default=5000)
+    parser.add_argument("--envs", default="5000", help="catalog sizes, comma-separated (e.g. 5000,50000)")
+    parser.add_argument("--databases", default="sqlite", help="sqlite, postgresql, or both comma-separated")
+    parser.add_argument("--postgres-url", default=os.environ.get("TEST_DATABASE_URL"))
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--json", action="store_true", help="print the results document")
     _results.add_arguments(parser, NAME)
     args = parser.parse_args()
     _eventloop.require()
+    sizes = [int(n) for n in args.envs.split(",")]
+    kinds = [k.strip() for k in args.databases.split(",")]
+    unknown = set(kinds) - {"sqlite", "postgresql"}
+    if unknown:
+        raise BenchmarkError(f"--databases: unknown {', '.join(sorted(unknown))}; use sqlite, postgresql or both")
     tool = "wrk" if shutil.which("wrk") else "python"
     driver = with_wrk if tool == "wrk" else with_python
-    work = Path(tempfile.mkdtemp(prefix="openenv-hub-load-"))
-    try:
-        url = seed(work, args.envs)
-        with hub_server(url, work) as server:
-            results = {
-                name: driver(server.url, path, args.concurrency, args.seconds) for name, path in ENDPOINTS.items()
-            }
+    runs = []
+    server_loop = None
+    for envs in sizes:
+        for kind in kinds:
+            work = Path(tempfile.mkdtemp(prefix="openenv-hub-load-"))
+            try:
+                with database(kind, work, args.postgres_url) as url:
+                    started = time.perf_counter()
+                    seed(url, envs)
+                    seeded_s = time.perf_counter() - started
+                    with hub_server(url, work) as server:
+                        results = {
+                            name: driver(server.url, path, args.concurrency, args.seconds)
+                            for name, path in ENDPOINTS.items()
+                        }
+                        server_loop = server.loop
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
             failed = {name: r["non_2xx"] for name, r in results.items() if r["non_2xx"]}
             if failed:
-                raise BenchmarkError(f"the Hub API answered with errors (non-2xx responses per endpoint): {failed}")
-            server_loop = server.loop
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+                raise BenchmarkError(
+                    f"the Hub API ({envs} envs, {kind}) answered with errors (non-2xx responses per endpoint): {failed}"
+                )
+            runs.append({"envs": envs, "database": kind, "seed_s": round(seeded_s, 1), "endpoints": results})
+            print(_describe(runs[-1], args.concurrency, tool), file=sys.stderr)
     report = {
-        "envs": args.envs,
         "concurrency": args.concurrency,
         "seconds": args.seconds,
         "load_tool": tool,
-        "endpoints": results,
+        "targets": {
+            name: {"requests_per_s": rps, "p99_ms": p99, "envs": 50000} for name, (rps, p99) in TARGETS.items()
+        },
+        "runs": runs,
     }
     loops = {"hub API": {"client": _eventloop.LOOP if tool == "python" else None, "server": server_loop}}
     doc = _results.save(NAME, args, report, loops)
     if args.json:
         print(json.dumps(doc, indent=2))
         return
-    print(
-        f"Hub API, {args.envs} envs on SQLite, one uvicorn process, {args.concurrency} concurrent clients ({tool}), {os.cpu_count()} cores"
-    )
-    for name, r in results.items():
-        print(
-            f"  {name:9s} {r['requests_per_s']:6d} req/s   p50 {r['p50_ms']:7.2f} ms   p99 {r['p99_ms']:7.2f} ms   non-2xx {r['non_2xx']}"
+    for run in runs:
+        print(_describe(run, args.concurrency, tool))
+
+
+def _describe(run: dict[str, Any], concurrency: int, tool: str) -> str:
+    lines = [
+        f"Hub API, {run['envs']} envs on {run['database']}, one uvicorn process, {concurrency} concurrent clients "
+        f"({tool}), {os.cpu_count()} cores"
+    ]
+    for name, r in run["endpoints"].items():
+        lines.append(
+            f"  {name:9s} {r['requests_per_s']:6d} req/s   p50 {r['p50_ms']:7.2f} ms   p99 {r['p99_ms']:7.2f} ms   "
+            f"non-2xx {r['non_2xx']}"
         )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

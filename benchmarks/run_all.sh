@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-ALL=(step_throughput rollouts sessions_scale forks cli_latency env_steps hub hub_load live cold_start sandbox_runtime hub_lane)
+ALL=(step_throughput rollouts sessions_scale forks cli_latency env_steps imported_steps hub crawl hub_load live play_latency cold_start sandbox_runtime hub_lane)
 SELECTED=("$@")
 [ ${#SELECTED[@]} -gt 0 ] || SELECTED=("${ALL[@]}")
 for name in "${SELECTED[@]}"; do

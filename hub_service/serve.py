@@ -77,7 +77,12 @@ def index_all(settings: HubSettings, fence: Fence | None = None) -> list[IndexRe
         for kind in kinds:
             with _logged("indexing the %s source failed", kind):  # one failing source does not stop the other
                 reports.append(
-                    index_source(factory, source_for(settings, kind), max_attempts=settings.job_max_attempts)
+                    index_source(
+                        factory,
+                        source_for(settings, kind),
+                        max_attempts=settings.job_max_attempts,
+                        full_every_s=(settings.hf_full_crawl_every_s or None) if kind == "hf" else None,
+                    )
                 )
     finally:
         engine.dispose()

@@ -86,6 +86,16 @@ class HubSettings(BaseSettings):
             "past what is left stops the crawl, and the next index pass resumes at the page it stopped on."
         ),
     )
+    hf_full_crawl_every_s: float = Field(
+        default=0.0,
+        ge=0,
+        description=(
+            "Between full crawls of the Hub this far apart, an index pass is incremental: it reads the listing newest "
+            "first and stops where the last complete pass began, so it costs what changed, not the Hub's size. Only a "
+            "full crawl finds Spaces that are gone and refreshes what changes no commit (likes, stage). 0: every "
+            "pass is a full crawl."
+        ),
+    )
     local_source: str | None = Field(
         default_factory=_default_local_source, description="A folder of Space-shaped env folders."
     )
@@ -474,6 +484,14 @@ class HubSettings(BaseSettings):
         description=(
             "How long a visitor's reset waits while the env's server still answers CAPACITY_REACHED: a server frees a "
             "closed session's place a moment after, and a visitor starting again at once is not told it is full."
+        ),
+    )
+    play_resume_grace_s: float = Field(
+        default=60.0,
+        ge=0,
+        description=(
+            "How long a visitor's play session outlives the page that held it (a reload, a tab closed): a page of "
+            "the same browser tab that comes back within it resumes the episode; past it the session is closed."
         ),
     )
     try_max_episodes: int = Field(default=10, ge=1)

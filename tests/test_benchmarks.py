@@ -7,6 +7,7 @@ benchmarks/results/ (tests/test_benchmark_tables.py checks those).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -153,6 +154,14 @@ def test_env_steps_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_imported_steps_benchmark_runs(tmp_path: Path) -> None:
+    doc = _run("imported_steps", "--seconds 0.3 --rounds 1 --sessions 1", tmp_path=tmp_path)
+    steps = doc["results"]["steps"]
+    assert steps["imported"]["1"]["steps_per_s"] > 0 and steps["hand_written"]["1"]["steps_per_s"] > 0
+    assert doc["results"]["ratios"]["1"] > 0
+
+
+@pytest.mark.slow
 def test_forks_benchmark_runs(tmp_path: Path) -> None:
     doc = _run("forks", "--rounds 3 --envs blackjack chess", tmp_path=tmp_path)
     assert doc["results"]["children"] == 8
@@ -194,9 +203,39 @@ def test_hub_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_crawl_benchmark_runs(tmp_path: Path) -> None:
+    doc = _run("crawl", "--spaces 300 --changes 20 --page-size 100", tmp_path=tmp_path)
+    r = doc["results"]
+    assert (r["full_crawl_pages"], r["full_crawl_jobs"]) == (3, 300)
+    assert (r["changes_found"], r["changes_jobs"]) == (20, 20) and r["changes_pages"] < r["full_crawl_pages"]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_hub_benchmark_runs_the_pipeline_on_two_engines_sharing_one_queue(tmp_path: Path) -> None:
+    from tests.support.systems import require_system
+
+    second, base = os.environ.get("OPENENV_TEST_DOCKER2_TCP"), os.environ.get("OPENENV_TEST_BASE_IMAGE")
+    if not second or not base:
+        require_system("second Docker engine", "OPENENV_TEST_DOCKER2_TCP or OPENENV_TEST_BASE_IMAGE is not set")
+    doc = _run(
+        "hub",
+        f"--parts engines --engine-envs echo_env --engine-copies 2 --engine-configs AB --light --no-warm-up "
+        f"--second-engine {second}",
+        tmp_path=tmp_path,
+    )
+    run = doc["results"]["engines"]["configs"]["AB"]
+    assert run["passed"] == run["revisions"] == 2 and run["revisions_per_hour"] > 0
+    assert run["per_engine"] == {"A": 1, "B": 1}  # each engine's worker took one revision from the queue
+    assert (run["doubled"], run["build_and_smoke_apart"], run["image_elsewhere"]) == (0, 0, 0)
+
+
+@pytest.mark.slow
 def test_hub_load_benchmark_runs(tmp_path: Path) -> None:
     doc = _run("hub_load", "--envs 200 --concurrency 4 --seconds 0.5", tmp_path=tmp_path)
-    assert all(e["requests_per_s"] > 0 and e["non_2xx"] == 0 for e in doc["results"]["endpoints"].values())
+    (run,) = doc["results"]["runs"]
+    assert (run["envs"], run["database"]) == (200, "sqlite")
+    assert all(e["requests_per_s"] > 0 and e["non_2xx"] == 0 for e in run["endpoints"].values())
 
 
 @pytest.mark.slow

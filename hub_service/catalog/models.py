@@ -30,6 +30,10 @@ class EnvRecord(Base):
         UniqueConstraint("owner", "name", name="uq_environments_owner_name"),
         Index("ix_environments_status_name", "status", "name"),
         Index("ix_environments_gone", "gone"),
+        # the listing's sorts read a page in index order and stop (migration 0021)
+        Index("ix_environments_gone_name_id", "gone", "name", "id"),
+        Index("ix_environments_gone_likes_id", "gone", "likes", "id"),
+        Index("ix_environments_gone_updated_at_id", "gone", "updated_at", "id"),
         closed_vocabulary("status", EnvStatus),
         closed_vocabulary("source", SourceKind),
     )

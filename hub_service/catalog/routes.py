@@ -25,11 +25,24 @@ DB = Annotated[Session, Depends(db_session)]
 Settings = Annotated[HubSettings, Depends(hub_settings)]
 
 
+async def _hub_settings(request: Request) -> HubSettings:
+    return request.app.state.settings
+
+
+# The busiest routes (list, detail, resolve) take their settings on the event loop and open their
+# session inside the endpoint: one trip to the thread pool a request, where sync dependencies
+# cost one each (and a session's generator two).
+LoopSettings = Annotated[HubSettings, Depends(_hub_settings)]
+
+
+def _session(request: Request) -> Session:
+    return request.app.state.sessionmaker()
+
+
 @router.get("/envs", response_model=EnvPage, summary="List and search environments")
 def list_envs(
     request: Request,
-    db: DB,
-    settings: Settings,
+    settings: LoopSettings,
     q: Annotated[
         str | None,
         Query(description="Words to find in name, title, description, tags (bounds: OPENENV_HUB_SEARCH_MAX_*)"),
@@ -92,13 +105,19 @@ def list_envs(
         min_sessions=min_sessions,
     )
     query.check(settings)
-    envs, next_cursor, total = service.list_envs(db, query)
-    page = EnvPage(items=[service.summary(e) for e in envs], next_cursor=next_cursor, total=total)
+    with _session(request) as db:
+        envs, next_cursor, total = service.list_envs(db, query)
+        page = EnvPage(items=[service.summary(e) for e in envs], next_cursor=next_cursor, total=total)
     return etag_json(request, page)
 
 
 @router.get("/envs/{owner}/{name}", response_model=EnvDetail, summary="One environment with its versions")
-def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
+def get_env(request: Request, owner: str, name: str) -> Response:
+    with _session(request) as db:
+        return _env_detail(request, db, owner, name)
+
+
+def _env_detail(request: Request, db: Session, owner: str, name: str) -> Response:
     env = service.get_env(db, owner, name)
     versions = service.env_versions(db, env)
     latest = service.latest_of(env, versions)
@@ -111,6 +130,7 @@ def get_env(request: Request, owner: str, name: str, db: DB) -> Response:
         reward_check=current.reward_check if current else None,
         readme=latest.readme if latest else None,
         manifest=latest.manifest if latest else None,
+        imported_from=service.imported_from(latest.manifest if latest else None),
         discovery=latest.discovery if latest else None,
         validation_parts=validation_parts(latest.manifest) if latest else {},
         versions=[service.version_summary(v) for v in versions],
@@ -211,13 +231,13 @@ def resolve(
     request: Request,
     owner: str,
     name: str,
-    db: DB,
-    settings: Settings,
+    settings: LoopSettings,
     revision: str | None = None,
     lock: Annotated[str | None, Query(description="The id of the lock file resolved through (it is renewed)")] = None,
 ) -> Response:
-    record = service.resolve(db, settings, owner, name, revision, lock)
-    db.commit()  # an explicit pin noted, a lock renewed: what image collection keeps
+    with _session(request) as db:
+        record = service.resolve(db, settings, owner, name, revision, lock)
+        db.commit()  # an explicit pin noted, a lock renewed: what image collection keeps
     return etag_json(request, record)
 
 

@@ -153,6 +153,14 @@ class EnvDetail(EnvSummary):
     reward_check: dict[str, Any] | None = Field(default=None, description="The current revision's reward sanity check")
     readme: str | None = None
     manifest: dict[str, Any] | None = None
+    imported_from: dict[str, str | None] | None = Field(
+        default=None,
+        description=(
+            "For an env written by `openenv import`: where it came from, read from the latest revision's manifest "
+            "(`imported_from:` block): kind (gymnasium | verifiers | ors), name there, version of its package, and "
+            "label (the ecosystem's name); null for any other env"
+        ),
+    )
     discovery: dict[str, Any] | None = Field(
         default=None,
         description=(

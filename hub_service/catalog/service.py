@@ -8,6 +8,7 @@ import difflib
 import json
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from hub_service.catalog.states import EnvStatus, VersionState
 from hub_service.errors import Conflict, InvalidRequest, NotFound
 from hub_service.settings import HubSettings
 from openenv.client._hub_service import sessions_held
+from openenv.interop.provenance import read_provenance
 
 __all__ = [
     "CHECK_BADGES",
@@ -35,6 +37,7 @@ __all__ = [
     "env_versions",
     "get_env",
     "get_version",
+    "imported_from",
     "latest_of",
     "list_envs",
     "manifest_search_text",
@@ -289,7 +292,7 @@ def list_envs(session: Session, query: ListQuery) -> tuple[list[EnvRecord], str 
     """
     column, desc = SORTS[query.sort]
     conds = _filters(query)
-    total = session.scalar(select(func.count()).select_from(EnvRecord).where(*conds)) or 0
+    total = _count(session, query, conds)
     if query.offset and query.offset >= total:
         raise InvalidRequest(
             f"offset {query.offset} is past the end: {total} environments match, so the last page starts below "
@@ -315,6 +318,49 @@ def list_envs(session: Session, query: ListQuery) -> tuple[list[EnvRecord], str 
         last_env, last_value = rows[query.limit - 1]
         next_cursor = _encode_cursor(last_value, last_env.id)
     return envs, next_cursor, total
+
+
+# Totals of recent filters: (where, what the catalog's change marker was, the total, when counted).
+# A search or tag filter has no index to count by (its words are matched anywhere in the text), so
+# counting one costs a pass over the table: a total is counted again when the catalog changed (a
+# row added or updated moves the marker), and at least every _COUNT_FOR_S anyway.
+_COUNTS: dict[tuple[Any, ...], tuple[tuple[Any, ...], int, float]] = {}
+_COUNT_FOR_S = 2.0
+_COUNTS_KEPT = 1024
+
+
+def _count(session: Session, query: ListQuery, conds: list[ColumnElement[bool]]) -> int:
+    """How many envs match `conds` (the filters of `query`), from the totals of recent filters when
+    the catalog has not changed since."""
+    key = (
+        str(session.get_bind().engine.url),
+        query.q,
+        tuple(query.tags),
+        tuple(query.capabilities),
+        tuple(query.tasks),
+        tuple(query.checks),
+        query.status,
+        query.source,
+        query.include_gone,
+        query.deterministic,
+        query.reward_checked,
+        query.min_sessions,
+    )
+    # Each part is read from an index's end: the latest update among listed and among gone envs, the newest row.
+    latest = [
+        select(func.max(EnvRecord.updated_at)).where(EnvRecord.gone.is_(gone)).scalar_subquery()
+        for gone in (False, True)
+    ]
+    marker = tuple(session.execute(select(*latest, select(func.max(EnvRecord.id)).scalar_subquery())).one())
+    now = time.monotonic()
+    kept = _COUNTS.get(key)
+    if kept is not None and kept[0] == marker and now - kept[2] < _COUNT_FOR_S:
+        return kept[1]
+    total = session.scalar(select(func.count()).select_from(EnvRecord).where(*conds)) or 0
+    if len(_COUNTS) >= _COUNTS_KEPT:
+        _COUNTS.clear()
+    _COUNTS[key] = (marker, total, now)
+    return total
 
 
 def get_env(session: Session, owner: str, name: str) -> EnvRecord:
@@ -421,6 +467,12 @@ def apply_verdict(env: EnvRecord, version: EnvVersion) -> None:
     # A capacity is one session or more (the rule clients size pools by); a server whose sessions
     # leak holds that many only until the leak fills it: no capacity to list.
     env.sessions_held = sessions_held(card) if not card.get("flags") else None
+
+
+def imported_from(manifest: Any) -> dict[str, str | None] | None:
+    """Where an env written by `openenv import` came from, as its manifest says (None: not imported)."""
+    found = read_provenance(manifest if isinstance(manifest, dict) else None)
+    return found.as_dict() if found else None
 
 
 def manifest_search_text(manifest: Any) -> str:

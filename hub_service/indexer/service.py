@@ -3,6 +3,16 @@
 An unchanged sha does no work beyond refreshing cheap fields (likes, stage, URL); a new or changed
 sha gets a version row and a pipeline job; an env the source no longer lists is marked gone —
 never deleted — and comes back if it reappears.
+
+A paged source (the Hugging Face Hub) has two kinds of pass. A full crawl reads every page: it
+refreshes every cheap field and is the only pass that finds what is gone (deleted, made private,
+untagged, renamed), since a listing cannot list what it no longer has. An incremental pass
+(`full_every_s`) reads the listing newest first (by `lastModified`) and stops at the first page that
+reaches back past the start of the last complete pass (less `_CLOCK_SKEW_S`): everything changed
+since is on the pages before. It does not stop at the first Space it already has at that sha: a
+Space committed while the last pass ran, after that pass had read it, sorts below Spaces the pass
+read later, and would be missed. What changes no commit (likes, a Space's stage) waits for the next
+full crawl (or its webhook).
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hub_service import lifecycle
@@ -32,6 +42,9 @@ from hub_service.queue.models import Job
 __all__ = ["IndexReport", "index_one", "index_source", "search_text"]
 
 log = logging.getLogger("hub_service.indexer")
+
+# How far the Hub's clock (`lastModified`) may be behind ours: an incremental pass reads this much further back.
+_CLOCK_SKEW_S = 300.0
 
 _CHEAP_FIELDS = (
     "tags",
@@ -62,6 +75,7 @@ class IndexReport:
     pages: int = 0  # pages a paged source's crawl indexed in this pass
     resumed: bool = False  # it went on from where an earlier crawl stopped
     stopped: str | None = None  # why the crawl stopped before its end (it resumes there next time)
+    mode: str = "full"  # "full": every page; "changes": newest first, down to the last complete pass
     # "owner/name: why" for each Space left out of this pass (its card or listing cannot be stored)
     rejected: list[str] = field(default_factory=list)
 
@@ -78,16 +92,31 @@ def search_text(owner: str, name: str, title: str | None, description: str | Non
 
 
 def index_source(
-    factory: sessionmaker[Session], source: Source, max_attempts: int = 3, priority: int = 100, cause: str | None = None
+    factory: sessionmaker[Session],
+    source: Source,
+    max_attempts: int = 3,
+    priority: int = 100,
+    cause: str | None = None,
+    full_every_s: float | None = None,
 ) -> IndexReport:
     """Index everything `source` lists; returns what changed. A paged source (the Hugging Face Hub)
     is crawled a page per transaction, resumed where its last crawl stopped (`report.stopped` says
-    why this one stopped early, when it did); any other in one transaction for the whole pass."""
+    why this one stopped early, when it did); any other in one transaction for the whole pass.
+
+    With `full_every_s`, a paged source gets an incremental pass (`report.mode == "changes"`: only
+    what was committed since the last complete pass) while its last complete full crawl began less
+    than that many seconds ago and no crawl waits to be resumed; else a full crawl, which alone
+    finds what is gone."""
     start = time.monotonic()
     report = IndexReport(source=source.name)
     cause = cause or f"{source.name} crawl"
     if isinstance(source, PagedSource):
-        _crawl(factory, source, report, _Queue(max_attempts, priority, cause))
+        since = _changes_since(factory, source, full_every_s)
+        if since is not None:
+            report.mode = "changes"
+            _changes(factory, source, report, _Queue(max_attempts, priority, cause), since)
+        else:
+            _crawl(factory, source, report, _Queue(max_attempts, priority, cause))
     else:
         _index_listing(factory, source, report, _Queue(max_attempts, priority, cause))
     report.seconds = round(time.monotonic() - start, 3)
@@ -154,16 +183,57 @@ def _crawl(
     _finish_crawl(factory, source, crawl_id, report, queue)
 
 
+def _changes_since(
+    factory: sessionmaker[Session], source: PagedSource, full_every_s: float | None
+) -> dt.datetime | None:
+    """When the last complete pass began, if this pass may be incremental; else None (a full crawl)."""
+    if full_every_s is None:
+        return None
+    with factory() as session:
+        if crawl.unfinished(session, source.name):
+            return None  # a stopped full crawl goes on first: it alone finds what is gone
+        full, latest = crawl.last_complete(session, source.name)
+    if full is None or latest is None or (utcnow() - full).total_seconds() >= full_every_s:
+        return None
+    return latest
+
+
+def _changes(
+    factory: sessionmaker[Session], source: PagedSource, report: IndexReport, queue: _Queue, since: dt.datetime
+) -> None:
+    """Read the listing newest first down to `since` (less the clock skew), indexing each page as a
+    full crawl does (nothing is marked gone); a complete pass is recorded for the next to stop at."""
+    started = utcnow()
+    floor = since - dt.timedelta(seconds=_CLOCK_SKEW_S)
+    seen: set[tuple[str, str]] = set()
+    try:
+        for page in source.pages(newest_first=True):
+            _index_page(factory, source, None, page, seen, report, queue)
+            if any(item.last_modified is not None and _utc(item.last_modified) < floor for item in page.items):
+                break  # this page reaches back past the last complete pass: nothing older changed
+    except CrawlPaused as exc:  # not recorded: the next pass reads from the same point again
+        report.stopped = exc.message
+        log.warning("the %s incremental pass stopped at page %d: %s", source.name, report.pages + 1, exc)
+        return
+    with session_scope(factory) as session:
+        crawl.note_changes(session, source.name, started, report.pages)
+
+
+def _utc(when: dt.datetime) -> dt.datetime:
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
 def _index_page(
     factory: sessionmaker[Session],
     source: PagedSource,
-    crawl_id: int,
+    crawl_id: int | None,
     page: Page,
     seen: set[tuple[str, str]],
     report: IndexReport,
     queue: _Queue,
 ) -> None:
-    """Index one page in one transaction, which also records it as done."""
+    """Index one page in one transaction, which also records it as done (in the crawl `crawl_id`;
+    None: an incremental pass, which keeps no page)."""
     now = utcnow()
     names = sorted({item.name for item in page.items if isinstance(item.name, str)})
     # whom this page lists first (as `_take` counts them: Spaces with a commit), for the crawl's record
@@ -186,7 +256,8 @@ def _index_page(
         events: list[_Event] = []
         _take(session, source, page.items, existing, seen, now, report, to_version, events)
         _settle(session, events, to_version, queue, report)
-        crawl.note_page(session, crawl_id, fresh, _corrections(events), page.next_url)
+        if crawl_id is not None:
+            crawl.note_page(session, crawl_id, fresh, _corrections(events), page.next_url)
     report.pages += 1
 
 
@@ -412,7 +483,10 @@ def _enqueue(session: Session, pairs: list[tuple[EnvRecord, str]], max_attempts:
         fresh.append(EnvVersion(env_id=env.id, sha=sha, ref="main", state=VersionState.QUEUED))
     session.add_all(fresh)
     session.flush()
-    session.add_all([Job(version_id=v.id, max_attempts=max_attempts, priority=priority) for v in fresh])
+    if fresh:  # a bulk insert: a crawl of the Hub queues tens of thousands, and nothing here reads them back
+        session.execute(
+            insert(Job), [{"version_id": v.id, "max_attempts": max_attempts, "priority": priority} for v in fresh]
+        )
     return len(fresh) + again
 
 

@@ -111,8 +111,9 @@ class Page:
 class PagedSource(Source, Protocol):
     """A source whose listing comes in pages that a crawl can resume at (the Hugging Face Hub)."""
 
-    def pages(self, resume_url: str | None = None) -> Iterator[Page]:
-        """The listing's pages from the first, or from `resume_url` (a page's `url` or `next_url`).
+    def pages(self, resume_url: str | None = None, newest_first: bool = False) -> Iterator[Page]:
+        """The listing's pages from the first, or from `resume_url` (a page's `url` or `next_url`);
+        `newest_first`: the most recently modified environments first (an incremental pass's order).
 
         Raises:
             SourceError: the source did not answer; `CrawlPaused` (hf_pages.py) when it asked to
@@ -297,13 +298,14 @@ class HfSource:
         for page in self.pages():
             yield from page.items
 
-    def pages(self, resume_url: str | None = None) -> Iterator[Page]:
+    def pages(self, resume_url: str | None = None, newest_first: bool = False) -> Iterator[Page]:
         from huggingface_hub.hf_api import SpaceInfo
         from huggingface_hub.utils import build_hf_headers
 
         from hub_service.indexer.hf_pages import WaitBudget, listing_pages
 
-        query = urlencode([("filter", self.tag), *(("expand", e) for e in _EXPAND)])
+        order = [("sort", "lastModified"), ("direction", "-1")] if newest_first else []
+        query = urlencode([("filter", self.tag), *(("expand", e) for e in _EXPAND), *order])
         first = resume_url or f"{self.api.endpoint.rstrip('/')}/api/spaces?{query}"
         headers = build_hf_headers(token=self.token)
         for raw in listing_pages(first, headers, WaitBudget(self.wait_max_s)):

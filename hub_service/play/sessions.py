@@ -63,6 +63,8 @@ class PlaySession:
     release_grace_s: float = 3.0
     lease: str = ""  # its lease in the database, which counts it against the caps of every process
     reset_options: dict[str, Any] | None = None  # the JSON Schema of reset's arguments, when the server tells
+    idle_timeout_s: float = 0.0  # it ends when unused this long (play_idle_timeout_s): the panel says when
+    shown_picture: str = ""  # the picture the visitor saw last, to tell them when a move changed nothing
 
     def check_options(self, options: dict[str, Any] | None) -> None:
         """Refuse options reset does not take, naming those it does (a typo would be silently ignored).
@@ -257,6 +259,10 @@ class PlayManager:
         self._line: dict[str, float] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        # A page (Gradio's session hash) plays under its browser tab's token, which outlives a reload:
+        # page → token, and the tokens whose last page went, closed after play_resume_grace_s.
+        self._pages: dict[str, str] = {}
+        self._leaving: dict[str, asyncio.Task[None]] = {}
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -299,7 +305,13 @@ class PlayManager:
             if kind == "play":  # model tries are counted per run, by whoever starts one
                 await self.check_rate("play", visitor)
             # Checked and reserved in one transaction, so simultaneous starts on every process all count.
-            lease = await self._take_lease(visitor, kind, f"{owner}/{name}")
+            try:
+                lease = await self._take_lease(visitor, kind, f"{owner}/{name}")
+            except PlayLimit:
+                # Sessions whose page went away are kept for a reload only while nobody needs the place.
+                if not await self._drop_leaving(visitor):
+                    raise
+                lease = await self._take_lease(visitor, kind, f"{owner}/{name}")
             with self.factory() as db:
                 target = resolve_target(db, self.settings, owner, name)
                 description = _description(db, owner, name)
@@ -331,6 +343,7 @@ class PlayManager:
                 max_reply_mb=self.settings.play_max_reply_mb,
                 release_grace_s=self.settings.play_release_grace_s,
                 lease=lease,
+                idle_timeout_s=self.settings.play_idle_timeout_s,
             )
             self.sessions[key] = session
             log.info("play session %s opened on %s (%s)", session.id, target.key, target.how)
@@ -341,6 +354,46 @@ class PlayManager:
             raise
         finally:
             self._opening.pop(key, None)
+
+    def attach(self, page: str, tab: str) -> None:
+        """`page` (a page load) plays under `tab` (its browser tab's token): a session of `tab` whose
+        page went away (a reload) is kept for this one."""
+        if page and page != tab:
+            self._pages[page] = tab
+        pending = self._leaving.pop(tab, None)
+        if pending is not None:
+            pending.cancel()
+
+    async def leave(self, page: str) -> None:
+        """A page went away (closed or reloaded): its own sessions close now; those of its browser
+        tab's token close after `play_resume_grace_s`, unless a page of that tab comes back first."""
+        tab = self._pages.pop(page, None)
+        await self.close(page)
+        if tab is None or tab in self._pages.values() or tab in self._leaving:
+            return
+        grace = self.settings.play_resume_grace_s
+        if grace <= 0:
+            await self.close(tab)
+            return
+
+        async def close_later() -> None:
+            await asyncio.sleep(grace)
+            self._leaving.pop(tab, None)
+            closed = await self.close(tab)
+            if closed:
+                log.info("play: %d session(s) closed %gs after their page went away", closed, grace)
+
+        self._leaving[tab] = asyncio.get_running_loop().create_task(close_later())
+
+    async def _drop_leaving(self, visitor: str) -> int:
+        """Close the sessions kept after their page went away: this visitor's, else anyone's (a start
+        needs the place more than a reload that may never come); returns how many were closed."""
+        held = {tab for (tab, _), s in self.sessions.items() if tab in self._leaving and s.visitor == visitor}
+        closed = 0
+        for tab in held or set(self._leaving):
+            self._leaving.pop(tab).cancel()
+            closed += await self.close(tab)
+        return closed
 
     def _in_line(self, visitor: str, full: AllInUse) -> AllInUse:
         """`full`, saying the visitor's place among those waiting and when a place may free up."""
@@ -505,7 +558,7 @@ class PlayManager:
 
     async def aclose(self) -> None:
         """Close every session and stop every instance (service shutdown)."""
-        for task in (self._reaper, self._heartbeat):
+        for task in (self._reaper, self._heartbeat, *self._leaving.values()):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(BaseException):

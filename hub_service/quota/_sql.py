@@ -15,7 +15,8 @@ __all__ = ["Dialect"]
 @dataclass(frozen=True)
 class Dialect:
     """`now`: the current time in epoch seconds as SQL; `least` / `greatest`: two-argument min / max;
-    `clock`: what gives `:now` when `now` is a parameter (None: the database's own clock)."""
+    `clock`: what gives `:now` when `now` is a parameter (None: the database's own clock);
+    `for_update`: what locks a row read in a transaction until it ends (SQLite's writer holds them all)."""
 
     now: str
     least: str
@@ -33,6 +34,10 @@ class Dialect:
             return cls("CAST(extract(epoch from statement_timestamp()) AS DOUBLE PRECISION)", "least", "greatest", True)
         # A SQLite file is shared only by processes of one host: they share its clock.
         return cls(":now", "min", "max", False, clock or time.time)
+
+    @property
+    def for_update(self) -> str:
+        return " FOR UPDATE" if self.postgres else ""
 
     def params(self, **values: Any) -> dict[str, Any]:
         return values if self.clock is None else {**values, "now": self.clock()}

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 __all__ = ["GradioShape"]
 
 _PREFIX = "/gradio_api/"
+_DIRECT = _PREFIX + "run/predict"  # Gradio's route for functions set queue=False
 _NAMED = re.compile(r"^/gradio_api/call/(?:v2/)?([^/]+)/?$")
 _EVENT = re.compile(r"^/gradio_api/call/(?:v2/)?([^/]+)/([^/]+)/?$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # session hashes and event ids Gradio makes
@@ -52,9 +53,12 @@ class GradioShape:
 
     def refuse_post(self, path: str, raw: bytes) -> Refusal | None:
         """Why Gradio must not see this POST (status, error), or None."""
-        if path.startswith((_PREFIX + "run/", _PREFIX + "api/")):
+        direct = path.rstrip("/") == _DIRECT
+        if path.startswith((_PREFIX + "run/", _PREFIX + "api/")) and not direct:
             # The synchronous routes skip the queue and answer 500 whenever a function refuses its
-            # input; the website and its API clients use the queued `call/` routes.
+            # input; the website and its API clients use the queued `call/` routes. The one
+            # exception, `run/predict`, runs only the play panel's steps (queue=False: one round
+            # trip, not a queue join and an event stream), and the guard answers its 500s as 422s.
             return 404, {
                 "code": "not_found",
                 "message": "the website runs its functions through the queue: POST /gradio_api/call/<name>, "
@@ -75,7 +79,7 @@ class GradioShape:
         if session_hash is not None and not (isinstance(session_hash, str) and _TOKEN.match(session_hash)):
             return _invalid("session_hash", "`session_hash` is 1 to 64 letters, digits, '-' or '_'")
         fn_index = body.get("fn_index")
-        if named is None:  # a queue join names its function by index
+        if named is None:  # a queue join (or a direct step) names its function by index
             if session_hash is None:
                 return _invalid("session_hash", "a queue join needs a `session_hash`")
             if isinstance(fn_index, bool) or not isinstance(fn_index, int):
@@ -86,6 +90,15 @@ class GradioShape:
             or fn_index not in self._fns_of(session_hash if isinstance(session_hash, str) else None)
         ):
             return _invalid("fn_index", "`fn_index` must be the number of one of the website's functions")
+        if (
+            direct
+            and fn_index is not None
+            and getattr(self._fns_of(session_hash).get(fn_index), "queue", True) is not False
+        ):
+            return 404, {
+                "code": "not_found",
+                "message": "this function runs through the queue: POST /gradio_api/queue/join",
+            }
         return None
 
     def refuse_get(self, path: str, query_string: bytes) -> Refusal | None:

@@ -2,7 +2,9 @@
 requests that run something (events, queue joins), no file uploads, since no component of
 the site takes a file (an upload would only sit in Gradio's cache on the service's disk), and
 requests Gradio would answer with a server error or a broken stream (a body that is not an event,
-an unknown function or event) refused first with a 4xx (hub_service/ui/gradio_shape.py).
+an unknown function or event) refused first with a 4xx (hub_service/ui/gradio_shape.py). Gradio's
+direct route, open only to the play panel's steps, has its server errors (inputs of the wrong
+shape) answered as 422s.
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class WebsiteGuard:
                 await reply_error(send, *refusal)
                 return
             receive = _replay(body or b"", receive)
+            if path.rstrip("/") == _PREFIX + "run/predict":  # a play step (gradio_shape.py says why)
+                send = _no_server_error(send)
         await self.app(scope, receive, send)
 
 
@@ -135,3 +139,26 @@ def _replay(body: bytes, receive: Any) -> Any:
         return message
 
     return replay
+
+
+def _no_server_error(send: Any) -> Any:
+    """A `send` that answers Gradio's 500 on its synchronous route (a function that refused its
+    input: inputs of the wrong shape) with a 422 that says so, and passes every other reply."""
+    refused = False
+
+    async def guarded(message: dict[str, Any]) -> None:
+        nonlocal refused
+        if message["type"] == "http.response.start" and message.get("status", 200) >= 500:
+            refused = True
+            log.info("refused POST %srun/predict: the function refused its inputs", _PREFIX)
+            await reply_error(
+                send,
+                422,
+                {"code": "invalid_request", "message": "the inputs do not fit this website function; reload the page"},
+            )
+            return
+        if refused:  # the 500's body: already answered
+            return
+        await send(message)
+
+    return guarded

@@ -24,6 +24,7 @@ from hub_service.ui import trust_card, views
 from hub_service.ui.discovery_view import discovery_lines
 from hub_service.ui.leaderboard import LEADERBOARD_CSS, board_panel
 from hub_service.ui.markdown import render_markdown, split_front_matter
+from hub_service.ui.play_panel import PANEL_SCRIPT
 from openenv.render import ANSI_CSS
 
 __all__ = ["CSS", "HEAD", "build_site", "hub_url", "theme"]
@@ -41,33 +42,8 @@ HEAD = (
 <script>
 // Framed in an env's page (/?panel=play): no site header, no catalog tab (CSS below, before first paint).
 if (new URLSearchParams(location.search).get("panel") === "play") document.documentElement.classList.add("oe-framed");
-// Play: an action button (plain HTML, see ui/play_panel.py) puts "serial:index" in the hidden
-// #oe-play-pick box and presses the hidden #oe-play-go button; a key presses the visible action
-// button marked for it (class oe-key-<key>).
-(() => {
-  const choose = (button) => {
-    const box = document.querySelector("#oe-play-pick textarea, #oe-play-pick input");
-    const go = document.querySelector("#oe-play-go");
-    if (!box || !go || button.disabled) return;
-    box.value = button.dataset.choice;
-    box.dispatchEvent(new Event("input", { bubbles: true }));
-    setTimeout(() => go.click(), 0);
-  };
-  document.addEventListener("click", (event) => {
-    const button = event.target instanceof Element && event.target.closest("#oe-play-choices button[data-choice]");
-    if (button) choose(button);
-  });
-  document.addEventListener("keydown", (event) => {
-    if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
-    if (event.target instanceof Element && event.target.closest("input, textarea, select, [contenteditable]")) return;
-    const key = event.key === " " ? "Space" : event.key;
-    if (!/^[A-Za-z0-9]+$/.test(key)) return;
-    const button = Array.from(document.querySelectorAll("#oe-play-choices button.oe-key-" + key))
-      .find((b) => b.offsetParent !== null && !b.disabled);
-    if (button) { event.preventDefault(); choose(button); }
-  });
-})();
 </script>"""
+    + PANEL_SCRIPT
 )
 CSS = (
     """
@@ -217,7 +193,7 @@ class _Pages:
         header = (
             f'<h2 id="oe-env-title">{views.escape(summary.id)}</h2><div class="oe-card-desc">{views.escape(subtitle)}</div>'
             f"{views.badges(env, version)}{trust_card.badge_row(summary, checks=False)}{views.health_line(health)}{views.deprecation_note(env)}"
-            f"{discovery_lines(version)}"
+            f"{views.imported_line(version.manifest if version else None)}{discovery_lines(version)}"
         )
         history = "".join(
             f"<tr><td><code>{views.escape(v.sha[:12])}</code></td><td>{views.escape(v.ref)}</td>"
@@ -433,7 +409,7 @@ def build_site(settings: HubSettings, factory: sessionmaker[Session], play: Play
 
         async def leave(request: gr.Request) -> None:
             if request is not None and request.session_hash:
-                await play.close(request.session_hash)
+                await play.leave(request.session_hash)  # a play session outlives a reload (play_resume_grace_s)
 
         site.unload(leave)
     # Gradio runs one event at a time per handler by default: visitors would wait for each other.

@@ -155,6 +155,20 @@ def health_line(health: Any) -> str:
     )
 
 
+def imported_line(manifest: Any) -> str:
+    """For an env written by `openenv import`: the ecosystem, id and version it came from (else nothing)."""
+    from openenv.interop.provenance import read_provenance
+
+    found = read_provenance(manifest if isinstance(manifest, dict) else None)
+    if found is None:
+        return ""
+    version = f" · version {escape(found.version)}" if found.version else " · version not recorded"
+    return (
+        f'<div class="oe-health" id="oe-imported">imported from {escape(found.label)}: '
+        f"<code>{escape(found.name)}</code>{version}</div>"
+    )
+
+
 def deprecation_note(env: Any) -> str:
     """A banner on a deprecated env, linking to its successor."""
     if not env.deprecated:
@@ -387,15 +401,24 @@ def frame_view(frame: Any, alt: str = "the environment now") -> str:
         return message(f"the env's picture cannot be shown: {exc}")
 
 
-def history_table(history: list[dict[str, Any]]) -> str:
+HISTORY_SHOWN = 100  # rows of the actions table: drawn again at every step, so its cost must not grow
+
+
+def history_table(history: list[dict[str, Any]], limit: int = HISTORY_SHOWN) -> str:
+    """The episode's actions, the latest `limit` of them (a line says how many earlier are not shown)."""
     if not history:
         return message("No step yet in this episode.")
+    first = max(0, len(history) - limit)
     rows = "".join(
         f"<tr><td>{i}</td><td><code>{escape(json.dumps(h['action'], ensure_ascii=False))}</code></td>"
         f"<td>{_scalar(h['reward'])}</td><td>{_scalar(h['done'])}</td></tr>"
-        for i, h in enumerate(history, 1)
+        for i, h in enumerate(history[first:], first + 1)
     )
-    return f'<table class="oe-table" id="oe-history"><tr><th>#</th><th>action</th><th>reward</th><th>done</th></tr>{rows}</table>'
+    earlier = message(f"The first {first} actions of this episode are not shown.") if first else ""
+    return (
+        f'{earlier}<table class="oe-table" id="oe-history"><tr><th>#</th><th>action</th><th>reward</th><th>done</th></tr>'
+        f"{rows}</table>"
+    )
 
 
 # -- model tries -----------------------------------------------------------------------------

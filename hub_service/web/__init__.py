@@ -57,7 +57,9 @@ class WebPages:
         raw_query: bytes = scope.get("query_string", b"")
         params = {k: v[-1] for k, v in urllib.parse.parse_qs(raw_query.decode("latin-1")).items()}
         if path == "/" and "panel" in params:
-            await self.app(scope, receive, send)
+            from hub_service.web.pages import watch_panel_load  # a panel that fails to load says so, and retries
+
+            await self.app(scope, receive, watch_panel_load(send) if params["panel"] == "play" else send)
             return
         if path != "/" and not path.startswith("/envs/") and path != "/envs":
             await self.app(scope, receive, send)

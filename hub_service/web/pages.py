@@ -20,7 +20,7 @@ from hub_service.settings import HubSettings
 from hub_service.ui import trust_card, views
 from hub_service.ui.leaderboard import LEADERBOARD_CSS, env_board
 
-__all__ = ["catalog_page", "env_page", "env_path", "not_found_page"]
+__all__ = ["catalog_page", "env_page", "env_path", "not_found_page", "watch_panel_load"]
 
 STATUSES = [("", "any status"), ("passing", "passing"), ("failing", "failing"), ("pending", "pending")]
 _TAGLINE = "Environments for agentic RL that pass their checks: browse them, play them, let a model try."
@@ -60,7 +60,9 @@ a.oe-play-link{align-self:flex-start;padding:4px 14px;border-radius:6px;backgrou
 .oe-msg{padding:6px 10px;border-radius:6px;margin:4px 0;background:#f6f8fa}.oe-msg.oe-error{background:#ffebe9;color:#a40e26}
 .oe-env-grid{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:16px}
 @media (max-width:800px){.oe-env-grid{grid-template-columns:minmax(0,1fr)}}
-iframe.oe-panel{width:100%;height:900px;border:1px solid #d0d7de;border-radius:8px}
+/* The panel sets its frame's height to its content once it has loaded (PANEL_SCRIPT in ui/play_panel.py):
+   this is only the height it starts at. */
+iframe.oe-panel{display:block;width:100%;height:min(640px,80vh);border:1px solid #d0d7de;border-radius:8px}
 pre{overflow-x:auto;background:#f6f8fa;padding:8px;border-radius:6px}
 .oe-readme img{max-width:100%}
 .oe-table{border-collapse:collapse}.oe-table td,.oe-table th{border:1px solid #d0d7de;padding:3px 7px;text-align:left}
@@ -251,6 +253,78 @@ def env_page(
     )
     url = settings.public_url.rstrip("/") + env_path("/", env_id)
     return 200, _document(root, f"{env_id} · OpenEnv Hub", description, url, body)
+
+
+# A play panel that shows nothing this long after it started loading is loaded again, at most LOAD_TRIES times.
+LOAD_WAIT_S = 20
+LOAD_TRIES = 3
+
+# Put first in the play panel's own page (`watch_panel_load`): the Gradio app adds its `head` only
+# once its script runs, so a panel whose script or style was not fetched (or that draws nothing in
+# LOAD_WAIT_S) is caught here, says so in words, and loads itself again, up to LOAD_TRIES times.
+PANEL_LOAD_WATCH = (
+    """<script>
+(() => {
+  const tries = Number(sessionStorage.getItem("oe-panel-tries") || 0), started = Date.now();
+  let failed = false;
+  const fail = (why) => {
+    if (failed || document.getElementById("oe-play-reset")) return;
+    failed = true;
+    const again = tries < """
+    + str(LOAD_TRIES)
+    + """;
+    const box = document.createElement("div");
+    box.id = "oe-panel-failed"; box.setAttribute("role", "alert");
+    box.style.cssText = "margin:12px;padding:8px 12px;border-radius:6px;background:#ffebe9;color:#a40e26;font:16px/1.5 system-ui,sans-serif";
+    box.textContent = "The play panel did not load (" + why + "). " + (again ? "Trying again…" : "Reload the page to try again.");
+    const put = () => document.body ? document.body.prepend(box) : setTimeout(put, 50);
+    put();
+    if (again) { sessionStorage.setItem("oe-panel-tries", String(tries + 1)); setTimeout(() => location.reload(), 1500); }
+  };
+  window.addEventListener("error", (event) => {
+    const part = event.target;
+    if (part instanceof HTMLScriptElement || part instanceof HTMLLinkElement) fail("a part of it could not be fetched");
+  }, true);
+  const watch = setInterval(() => {
+    if (document.getElementById("oe-play-reset")) { clearInterval(watch); sessionStorage.removeItem("oe-panel-tries"); }
+    else if (Date.now() - started > """
+    + str(LOAD_WAIT_S * 1000)
+    + """) { clearInterval(watch); fail("nothing was drawn in """
+    + str(LOAD_WAIT_S)
+    + """ s"); }
+  }, 250);
+})();
+</script>"""
+)
+
+
+def watch_panel_load(send: Any) -> Any:
+    """`send` for the play panel's page (Gradio's HTML), with PANEL_LOAD_WATCH put first in its <head>."""
+    state: dict[str, Any] = {}
+
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
+            html = any(k.lower() == b"content-type" and v.startswith(b"text/html") for k, v in headers) and not any(
+                k.lower() == b"content-encoding" for k, _ in headers
+            )  # a compressed page passes as it is
+            state["html"] = html
+            state["start"] = {**message, "headers": headers}
+            if not html:
+                await send(message)
+            return
+        if message["type"] != "http.response.body" or not state.get("html"):
+            await send(message)
+            return
+        state["body"] = state.get("body", b"") + message.get("body", b"")
+        if message.get("more_body"):
+            return
+        body = state["body"].replace(b"<head>", b"<head>" + PANEL_LOAD_WATCH.encode(), 1)
+        start = state["start"]
+        await send({**start, "headers": [*start["headers"], (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return wrapped
 
 
 def not_found_page(settings: HubSettings, root: str, text: str) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SOURCE_KINDS", "Candidate", "Scan", "scan"]
+__all__ = ["SKIPPED_DIRS", "SOURCE_KINDS", "Candidate", "Scan", "scan"]
 
 SOURCE_KINDS = ("verifiers", "ors")
 _ORS_ROOTS = ("ors", "openreward", "openrewardstandard")
@@ -25,7 +25,7 @@ _ORS_MODULES = frozenset(
     for suffix in ("", ".environment", ".environments", ".environments.environment")
 )
 # Folders that hold no source of the env itself (caches, virtual environments, builds).
-_SKIPPED_DIRS = frozenset(
+SKIPPED_DIRS = frozenset(
     {
         ".git",
         ".hg",
@@ -96,7 +96,7 @@ def _python_files(source: Path) -> Iterator[Path]:
         yield source
         return
     for path in sorted(source.rglob("*.py")):
-        if not _SKIPPED_DIRS.intersection(path.relative_to(source).parts[:-1]):
+        if not SKIPPED_DIRS.intersection(path.relative_to(source).parts[:-1]):
             yield path
 
 

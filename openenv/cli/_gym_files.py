@@ -23,7 +23,7 @@ port: 8000
 version: 0.1.0
 description: {description}
 tags: [openenv, gymnasium]
-validation:
+{provenance}validation:
   # The range of one step's reward that a few random episodes showed when this folder was written:
   # widen it if the env pays more. {plans_note}
   reward: {{range: [{low}, {high}], oracle_tolerance: 0.0, floor_margin: {margin}}}
@@ -215,6 +215,7 @@ _DOCKER_IGNORES = _IGNORES + "validation/\n"
 def folder_files(name: str, prefix: str, source: GymSource, sdk_version: str) -> dict[str, str]:
     """Every file but models.py, by path relative to the folder."""
     from openenv.interop.gymnasium import is_image, to_json
+    from openenv.interop.provenance import Provenance
 
     description = f"{source.env_id} from Gymnasium {source.version}, imported by openenv import."
     values = {
@@ -239,6 +240,7 @@ def folder_files(name: str, prefix: str, source: GymSource, sdk_version: str) ->
             plans_note=_PLANS.format(seed=PLAN_SEED) if source.oracle else _NO_PLANS,
             execution="  execution: {probe_path: validation/oracle.json}\n" if source.oracle else "",
             capabilities=_capabilities(source),
+            provenance=Provenance("gymnasium", source.env_id, source.version).manifest_line(),
         ),
         "README.md": _README.format(
             **values,

@@ -183,7 +183,7 @@ def _requirements(env_id: str, entry_point: str) -> list[str]:
         roots.update({NAMESPACE_MODULES[namespace]} if namespace in NAMESPACE_MODULES else set())
     providers = importlib.metadata.packages_distributions()
     for root in sorted(roots - {"gymnasium"}):
-        dists = providers.get(root)
+        dists = _providing(root, providers.get(root) or [])
         if not dists:
             raise CliError(
                 f"{env_id} comes from the module {root!r}, which no installed distribution provides, "
@@ -192,4 +192,24 @@ def _requirements(env_id: str, entry_point: str) -> list[str]:
                 2,
             )
         found.append(f"{dists[0]}=={importlib.metadata.version(dists[0])}")
+    return found
+
+
+def _providing(root: str, dists: list[str]) -> list[str]:
+    """Those of `dists` (the distributions that claim the top-level name `root`) whose files hold the
+    module Python imports as `root`: a distribution that ships a same-named package elsewhere (cint
+    ships a top-level `tests`) does not provide a checkout's own. All of them when the module's file
+    is unknown."""
+    spec = importlib.util.find_spec(root)
+    origin = spec.origin if spec is not None else None
+    if not origin or not dists:
+        return dists
+    from pathlib import Path
+
+    where = Path(origin).resolve()
+    found = []
+    for name in dists:
+        dist = importlib.metadata.distribution(name)
+        if any(Path(str(dist.locate_file(f))).resolve() == where for f in dist.files or []):
+            found.append(name)
     return found

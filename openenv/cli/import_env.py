@@ -12,8 +12,12 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openenv.cli._output import CliError, Output
+
+if TYPE_CHECKING:
+    from openenv.cli._detect import Candidate
 
 DESCRIPTION = """Import an environment of another ecosystem as an OpenEnv env folder (models, server, client,
 Dockerfile, README saying where it came from, openenv.yaml) that `openenv validate` passes.
@@ -22,15 +26,16 @@ SOURCE is a registered Gymnasium id (CartPole-v1, FrozenLake-v1, ALE/Pong-v5 wit
 module:Id for a package that registers ids), or a folder / .py file holding a Verifiers environment
 (a module importing `verifiers` that defines load_environment) or an ORS environment (a class
 deriving from ORS's Environment). Sources are read, never run, to find their environments; several
-found need --env-class, several formats --type. Generating Verifiers and ORS envs is not supported
-yet: such a source is detected, named, and refused (exit 2).
+found need --env-class, several formats --type. The source is copied into the folder's source/;
+its server needs `verifiers` or `openreward` (server/requirements.txt says which).
 
 Exit codes: 0 written, 2 bad input (nothing written)."""
 
 EXAMPLES = """
 openenv import CartPole-v1 -o cartpole_env
 openenv import ALE/Pong-v5 -o pong_env
-openenv import ./my_source --type ors        # names the ORS environments it finds
+openenv import ./my_vf_env -o my_vf_env     # a Verifiers environment (load_environment)
+openenv import ./guess.py --type ors          # an ORS environment class
 """
 
 TYPES = ("verifiers", "ors", "gymnasium")
@@ -56,13 +61,14 @@ def default_folder(source: str) -> str:
 def run(args: argparse.Namespace, out: Output) -> int:
     from openenv.cli.init import check_name
 
-    dest = Path(args.output or default_folder(args.source))
-    name = dest.name
-    check_name(name)
     path = Path(args.source)
     kind = args.source_type or ("gymnasium" if not path.exists() else None)
+    default = default_folder(path.resolve().stem if kind != "gymnasium" and path.exists() else args.source)
+    dest = Path(args.output or default)
+    name = dest.name
+    check_name(name)
     if kind != "gymnasium":
-        _refuse_source(path, kind, args.env_class)
+        return _import_source(path, kind, args.env_class, dest, args.json, out)
     from openenv.cli._gym_source import inspect_id
     from openenv.cli._staging import check_free, staged_folder
 
@@ -106,12 +112,53 @@ def run(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
-def _refuse_source(path: Path, kind: str | None, env_class: str | None) -> None:
-    """Find the Verifiers / ORS environments of a folder or .py file and say why none is imported.
+def _import_source(path: Path, kind: str | None, env_class: str | None, dest: Path, as_json: bool, out: Output) -> int:
+    """Write the env folder for the one Verifiers / ORS environment of a folder or .py file."""
+    from openenv.cli._interop_files import requirements, source_info, write_folder
+    from openenv.cli._staging import check_free, staged_folder
+
+    found = _find_source(path, kind, env_class)
+    check_free(dest)
+    info = source_info(path)
+    label = {"verifiers": "Verifiers", "ors": "ORS"}[found.kind]
+    with staged_folder(dest) as staging:
+        files = write_folder(staging, dest.name, path, found, info)
+    reqs = requirements(found.kind, info)
+    if as_json:
+        out.json(
+            {
+                "name": dest.name,
+                "path": str(dest.resolve()),
+                "type": found.kind,
+                "source": found.qualified_name,
+                "project": info.project,
+                "version": info.version,
+                "requirements": reqs,
+                "files": files,
+            }
+        )
+        return 0
+    version = f" {info.version}" if info.version else ""
+    out.mark("ok", f"imported the {label} environment {found.qualified_name}{version} into {dest} ({len(files)} files)")
+    out.line(f"  source       {path} (copied into {dest}/source)")
+    out.line(f"  requires     {', '.join(reqs)}")
+    out.line()
+    out.line("Next steps:")
+    for cmd, why in (
+        (f"openenv validate {dest}", "check it"),
+        (f"openenv serve {dest}", "run it on http://127.0.0.1:8000 (with its requirements installed)"),
+        (f"openenv build {dest}", "build its Docker image"),
+    ):
+        out.line(f"  {cmd:<36} {why}")
+    return 0
+
+
+def _find_source(path: Path, kind: str | None, env_class: str | None) -> Candidate:
+    """The one Verifiers / ORS environment of a folder or .py file, found by reading it.
 
     Raises:
-        CliError: always, exit 2: no such path, nothing found, several formats (--type), several
-            environments (--env-class), or the one found (generating it is not supported yet).
+        CliError: exit 2: no such path, nothing found, several formats (--type), several
+            environments (--env-class).
     """
     from openenv.cli._detect import scan
 
@@ -149,11 +196,4 @@ def _refuse_source(path: Path, kind: str | None, env_class: str | None) -> None:
         raise CliError(
             f"{path} holds {len(candidates)} {what} environments: {names}", "pass --env-class with one of them", 2
         )
-    (only,) = candidates
-    label = {"verifiers": "Verifiers", "ors": "ORS"}[only.kind]
-    raise CliError(
-        f"found the {label} environment {only.qualified_name} in {path}, but generating {label} envs is not "
-        "supported yet",
-        "import a Gymnasium id, or write the env with `openenv init` and call it from there",
-        2,
-    )
+    return candidates[0]

@@ -127,7 +127,10 @@ def from_json(space: spaces.Space[Any], data: Any) -> Any:
         value = _from_json(space, data)
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise ValueError(f"{data!r} is not in the action space {space}: {exc}") from None
-    if not space.contains(value):
+    if isinstance(space, spaces.Discrete):  # the common case, checked without `contains`'s numpy calls
+        if not space.start <= value < space.start + space.n:
+            raise ValueError(f"{data!r} is not in the action space {space}")
+    elif not space.contains(value):
         raise ValueError(f"{data!r} is not in the action space {space}")
     return value
 
@@ -194,8 +197,11 @@ class GymnasiumEnvironment(Environment[ActT, ObsT, StateT], Generic[ActT, ObsT, 
         load_spec(self.GYMNASIUM_ID)
         kwargs = {**self.MAKE_KWARGS, **({"render_mode": "rgb_array"} if self.RENDER else {})}
         self._env = gymnasium.make(self.GYMNASIUM_ID.rpartition(":")[2], **kwargs)
-        check_space(self._env.observation_space, "observation")
-        check_space(self._env.action_space, "action")
+        # Read once: each read walks the wrapper chain, and a step would read them twice.
+        self._observation_space = self._env.observation_space
+        self._action_space = self._env.action_space
+        check_space(self._observation_space, "observation")
+        check_space(self._action_space, "action")
         self._episode_id = str(uuid.uuid4())
         self._seed: int | None = None
         self._steps = 0
@@ -219,7 +225,7 @@ class GymnasiumEnvironment(Environment[ActT, ObsT, StateT], Generic[ActT, ObsT, 
         """
         if self._done:
             raise RuntimeError("no episode is running (none started, or it ended); call reset()")
-        value = from_json(self._env.action_space, action.model_dump(mode="json", by_alias=True)["action"])
+        value = from_json(self._action_space, action.model_dump(mode="json", by_alias=True)["action"])
         observation, reward, terminated, truncated, info = self._env.step(value)
         self._steps += 1
         self._total += float(reward)
@@ -246,9 +252,9 @@ class GymnasiumEnvironment(Environment[ActT, ObsT, StateT], Generic[ActT, ObsT, 
 
     def _observe(self, observation: Any, info: dict[str, Any], reward: float | None, *, truncated: bool) -> ObsT:
         made: ObsT = self.OBSERVATION(
-            observation=to_json(self._env.observation_space, observation),
+            observation=to_json(self._observation_space, observation),
             truncated=truncated,
-            info=jsonable(info),
+            info=jsonable(info) if info else {},
             reward=reward,
             done=self._done,
         )

@@ -167,6 +167,66 @@ def test_a_reindex_writes_only_what_changed(hf_hub: HubStandIn, clean_factory, e
     assert _counts(clean_factory) == (before[0], 0, before[2] + 2, before[3] + 2)
 
 
+def _age(hub: HubStandIn, days: int = 1) -> None:
+    """Make every Space last modified `days` ago, as most of a real Hub's Spaces were."""
+    import datetime as dt
+
+    when = (dt.datetime.now(dt.UTC) - dt.timedelta(days=days)).isoformat(timespec="milliseconds")
+    for repo in list(hub.store.repos.values()):
+        repo.last_modified = when.replace("+00:00", "Z")
+
+
+def test_an_incremental_pass_reads_the_newest_page_and_a_full_crawl_finds_what_is_gone(
+    hf_hub: HubStandIn, clean_factory
+) -> None:
+    _seed(hf_hub)
+    _age(hf_hub)
+    source = HfSource(hf_hub.url, hf_hub.token)
+    first = index_source(clean_factory, source, full_every_s=3600)
+    assert (first.mode, first.pages, first.new) == ("full", 5, SPACES)  # no complete pass yet: a full crawl
+
+    hf_hub.commit("org0/env_000", {"NEW.md": "changed"})
+    hf_hub.commit("org1/env_100", {"NEW.md": "changed"})
+    hf_hub.create_space("org9/brand_new", tags=["openenv"])
+    hf_hub.set_runtime("org2/env_200", stage="BUILDING")  # no commit, on page 5: left to the next full crawl
+    hf_hub.store.delete("space", "org1/env_004")  # a listing cannot say: left to the next full crawl
+    hf_hub.reset_requests()
+    changes = index_source(clean_factory, source, full_every_s=3600)
+    assert changes.mode == "changes" and changes.pages == 1 == hf_hub.request_count(*PAGES)
+    assert (changes.new, changes.changed, changes.jobs, changes.gone) == (1, 2, 3, 0)
+    assert _counts(clean_factory) == (SPACES + 1, 0, SPACES + 3, SPACES + 3)
+    with clean_factory() as s:
+        assert s.scalar(select(EnvRecord.stage).where(EnvRecord.name == "env_200")) == "RUNNING"
+
+    again = index_source(clean_factory, source, full_every_s=3600)  # nothing new since the last pass
+    assert (again.mode, again.pages, again.new, again.changed, again.jobs) == ("changes", 1, 0, 0, 0)
+
+    full = index_source(clean_factory, source, full_every_s=0)  # the full crawl is due
+    assert (full.mode, full.pages, full.gone, full.refreshed, full.jobs) == ("full", 5, 1, 1, 0)
+    with clean_factory() as s:
+        gone = s.scalar(select(EnvRecord).where(EnvRecord.name == "env_004"))
+        assert gone is not None and gone.gone
+        assert s.scalar(select(EnvRecord.stage).where(EnvRecord.name == "env_200")) == "BUILDING"
+
+
+def test_the_reconcile_is_incremental_between_full_crawls_as_its_setting_says(
+    hf_hub: HubStandIn, clean_factory, hub_settings
+) -> None:
+    from pydantic import SecretStr
+
+    from hub_service.serve import index_all
+
+    _seed(hf_hub)
+    _age(hf_hub)
+    hf = {"hf_enabled": True, "hf_endpoint": hf_hub.url, "hf_token": SecretStr(hf_hub.token), "local_source": None}
+    every = hub_settings.model_copy(update={**hf, "hf_full_crawl_every_s": 3600.0})
+    assert [(r.mode, r.pages) for r in index_all(every)] == [("full", 5)]
+    hf_hub.commit("org0/env_000", {"NEW.md": "changed"})
+    assert [(r.mode, r.pages, r.changed) for r in index_all(every)] == [("changes", 1, 1)]
+    always = hub_settings.model_copy(update=hf)  # the default, 0: every pass is a full crawl
+    assert [(r.mode, r.pages) for r in index_all(always)] == [("full", 5)]
+
+
 def test_retry_after_reads_seconds_dates_and_the_ratelimit_header() -> None:
     import datetime as dt
 

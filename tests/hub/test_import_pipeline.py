@@ -1,6 +1,7 @@
-"""An env `openenv import` wrote from a Gymnasium id goes through the Hub's whole pipeline (fetch →
-validate → build → smoke with RFC 008's levels → publish) and passes, as the bundled envs do: its
-image installs gymnasium from its pinned requirements, and its searched oracle and canaries hold."""
+"""An env `openenv import` wrote (from a Gymnasium id; from a Verifiers and an ORS source) goes
+through the Hub's whole pipeline (fetch → validate → build → smoke with RFC 008's levels → publish)
+and passes, as the bundled envs do: its image installs its library from its pinned requirements,
+and its oracle and canaries hold."""
 
 from __future__ import annotations
 
@@ -37,3 +38,31 @@ def test_an_imported_gymnasium_env_passes_the_hubs_pipeline(
     results = {r["check_id"]: r for r in version.rfc008["results"]}
     for check in ("semantic.oracle_max", "semantic.canary_floor", "semantic.floor_gap", "runtime.oracle_containment"):
         assert results[check]["status"] == "pass", results[check]
+
+
+# One backend: the builds (pip installing each library) are what take the time, and the Gymnasium
+# test above already runs the same pipeline on both databases.
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(
+    ("fixture", "folder"), [("vf_arithmetic", "vf_arithmetic_env"), ("ors_guess", "ors_guess_env")]
+)
+def test_an_imported_verifiers_or_ors_env_passes_the_hubs_pipeline(
+    fixture: str, folder: str, clean_factory, hub_settings: HubSettings, run_cli: Run
+) -> None:
+    """Its image installs the library (`verifiers`, `openreward`) from its pinned requirements and
+    runs the copied source; the smoke test plays it, and RFC 008's levels replay the answer plans
+    the source carries (tests/fixtures/imports/*/openenv/)."""
+    _needs_docker()
+    engine_past_its_start_up()
+    settings = hub_settings.model_copy(update={"builder": "container"})
+    root = Path(settings.local_source)
+    root.mkdir(parents=True, exist_ok=True)
+    source = Path(__file__).resolve().parents[1] / "fixtures" / "imports" / fixture
+    made = run_cli("import", str(source), "-o", str(root / folder))
+    assert made.returncode == 0, made.stderr
+    index_source(clean_factory, LocalSource(root, trusted=False))
+    ran = Worker(settings, clean_factory).run_until_idle(max_wait_s=1)
+    version = verdicts(clean_factory)[folder]
+    assert ran == ["passed"], (version.failure_stage, version.failure_code, version.failure_reason)
+    assert (version.state, version.build_status, version.smoke_status) == ("passed", "passed", "passed")
+    assert version.validation_status in ("pass", "warn")

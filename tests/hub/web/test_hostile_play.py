@@ -274,7 +274,7 @@ def _play_reset(client: Any, env_id: str) -> str:
         raise AssertionError(f"no result of {name}")
 
     event("open_site", [values[i] for i in events["open_site"]["inputs"]], f"?env={env_id}&panel=play")
-    out = event("do_reset", [None, "", "", None])  # (its env comes from the page the session opened)
+    out = event("do_reset", [None, "", "", None, ""])  # (its env comes from the page the session opened; no tab token)
     notices = [o for o in out if isinstance(o, str) and "oe-msg" in o]
     assert notices, out
     return notices[0]

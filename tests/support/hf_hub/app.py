@@ -17,10 +17,11 @@ from fastapi.responses import JSONResponse, Response
 from tests.support.hf_hub.access import KINDS, Access, HubState, User
 from tests.support.hf_hub.discussions import add_discussion_routes
 from tests.support.hf_hub.git_http import add_git_routes
+from tests.support.hf_hub.listing import Listings
 from tests.support.hf_hub.ratelimit import add_rate_limits
 from tests.support.hf_hub.spaces import add_space_routes
 from tests.support.hf_hub.store import HubError, now_iso, object_id
-from tests.support.hf_hub.views import card_and_tags, repo_info, tree_entries, url_prefix
+from tests.support.hf_hub.views import repo_info, tree_entries, url_prefix
 from tests.support.hf_hub.webhooks import WebhookSender, add_webhook_routes
 
 __all__ = ["HubState", "User", "create_hub_app"]
@@ -52,6 +53,7 @@ def create_hub_app(state: HubState) -> FastAPI:
         return response
 
     access = Access(state)
+    listings = Listings(store)
     endpoint, user_of, readable, writable = access.endpoint, access.user_of, access.readable, access.writable
     committer, split_revision, paged = access.committer, access.split_revision, access.paged
     if state.webhooks is None:
@@ -174,37 +176,9 @@ def create_hub_app(state: HubState) -> FastAPI:
             raise HubError(404, f"Unknown listing {kind}")
         q = request.query_params
         user = user_of(request)
-        filters = q.getlist("filter")
-        search = (q.get("search") or "").lower()
-        author = q.get("author")
-        expand = q.getlist("expand") or q.getlist("expand[]")
-        full = q.get("full") in ("1", "true", "True")
-        with store.lock:
-            repos = [r for (t, _), r in store.repos.items() if t == KINDS[kind]]
-        out: list[dict[str, Any]] = []
-        for repo in repos:
-            if repo.private and (user is None or not (user.name == repo.owner or repo.owner in user.orgs)):
-                continue
-            if author and repo.owner != author:
-                continue
-            if search and search not in repo.id.lower():
-                continue
-            head = repo.head()
-            if filters:
-                _, tags = card_and_tags(store, repo, head)
-                if not all(f in tags for f in filters):
-                    continue
-            out.append(repo_info(store, repo, head, endpoint=endpoint(request), expand=expand or None, full=full))
-        sort = q.get("sort")
-        if sort in ("lastModified", "createdAt", "likes", "trendingScore"):
-            key = {
-                "lastModified": lambda r: r.last_modified,
-                "createdAt": lambda r: r.created_at,
-                "likes": lambda r: r.likes,
-                "trendingScore": lambda r: 0,
-            }[sort]
-            by_id = {r.id: r for r in repos}
-            out.sort(key=lambda info: key(by_id[info["id"]]), reverse=q.get("direction") != "1")
+        reader = (user.name, tuple(user.orgs)) if user is not None else None
+        params = [(k, v) for k, v in q.multi_items() if k not in ("cursor", "limit")]
+        out = listings.listing(KINDS[kind], params, reader, endpoint(request))
         limit = int(q["limit"]) if q.get("limit") else None
         size = min(limit, state.page_size) if limit else state.page_size
         return paged(request, out, size)

@@ -23,6 +23,20 @@ from typing import Any
 
 __all__ = ["Commit", "Discussion", "HubError", "HubStore", "Repo", "now_iso"]
 
+# Bumped by every change to any repo (a field set, a save, a delete): the listing's cache (listing.py)
+# is rebuilt only when it moved, and then reuses the item of each repo whose own `changes` did not.
+_GENERATION = [0]
+
+
+def generation() -> int:
+    """How many changes the stand-in's repos have seen (in this process)."""
+    return _GENERATION[0]
+
+
+def _changed(repo: Repo) -> None:
+    repo.__dict__["changes"] = repo.__dict__.get("changes", 0) + 1
+    _GENERATION[0] += 1
+
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -91,6 +105,10 @@ class Repo:
     mongo_id: str = field(default_factory=object_id)
     host: str | None = None  # where the Space runs when the stand-in runs it (else <subdomain>.hf.space)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        _changed(self)  # repos are changed by setting fields (`repo.runtime = {...}`), never in place
+
     @property
     def id(self) -> str:
         return f"{self.owner}/{self.name}"
@@ -150,6 +168,7 @@ class HubStore:
     def save(self, repo: Repo) -> None:
         """Write `repo`'s metadata (deferred to the end of a `batch()`)."""
         with self.lock:
+            _changed(repo)  # what was changed in place (refs, commits) is saved, and so seen
             if self._dirty is not None:
                 self._dirty.add((repo.repo_type, repo.id))
                 return
@@ -255,6 +274,7 @@ class HubStore:
         with self.lock:
             repo = self.get(repo_type, repo_id)
             del self.repos[(repo_type, repo_id)]
+            _changed(repo)
             self._path(repo).unlink(missing_ok=True)
 
     def commit(
