@@ -377,6 +377,28 @@ def _engines_table(e: dict[str, Any]) -> list[str]:
     ]
 
 
+def step_commits(doc: Doc) -> str:
+    r = doc["results"]
+    levels = sorted({int(n) for per in r["by_stack"].values() for n in per})
+    header = ["stack", *(f"{_sessions(n)}: steps/s (server CPU per step)" for n in levels)]
+    rows = []
+    for name, per in r["by_stack"].items():
+        cells = []
+        for n in levels:
+            row = per[str(n)]
+            ratio = r["ours_vs_upstream"].get(name, {}).get(str(n))
+            versus = f", {_ratio(ratio)} upstream" if ratio is not None else ""
+            cells.append(f"{_n(row['steps_per_s'])}{versus} ({row['server_cpu_us_per_step']:g} µs)")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return _table(
+        "Our step path at the commits of earlier turns, each commit's own server and client, beside upstream in "
+        f"one run ({_rounds(doc['machine']['settings'])}) (`benchmarks/step_commits.py`):",
+        header,
+        rows,
+        _provenance(doc, "the echo env, interleaved rounds"),
+    )
+
+
 def crawl(doc: Doc) -> str:
     r = doc["results"]
     t = r["targets"]
@@ -624,6 +646,7 @@ def hub_lane(doc: Doc) -> str:
 
 RENDERERS: dict[str, Callable[[Doc], str]] = {
     "step_throughput": step_throughput,
+    "step_commits": step_commits,
     "rollouts": rollouts,
     "cli_latency": cli_latency,
     "cold_start": cold_start,
