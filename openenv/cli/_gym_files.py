@@ -14,7 +14,9 @@ from openenv.cli._gym_source import FLOOR_MARGIN, GymSource
 
 __all__ = ["folder_files", "write_folder"]
 
-_MANIFEST = """spec_version: 1
+# The head of an imported env's openenv.yaml, whatever it was imported from (`kind`); each writer adds
+# its own validation block under it.
+MANIFEST_HEAD = """spec_version: 1
 name: {name}
 type: space
 runtime: fastapi
@@ -22,17 +24,21 @@ app: server.app:app
 port: 8000
 version: 0.1.0
 description: {description}
-tags: [openenv, gymnasium]
+tags: [openenv, {kind}]
 {provenance}validation:
-  # The range of one step's reward that a few random episodes showed when this folder was written:
+"""
+_MANIFEST = (
+    MANIFEST_HEAD
+    + """  # The range of one step's reward that a few random episodes showed when this folder was written:
   # widen it if the env pays more. {plans_note}
   reward: {{range: [{low}, {high}], oracle_tolerance: 0.0, floor_margin: {margin}}}
   resources: {{cpu: 1.0, memory_mb: 1024, disk_mb: 512, episode_timeout_s: 600.0}}
   network: {{mode: no-network}}
 {execution}  capabilities:
     verifier: {{kind: reward_channel}}
-{capabilities}  types: {{tags: [gymnasium]}}
+{capabilities}  types: {{tags: [{kind}]}}
 """
+)
 _NO_PLANS = (
     "No oracle: the search found no plan that earns the top reward;\n"
     "  # add validation/oracle.json (and canaries) for the semantic level (docs/validate.md)."
@@ -241,6 +247,7 @@ def folder_files(name: str, prefix: str, source: GymSource, sdk_version: str) ->
             execution="  execution: {probe_path: validation/oracle.json}\n" if source.oracle else "",
             capabilities=_capabilities(source),
             provenance=Provenance("gymnasium", source.env_id, source.version).manifest_line(),
+            kind="gymnasium",
         ),
         "README.md": _README.format(
             **values,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openenv.cli._detect import SKIPPED_DIRS, Candidate
-from openenv.cli._gym_files import _APP, _DOCKERFILE, _IGNORES, _INIT, _PYPROJECT
+from openenv.cli._gym_files import _APP, _DOCKERFILE, _IGNORES, _INIT, _PYPROJECT, MANIFEST_HEAD
 from openenv.cli._output import CliError
 
 __all__ = ["LIBRARIES", "SourceInfo", "source_info", "write_folder"]
@@ -220,17 +220,9 @@ def _copy_source(source: Path, dest: Path) -> list[str]:
     return copied
 
 
-_MANIFEST = """spec_version: 1
-name: {name}
-type: space
-runtime: fastapi
-app: server.app:app
-port: 8000
-version: 0.1.0
-description: {description}
-tags: [openenv, {kind}]
-{provenance}validation:
-  # {reward_note}
+_MANIFEST = (
+    MANIFEST_HEAD
+    + """  # {reward_note}
   reward: {{range: [0.0, 1.0], oracle_tolerance: 0.0, floor_margin: 0.5}}
   resources: {{cpu: 1.0, memory_mb: 2048, disk_mb: 2048, episode_timeout_s: 600.0}}
   network: {{mode: no-network}}
@@ -238,6 +230,7 @@ tags: [openenv, {kind}]
     verifier: {{kind: reward_channel}}
 {plans}{declared_tools}  types: {{tags: [{kind}]}}
 """
+)
 _REWARD_NOTES = {
     "verifiers": "The reward is the rubric's weighted sum: widen the range if its weights add up to more than 1.",
     "ors": "The reward is what each tool call returns: widen the range if the environment pays more than 1.",
